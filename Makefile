@@ -1,0 +1,23 @@
+# Every target creates the virtualenv it needs: torch 2.13.0 first (a CPU wheel of exactly that
+# version is on the machine; any other spec would pull GBs of CUDA packages), then requirements.txt.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install test tiny clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+test: install                  ## the whole test suite, CPU, a few minutes on 2 cores
+	$(PY) -m pytest tests -q
+
+tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
+	$(PY) model.py
+
+clean:
+	rm -rf $(VENV) out
