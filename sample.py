@@ -1,0 +1,210 @@
+"""
+Semi-autoregressive masked-diffusion sampling for LLaDA (the sampler d1 uses for RL rollouts and eval).
+
+A masked diffusion LM does not write left to right. We start from a canvas
+[prompt | mask x gen_length] and, over `steps` forward passes, repeatedly predict every masked
+position at once, keep the few predictions the model is most confident about, and leave the rest
+masked for the next pass ("low-confidence remasking", LLaDA paper arXiv 2502.09992, Sec. 2.4 and
+App. B). The canvas is split into blocks of `block_length` that are finished strictly left to right
+("semi-autoregressive remasking", App. B.3); inside a block the order is free. d1 (arXiv 2504.12216,
+Sec. 2 / its code) uses this exact algorithm, e.g. gen_length=256, block_length=32, steps=128.
+
+Deliberate differences from the reference code (same algorithm, different numerics / RNG stream):
+  - the low-confidence softmax runs in fp32 (LLaDA HEAD and d1's RL copy run it in bf16, which
+    creates many ties between confidences);
+  - Gumbel noise is float64 as in LLaDA, but drawn only over the current block, not all of [B, L, V];
+  - the mask token is never picked as a prediction (LLaDA could, in principle, "write" a mask).
+
+Run a tiny demo on CPU (creates a random tiny model on first use):
+    python sample.py --prompt "What is 2+3?" --gen-length 32 --block-length 8 --steps 16
+"""
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+REMASKING_STRATEGIES = ("low_confidence", "random")
+DEFAULT_MODEL_DIR = os.path.join("out", "tiny-llada")  # the CLI builds a random tiny model here if missing
+
+# -----------------------------------------------------------------------------
+# small pure helpers
+
+
+def num_transfer_tokens(mask_count: torch.Tensor, steps: int) -> torch.Tensor:
+    """Split each row's number of masked positions evenly over `steps` steps -> (B, steps) long.
+    Under LLaDA's linear noise schedule the expected number of tokens unmasked per step is constant,
+    so every step gets count // steps and the first count % steps steps get one extra
+    (10 over 4 -> 3, 3, 2, 2)."""
+    base = (mask_count // steps)[:, None]                                   # (B, 1)
+    remainder = (mask_count % steps)[:, None]                               # (B, 1)
+    step_idx = torch.arange(steps, device=mask_count.device)[None, :]       # (1, steps)
+    return base + (step_idx < remainder).long()                             # (B, steps)
+
+
+def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int, int]:
+    """Validate the block/step layout and return (num_blocks, steps_per_block)."""
+    if gen_length <= 0 or block_length <= 0:
+        raise ValueError(f"gen_length ({gen_length}) and block_length ({block_length}) must be positive")
+    if gen_length % block_length != 0:
+        raise ValueError(f"gen_length ({gen_length}) must be a multiple of block_length ({block_length}); "
+                         f"change one of them, e.g. block_length={gen_length} for a single block")
+    num_blocks = gen_length // block_length
+    if steps <= 0 or steps < num_blocks:
+        raise ValueError(f"steps ({steps}) must be >= the number of blocks ({num_blocks} = gen_length / "
+                         f"block_length): every block needs at least one step; raise steps or block_length")
+    if steps % num_blocks != 0:
+        raise ValueError(f"steps ({steps}) must be a multiple of the number of blocks ({num_blocks}) so "
+                         f"every block gets the same number of steps; "
+                         f"e.g. steps={(steps // num_blocks) * num_blocks}")
+    return num_blocks, steps // num_blocks
+
+
+def uniform(shape, generator, device, dtype=torch.float32) -> torch.Tensor:
+    """U[0,1) noise drawn on the generator's own device and then moved, so a CPU torch.Generator
+    works (and gives the same numbers) even when the model lives on a GPU."""
+    draw_device = generator.device if generator is not None else device
+    return torch.rand(shape, generator=generator, device=draw_device, dtype=dtype).to(device)
+
+
+def sample_tokens(logits: torch.Tensor, temperature: float, generator=None) -> torch.Tensor:
+    """Pick one token per position: argmax at temperature 0, else Gumbel-max sampling from
+    softmax(logits / T). logits (B, K, V) -> (B, K) long.
+    LLaDA writes this as argmax(exp(logits) / (-log U)^T); taking the log of that gives the
+    numerically safer argmax(logits / T - log(-log U)), the same argmax. The noise is float64 because
+    low-precision Gumbel noise measurably hurts samples (arXiv 2409.02908, cited by LLaDA)."""
+    if temperature == 0.0:
+        return logits.argmax(dim=-1)
+    u = uniform(logits.shape, generator, logits.device, torch.float64)   # (B, K, V)
+    gumbel = -torch.log(-torch.log(u))  # u == 0 gives -inf: that token just never wins
+    return (logits.double() / temperature + gumbel).argmax(dim=-1)
+
+
+def select_top_k(confidence: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Per row, mark the k[row] highest-confidence positions. confidence (B, K), k (B,) -> bool (B, K).
+    Rows have different k, so we rank instead of calling topk once; ties break arbitrarily (as in LLaDA)."""
+    order = confidence.argsort(dim=-1, descending=True)                     # (B, K) positions, best first
+    ranks = torch.empty_like(order)
+    ranks.scatter_(-1, order, torch.arange(order.shape[-1], device=order.device).expand_as(order))
+    return ranks < k[:, None]                                               # (B, K)
+
+
+def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, start, end) -> torch.Tensor:
+    """One denoising forward over the whole canvas, returning fp32 logits of columns [start, end) only,
+    (B, K, V): nothing outside the current block can be written, and at 8B scale the full fp32
+    (B, L, V) tensor would be gigabytes. With cfg_scale > 0, classifier-free guidance (LLaDA App. B):
+    the unconditional input is x with every original prompt position masked; both go through the
+    model as one doubled batch and are mixed as un + (cfg_scale + 1) * (cond - un), here in fp32."""
+    if cfg_scale == 0.0:
+        return model(x, attention_mask=attention_mask)[:, start:end].float()
+    x_uncond = x.masked_fill(prompt_index, mask_id)                         # (B, L)
+    am = None if attention_mask is None else torch.cat([attention_mask, attention_mask])
+    logits = model(torch.cat([x, x_uncond]), attention_mask=am)[:, start:end].float()  # (2B, K, V)
+    cond, uncond = logits.chunk(2, dim=0)                                   # 2 x (B, K, V)
+    return uncond + (cfg_scale + 1.0) * (cond - uncond)
+
+# -----------------------------------------------------------------------------
+# the sampler
+
+
+@torch.no_grad()
+def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32, steps=64,
+             temperature=0.0, cfg_scale=0.0, remasking="low_confidence", mask_id=None,
+             generator=None, progress=False):
+    """Fill gen_length masked positions after `prompt` (B, P) long -> (B, P + gen_length) long.
+    Prompts in a batch should be left-padded; attention_mask (B, P) is an optional 1/0 key-padding
+    mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept."""
+    num_blocks, steps_per_block = check_schedule(gen_length, block_length, steps)
+    if remasking not in REMASKING_STRATEGIES:
+        raise ValueError(f"remasking must be one of {REMASKING_STRATEGIES}, got {remasking!r}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    if prompt.dim() != 2:
+        raise ValueError(f"prompt must be (B, P) token ids, got shape {tuple(prompt.shape)}")
+    if (prompt == mask_id).any():
+        raise ValueError(f"prompt contains the mask token id {mask_id}: the sampler would treat those "
+                         f"positions as blanks to fill (and CFG as prompt-free); pad with EOS instead "
+                         f"and strip stray masks")
+    B, P = prompt.shape
+
+    # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.
+    x = torch.full((B, P + gen_length), mask_id, dtype=torch.long, device=prompt.device)  # (B, L)
+    x[:, :P] = prompt
+    prompt_index = x != mask_id                                             # (B, L)
+    if attention_mask is not None:
+        if attention_mask.shape != prompt.shape:
+            raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} "
+                             f"!= prompt shape {tuple(prompt.shape)}")
+        # generated positions are always real tokens, so they are always attended
+        ones = torch.ones((B, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)
+        attention_mask = torch.cat([attention_mask, ones], dim=1)           # (B, L)
+
+    mask_token = torch.tensor([mask_id], device=x.device)  # index for banning it from x0
+
+    bar = tqdm(total=num_blocks * steps_per_block, desc="sampling", disable=not progress)
+    for b in range(num_blocks):
+        start, end = P + b * block_length, P + (b + 1) * block_length  # the block's canvas columns
+        # schedule for this block from its current mask count (always block_length here, since
+        # prompts hold no masks and earlier blocks never write right of themselves)
+        schedule = num_transfer_tokens((x[:, start:end] == mask_id).sum(dim=1), steps_per_block)  # (B, S)
+        for i in range(steps_per_block):
+            # Only masked positions inside this block can be written (LLaDA sets confidence to -inf
+            # right of the block and on every unmasked position), so we work on the block's slice.
+            # Same result; it also means our Gumbel noise is (B, K, V) instead of LLaDA's (B, L, V):
+            # same distribution, different RNG stream, so seeded samples won't match LLaDA bit for bit.
+            logits = block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale,
+                                  start, end)                               # (B, K, V) fp32
+            block_mask = x[:, start:end] == mask_id                         # (B, K)
+            # Deviation: the mask token itself may never be chosen. LLaDA does not guard this (its
+            # trained model never predicts it), but a random or tiny model can, and a "written" mask
+            # would silently stay a blank forever. Confidence below still uses the untouched logits.
+            choice_logits = logits.index_fill(-1, mask_token, float("-inf"))  # (B, K, V)
+            x0 = sample_tokens(choice_logits, temperature, generator)       # (B, K)
+            if remasking == "low_confidence":
+                # probability of the chosen token under the un-noised (temperature-1) logits. We use
+                # fp32 on purpose; LLaDA HEAD and d1's RL sampler do this softmax in bf16.
+                probs = F.softmax(logits, dim=-1)                           # (B, K, V) fp32
+                confidence = probs.gather(-1, x0[..., None]).squeeze(-1)    # (B, K)
+            else:  # "random": keep a uniformly random subset of the masked positions
+                confidence = uniform(block_mask.shape, generator, x.device)  # (B, K)
+            confidence = confidence.masked_fill(~block_mask, float("-inf"))  # never touch written tokens
+            transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
+            # write the chosen predictions; everything else stays masked for a later step
+            x[:, start:end] = torch.where(transfer, x0, x[:, start:end])
+            bar.update(1)
+    bar.close()
+    return x
+
+# -----------------------------------------------------------------------------
+# a small CLI demo, in the spirit of nanoGPT's sample.py
+
+if __name__ == "__main__":
+    from model import LLaDA, load_tokenizer, make_tiny
+
+    parser = argparse.ArgumentParser(description="Sample a completion from LLaDA with the semi-AR sampler")
+    parser.add_argument("--model-dir", type=str, default=DEFAULT_MODEL_DIR,
+                        help="checkpoint dir, official layout (the default tiny model is made if missing)")
+    parser.add_argument("--prompt", type=str, default="What is 2+3?", help="user message")
+    parser.add_argument("--gen-length", type=int, default=64, help="number of tokens to generate")
+    parser.add_argument("--block-length", type=int, default=32, help="semi-AR block size, divides gen-length")
+    parser.add_argument("--steps", type=int, default=32, help="denoising steps, a multiple of #blocks")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; d1's RL rollouts use 0.9")
+    parser.add_argument("--seed", type=int, default=1337, help="seed for sampling noise")
+    args = parser.parse_args()
+    print(vars(args))
+
+    if args.model_dir == DEFAULT_MODEL_DIR and not os.path.exists(args.model_dir):
+        make_tiny(args.model_dir)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = LLaDA.from_pretrained(args.model_dir, device=device).eval()
+    tokenizer = load_tokenizer(args.model_dir)
+
+    text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
+                                         add_generation_prompt=True, tokenize=False)
+    prompt = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]], device=device)  # (1, P)
+    generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
+    out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
+                   steps=args.steps, temperature=args.temperature, generator=generator, progress=True)
+    print(tokenizer.decode(out[0, prompt.shape[1]:].tolist(), skip_special_tokens=True))
