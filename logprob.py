@@ -1,0 +1,217 @@
+"""
+Log-likelihood estimators for a masked diffusion LM (LLaDA). A masked diffusion model has no
+cheap exact log π(o|q), so every RL or eval step that needs one has to estimate it. Three ways:
+
+1) d1's one-step estimator (diffu-GRPO, arXiv 2504.12216, Sec. 3.2). Mask the WHOLE completion,
+   mask each prompt token independently with probability p (0.15 in d1's train.yaml), run ONE
+   forward pass and read every completion token's log-prob off the same logits:
+
+       log π(o_k | q')  =  log softmax(f_θ(q' ⊕ [M]*N))_k [o_k]          (per token, k = 1..N)
+       log π(o | q)     ≈  Σ_k log π(o_k | q')                           (mean-field sum)
+
+   q' is the randomly masked prompt. The random prompt mask comes from a seed, so π_θ, π_old and
+   π_ref all see the SAME q' (d1-spec §3.2). d1 uses no 1/p weighting and does NOT divide the
+   logits by the sampling temperature (TRL does); neither do we.
+
+2) Coupled-GRPO (DiffuCoder, arXiv 2506.20639). Draw t ~ U(0.2, 0.8); view 1 masks each completion
+   token with probability t, view 2 masks exactly the complement. Every completion token is then
+   scored exactly once, in a partially masked context, for 2x the compute of (1).
+
+3) LLaDA's Monte-Carlo ELBO (arXiv 2502.09992, Eq. 6; `get_log_likelihood.py` in ML-GSAI/LLaDA).
+   For an answer a of length L after prompt q, with l ~ U{1..L} tokens masked uniformly at random:
+
+       log p(a | q)  >=  E_l E_{a_l} [ (L / l) Σ_{i masked} log p_θ(a_i | q, a_l) ]
+
+   a lower bound that we estimate by Monte Carlo, with the number of masked tokens stratified
+   across each batch to cut variance. This is for evaluation (e.g. multiple-choice scoring).
+
+Run:  python logprob.py                       (tiny random model, CPU, seconds)
+      python logprob.py --model-dir PATH      (a converted LLaDA checkpoint)
+"""
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+# -----------------------------------------------------------------------------
+# 1) d1's one-step estimator (+ coupled-GRPO variant)
+
+def prompt_mask(shape, p, generator=None, device="cpu"):
+    """Bool mask, True = replace by [MASK]; each entry True independently with probability p.
+    The uniforms are drawn on the generator's own device and then moved, so a CPU generator
+    seeded with s gives the same mask whether the model lives on CPU or GPU."""
+    gen_device = generator.device if generator is not None else "cpu"
+    u = torch.rand(shape, generator=generator, device=gen_device)  # (B, P) in [0, 1)
+    return (u < p).to(device)  # p=0 masks nothing, p=1 masks everything
+
+
+def coupled_masks(shape, generator=None, device="cpu", t_min=0.2, t_max=0.8):
+    """View-1 completion mask for coupled-GRPO; view 2 is its complement (~mask).
+    One t ~ U(t_min, t_max) per sequence, then position k is masked in view 1 iff u_k < t."""
+    gen_device = generator.device if generator is not None else "cpu"
+    B, N = shape
+    t = t_min + (t_max - t_min) * torch.rand(B, 1, generator=generator, device=gen_device)  # (B, 1)
+    u = torch.rand(B, N, generator=generator, device=gen_device)  # (B, N)
+    return (u < t).to(device)  # (B, N) True = masked in view 1
+
+
+def token_logprobs(logits, targets):
+    """log softmax(logits)[target] per position, in fp32. (B, N, V), (B, N) -> (B, N).
+    No division by the sampling temperature: d1 scores the raw logits (TRL would divide).
+    Memory: if the model returns bf16 logits, .float() makes one fp32 (B, N, V) copy and
+    log_softmax a second one (the first is freed as soon as log_softmax has run; autograd keeps
+    only the output). With LLaDA's V=126464 that is 0.5 MB per token, i.e. ~0.78 GB per copy for
+    B=6, N=256. d1 runs the cross-entropy on bf16 logits; we take the fp32 cost for accuracy."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, N, V) fp32
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, N)
+
+
+def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.15, generator=None,
+                      attention_mask=None, coupled=False):
+    """Per-token log π(o_k | q') for each completion token, (B, N) fp32.
+
+    prompt (B, P) long, may be left-padded: pads count as prompt and may be masked, as in d1.
+    completion (B, N) long. generator: a torch.Generator; pass a freshly seeded one
+    (torch.Generator().manual_seed(s)) for θ, θ_old and θ_ref to get identical prompt masks.
+    attention_mask: None (d1 never passes one), (B, P) for the prompt only (completion positions
+    are then attended), or (B, P+N). coupled=False: d1's estimator, one forward of B rows.
+    coupled=True: coupled-GRPO, one forward of 2B rows (= 2x the compute and activation memory
+    of the one-step estimator).
+    This function neither switches train/eval mode nor disables grad: the policy pass of GRPO
+    needs gradients, the callers wrap the old/ref passes in torch.no_grad() themselves."""
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    B, P = prompt.shape
+    N = completion.shape[1]
+    if attention_mask is not None and attention_mask.shape[1] == P:
+        # extend a prompt-only mask with ones over the completion canvas (as the sampler does)
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)], dim=1)  # (B, P+N)
+    # same prompt mask for both coupled views; it is drawn first so that, for the same seed,
+    # coupled and plain calls see the same q'
+    pm = prompt_mask((B, P), p_mask_prompt, generator, prompt.device)  # (B, P) bool
+    noisy_prompt = torch.where(pm, mask_id, prompt)  # (B, P)
+    if not coupled:
+        # the completion tokens never enter the input: the model only sees N mask tokens,
+        # and the completion is used solely to pick which log-prob entry to read
+        x = torch.cat([noisy_prompt, torch.full_like(completion, mask_id)], dim=1)  # (B, P+N)
+        logits = model(x, attention_mask=attention_mask)[:, P:]  # (B, N, V), no shift
+        return token_logprobs(logits, completion)  # (B, N)
+    # coupled-GRPO: two complementary partial maskings of the completion, run as one 2B batch
+    m1 = coupled_masks((B, N), generator, completion.device)  # (B, N) True = masked in view 1
+    x1 = torch.cat([noisy_prompt, torch.where(m1, mask_id, completion)], dim=1)  # (B, P+N)
+    x2 = torch.cat([noisy_prompt, torch.where(m1, completion, mask_id)], dim=1)  # (B, P+N)
+    am = None if attention_mask is None else attention_mask.repeat(2, 1)  # (2B, P+N)
+    logits = model(torch.cat([x1, x2], dim=0), attention_mask=am)[:, P:]  # (2B, N, V)
+    lp = token_logprobs(logits, completion.repeat(2, 1))  # (2B, N)
+    # each token is read from the view in which it is masked (the visible one would be trivial).
+    # We deliberately drop DiffuCoder's ELBO weights 1/t and 1/(1-t): in the token-level GRPO
+    # ratio exp(logπ_θ - logπ_old) they would only rescale each token's log-ratio (by up to 5x at
+    # t=0.2), which interacts with the clip range ε that d1 tuned for unweighted log-probs.
+    # We also drop the third, fully masked pass of DiffuCoder's code (that is d1's estimator;
+    # average it in yourself if wanted). A reader who wants the ELBO-style sum
+    # can multiply view-1 entries by 1/t and view-2 entries by 1/(1-t).
+    return torch.where(m1, lp[:B], lp[B:])  # (B, N)
+
+
+def mean_field_logprob(per_token, mask=None):
+    """The d1 paper's sequence estimate Σ_k log π(o_k|q') over tokens where mask is 1. (B, N) -> (B,).
+    d1's code never forms it (its GRPO ratios are per token); it is here for readers and for
+    sequence-level objectives (e.g. wd1). mask is typically "up to and including the first EOS"."""
+    if mask is None:
+        return per_token.sum(dim=-1)
+    return (per_token * mask.to(per_token.dtype)).sum(dim=-1)  # (B,)
+
+# -----------------------------------------------------------------------------
+# 2) LLaDA's Monte-Carlo ELBO
+
+def stratified_counts(k, L, b):
+    """Masked-token counts n_i for the b rows of one batch, given the shared draw k in {1..L}:
+    n_i = round(k + i*L/b), wrapped into [1, L]. Spreading the counts over the range (instead of b
+    independent draws) is LLaDA's variance reduction. Deviation: LLaDA uses torch.round on a
+    float linspace, which rounds exact .5 ties to even, so a tie row's count depends on k's
+    parity and is no longer uniform on {1..L} (e.g. L=3, b=16, row 8). We round half up in
+    integer arithmetic: n_i = k + const_i (mod L), exactly uniform for every row -> unbiased."""
+    i = torch.arange(b)
+    offset = (2 * i * L + b) // (2 * b)  # = floor(i*L/b + 1/2), exact
+    return (k - 1 + offset) % L + 1  # (b,) long, each in [1, L]
+
+
+def stratified_mask(L, b, generator=None):
+    """(b, L) bool answer mask, row i masks exactly n_i positions chosen uniformly at random,
+    and (b,) counts n_i. Drawn on the generator's device (CPU by default)."""
+    gen_device = generator.device if generator is not None else "cpu"
+    k = int(torch.randint(1, L + 1, (1,), generator=generator, device=gen_device))
+    n = stratified_counts(k, L, b)  # (b,)
+    # the rank of each position under an i.i.d. uniform key is a uniform random permutation;
+    # masking the ranks < n_i picks a uniformly random subset of size n_i
+    rank = torch.rand(b, L, generator=generator, device=gen_device).argsort(-1).argsort(-1)  # (b, L)
+    return rank.cpu() < n.unsqueeze(1), n  # (b, L) bool, (b,)
+
+
+@torch.no_grad()
+def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0, mask_id=None,
+                 generator=None):
+    """Monte-Carlo lower bound on log p(answer | prompt), a python float (LLaDA Eq. 6).
+    prompt (P,), answer (L,) 1-D long tensors. The prompt is never masked. mc_num samples in
+    mc_num // batch_size forward passes; cfg_scale > 0 doubles each pass (conditional and
+    unconditional = prompt fully masked, combined as in generation)."""
+    if mc_num <= 0 or batch_size <= 0 or mc_num % batch_size != 0:
+        raise ValueError(f"mc_num={mc_num} must be a positive multiple of batch_size={batch_size}")
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    P, L = prompt.numel(), answer.numel()
+    seq = torch.cat([prompt, answer]).unsqueeze(0).repeat(batch_size, 1)  # (b, P+L)
+    values = []
+    for _ in range(mc_num // batch_size):
+        m, n = stratified_mask(L, batch_size, generator)  # (b, L), (b,)
+        m, n = m.to(seq.device), n.to(seq.device)
+        x = seq.clone()
+        x[:, P:][m] = mask_id  # (b, P+L) answer partially masked, prompt intact
+        if cfg_scale > 0.0:
+            un_x = x.clone()
+            un_x[:, :P] = mask_id  # unconditional: prompt fully masked
+            # slice to the answer before the fp32 cast: (b, P+L, V) fp32 would be ~4 GB at V=126464
+            cond, un = model(torch.cat([x, un_x], dim=0))[:, P:].float().chunk(2, dim=0)  # 2 x (b, L, V)
+            logits = un + (cfg_scale + 1) * (cond - un)  # same CFG as the sampler
+        else:
+            logits = model(x)[:, P:].float()  # (b, L, V)
+        ce = F.cross_entropy(logits[m], seq[:, P:][m], reduction="none")  # (#masked,)
+        # row i's masked CEs are weighted by 1/(n_i/L) = L/n_i (the p_mask of LLaDA's forward_process)
+        w = (L / n.float()).unsqueeze(1).expand(-1, L)[m]  # (#masked,)
+        values.append(((ce * w).sum() / batch_size).item())
+    return -sum(values) / len(values)
+
+# -----------------------------------------------------------------------------
+# demo: python logprob.py [--model-dir PATH]
+
+if __name__ == "__main__":
+    import os
+    from model import LLaDA, load_tokenizer, make_tiny
+
+    default_dir = os.path.join("out", "tiny-llada")  # same default as sample.py
+    parser = argparse.ArgumentParser(description="one-step log-probs and the MC ELBO of one answer")
+    parser.add_argument("--model-dir", type=str, default=default_dir,
+                        help="checkpoint dir in the official layout; the default tiny random model is created if missing")
+    parser.add_argument("--prompt", type=str, default="What is 2+3?", help="user message (chat template applied)")
+    parser.add_argument("--answer", type=str, default="The answer is 5.", help="answer text to score")
+    parser.add_argument("--mc-num", type=int, default=128, help="Monte-Carlo samples for the ELBO")
+    parser.add_argument("--seed", type=int, default=0, help="mask seed")
+    args = parser.parse_args()
+    print(vars(args))
+
+    if args.model_dir == default_dir and not os.path.exists(args.model_dir):
+        make_tiny(args.model_dir)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = LLaDA.from_pretrained(args.model_dir, device=device).eval()
+    tok = load_tokenizer(args.model_dir)
+    text = tok.apply_chat_template([{"role": "user", "content": args.prompt}],
+                                   add_generation_prompt=True, tokenize=False)
+    prompt = torch.tensor(tok(text, add_special_tokens=False)["input_ids"], device=device)  # (P,)
+    answer = torch.tensor(tok(args.answer, add_special_tokens=False)["input_ids"], device=device)  # (L,)
+    with torch.no_grad():  # old/ref-style pass; a GRPO policy pass would keep the graph
+        g = torch.Generator().manual_seed(args.seed)  # CPU generator: same mask on any device
+        lp = one_step_logprobs(model, prompt[None], answer[None], generator=g)[0]  # (L,)
+    for t, v in zip(answer.tolist(), lp.tolist()):
+        print(f"{t:>8d} {tok.decode([t])!r:>8} {v:9.4f}")
+    print(f"one-step mean-field sum: {mean_field_logprob(lp[None]).item():.4f}")
+    elbo = elbo_logprob(model, prompt, answer, mc_num=args.mc_num,
+                        generator=torch.Generator().manual_seed(args.seed))
+    print(f"MC ELBO, {args.mc_num} samples (a lower bound on log p(answer | prompt)): {elbo:.4f}")
