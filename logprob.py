@@ -183,12 +183,10 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
 # demo: python logprob.py [--model-dir PATH]
 
 if __name__ == "__main__":
-    import os
-    from model import LLaDA, load_tokenizer, make_tiny
+    from model import TINY_DIR, chat_ids, load
 
-    default_dir = os.path.join("out", "tiny-llada")  # same default as sample.py
     parser = argparse.ArgumentParser(description="one-step log-probs and the MC ELBO of one answer")
-    parser.add_argument("--model-dir", type=str, default=default_dir,
+    parser.add_argument("--model-dir", type=str, default=TINY_DIR,
                         help="checkpoint dir in the official layout; the default tiny random model is created if missing")
     parser.add_argument("--prompt", type=str, default="What is 2+3?", help="user message (chat template applied)")
     parser.add_argument("--answer", type=str, default="The answer is 5.", help="answer text to score")
@@ -197,14 +195,10 @@ if __name__ == "__main__":
     args = parser.parse_args()
     print(vars(args))
 
-    if args.model_dir == default_dir and not os.path.exists(args.model_dir):
-        make_tiny(args.model_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = LLaDA.from_pretrained(args.model_dir, device=device).eval()
-    tok = load_tokenizer(args.model_dir)
-    text = tok.apply_chat_template([{"role": "user", "content": args.prompt}],
-                                   add_generation_prompt=True, tokenize=False)
-    prompt = torch.tensor(tok(text, add_special_tokens=False)["input_ids"], device=device)  # (P,)
+    model, tok = load(args.model_dir, device=device)
+    model.eval()
+    prompt = torch.tensor(chat_ids(tok, args.prompt), device=device)  # (P,)
     answer = torch.tensor(tok(args.answer, add_special_tokens=False)["input_ids"], device=device)  # (L,)
     with torch.no_grad():  # old/ref-style pass; a GRPO policy pass would keep the graph
         g = torch.Generator().manual_seed(args.seed)  # CPU generator: same mask on any device

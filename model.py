@@ -125,9 +125,10 @@ class LLaDAConfig:
         "residual_dropout": (0.0,), "embedding_dropout": (0.0,),
     }
 
+    # Derived sizes, resolved the way the OLMo-derived official code resolves them.
     @property
     def head_dim(self):
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads  # 128 for LLaDA-8B
 
     @property
     def kv_heads(self):
@@ -139,6 +140,7 @@ class LLaDAConfig:
 
     @property
     def padded_vocab(self):
+        # OLMo pads wte and the LM head to embedding_size; logits have this many columns
         return self.embedding_size or self.vocab_size
 
     def validate(self):
@@ -162,12 +164,14 @@ class LLaDAConfig:
 
     @classmethod
     def from_dict(cls, d):
+        """From a parsed config.json: known keys become fields, the rest is kept in `extra`."""
         known = {f.name for f in fields(cls)} - {"extra"}
         cfg = cls(**{k: v for k, v in d.items() if k in known})
         cfg.extra = {k: v for k, v in d.items() if k not in known}
         return cfg.validate()
 
     def to_dict(self):
+        """The config.json contents: the carried-through keys first, then every field."""
         d = asdict(self)
         d.pop("extra")
         return {**self.extra, **d}
@@ -304,7 +308,7 @@ class LLaDA(nn.Module):
         path.mkdir(parents=True, exist_ok=True)
         # Greedy sharding in key order; each shard is copied to CPU only when it is written.
         shards, current, size = [], {}, 0
-        for key, t in self.state_dict().items():
+        for key, t in self.state_dict().items():  # keys 'transformer.…' -> official 'model.transformer.…'
             nbytes = t.numel() * t.element_size()
             if current and size + nbytes > max_shard_bytes:
                 shards.append(current)
@@ -375,6 +379,8 @@ class LLaDA(nn.Module):
                     more = f" … and {len(items) - 8} more" if len(items) > 8 else ""
                     msg.append(f"{label} ({len(items)}): {', '.join(items[:8])}{more}")
             raise ValueError("\n  ".join(msg))
+        # Now read for real: safetensors memory-maps the file and copies each tensor straight to
+        # `device`; the dtype cast (if any) makes a second copy of that one tensor only.
         for f in files:
             with safe_open(f, framework="pt", device=str(device)) as sf:
                 for k in sf.keys():
@@ -406,13 +412,14 @@ def _shard_files(path):
 
 def _put_tensor(model, key, t, load_in_4bit):
     """Install tensor t as parameter `key` (e.g. 'transformer.blocks.3.q_proj.weight')."""
-    module_name, _, attr = key.rpartition(".")
+    module_name, _, attr = key.rpartition(".")      # 'transformer.blocks.3.q_proj', 'weight'
     module = model.get_submodule(module_name)
-    parent_name, _, child = module_name.rpartition(".")
+    parent_name, _, child = module_name.rpartition(".")  # 'transformer.blocks.3', 'q_proj'
+    # block linears are swapped for a quantized layer; the LM head (also named ff_out) is not
     if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key:
         model.get_submodule(parent_name).register_module(child, _linear_4bit(t))
     else:
-        setattr(module, attr, nn.Parameter(t))
+        setattr(module, attr, nn.Parameter(t))  # replaces the meta placeholder, no copy
 
 
 def _linear_4bit(weight):
@@ -564,9 +571,12 @@ def load_tokenizer(path):
 def special_ids(tokenizer, config):
     """The token ids the algorithm needs, read once from config and tokenizer and cross-checked."""
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (MASK_TOKEN, EOS_TOKEN, EOT_TOKEN, BOS_TOKEN)}
+    # a tokenizer from another model family would map these strings to unk (or None)
     unknown = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
     if unknown:
         raise ValueError(f"tokenizer lacks LLaDA special tokens {unknown}")
+    # config.json is the authority for mask/eos (the sampler and estimators read them from there);
+    # a mismatch means tokenizer and weights come from different places
     if ids[MASK_TOKEN] != config.mask_token_id or ids[EOS_TOKEN] != config.eos_token_id:
         raise ValueError(f"tokenizer ids {ids} disagree with config mask_token_id="
                          f"{config.mask_token_id}, eos_token_id={config.eos_token_id}")
@@ -595,7 +605,8 @@ def make_tiny_tokenizer():
     Every string round-trips. Built with the `tokenizers` package that transformers installs."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-    vocab = {ch: b for b, ch in _bytes_to_unicode().items()}
+    vocab = {ch: b for b, ch in _bytes_to_unicode().items()}  # 256 entries, id == byte value
+    # BPE with no merges over a byte-level alphabet: exactly one token per UTF-8 byte
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
@@ -603,7 +614,7 @@ def make_tiny_tokenizer():
     tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
                                   pad_token=EOS_TOKEN, additional_special_tokens=specials[2:],
                                   padding_side="left")
-    tok.add_special_tokens({"additional_special_tokens": specials[2:]})
+    tok.add_special_tokens({"additional_special_tokens": specials[2:]})  # ids 256.. in list order
     tok.chat_template = CHAT_TEMPLATE
     return tok
 
@@ -630,7 +641,7 @@ def make_tiny(path, seed=0, max_shard_bytes=5 * 2**30, **overrides):
                             "mask_token_id": ids[MASK_TOKEN], "eos_token_id": ids[EOS_TOKEN],
                             "pad_token_id": ids[EOS_TOKEN]})
     config.extra = dict(OFFICIAL_EXTRAS)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # the random init is reproducible from the seed
     model = LLaDA(config)
     path = Path(path)
     model.save_pretrained(path, max_shard_bytes=max_shard_bytes)
@@ -640,18 +651,36 @@ def make_tiny(path, seed=0, max_shard_bytes=5 * 2**30, **overrides):
     return path
 
 
+TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
+
+
+def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
+    """(model, tokenizer) from a checkpoint directory. Only the default tiny directory is created
+    when missing: a mistyped path to real weights must fail, not silently give a random model."""
+    if str(path) == TINY_DIR and not Path(path).exists():
+        make_tiny(path)
+    model = LLaDA.from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
+    return model, load_tokenizer(path)
+
+
+def chat_ids(tokenizer, user_text):
+    """Token ids of one user turn rendered with the chat template, ready for generation (ends with
+    the assistant header). add_special_tokens=False: the template already holds BOS."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
+                                         add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="write the tiny LLaDA and run one forward pass")
-    parser.add_argument("--out-dir", type=str, default="out/tiny-llada", help="where to write the tiny model")
+    parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     args = parser.parse_args()
     make_tiny(args.out_dir, seed=args.seed)
-    model, tok = LLaDA.from_pretrained(args.out_dir), load_tokenizer(args.out_dir)
-    text = tok.apply_chat_template([{"role": "user", "content": "Hello"}], add_generation_prompt=True,
-                                   tokenize=False)
-    ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
-    logits = model(ids)
+    model, tok = load(args.out_dir)
+    ids = torch.tensor([chat_ids(tok, "Hello")])  # (1, P)
+    logits = model(ids)  # (1, P, V)
     print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")
-    print(f"prompt {text!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")
+    print(f"prompt {tok.decode(ids[0])!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")

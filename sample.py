@@ -19,14 +19,12 @@ Run a tiny demo on CPU (creates a random tiny model on first use):
     python sample.py --prompt "What is 2+3?" --gen-length 32 --block-length 8 --steps 16
 """
 import argparse
-import os
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 REMASKING_STRATEGIES = ("low_confidence", "random")
-DEFAULT_MODEL_DIR = os.path.join("out", "tiny-llada")  # the CLI builds a random tiny model here if missing
 
 # -----------------------------------------------------------------------------
 # small pure helpers
@@ -181,10 +179,10 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 # a small CLI demo, in the spirit of nanoGPT's sample.py
 
 if __name__ == "__main__":
-    from model import LLaDA, load_tokenizer, make_tiny
+    from model import TINY_DIR, chat_ids, load
 
     parser = argparse.ArgumentParser(description="Sample a completion from LLaDA with the semi-AR sampler")
-    parser.add_argument("--model-dir", type=str, default=DEFAULT_MODEL_DIR,
+    parser.add_argument("--model-dir", type=str, default=TINY_DIR,
                         help="checkpoint dir, official layout (the default tiny model is made if missing)")
     parser.add_argument("--prompt", type=str, default="What is 2+3?", help="user message")
     parser.add_argument("--gen-length", type=int, default=64, help="number of tokens to generate")
@@ -195,15 +193,10 @@ if __name__ == "__main__":
     args = parser.parse_args()
     print(vars(args))
 
-    if args.model_dir == DEFAULT_MODEL_DIR and not os.path.exists(args.model_dir):
-        make_tiny(args.model_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = LLaDA.from_pretrained(args.model_dir, device=device).eval()
-    tokenizer = load_tokenizer(args.model_dir)
-
-    text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
-                                         add_generation_prompt=True, tokenize=False)
-    prompt = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]], device=device)  # (1, P)
+    model, tokenizer = load(args.model_dir, device=device)
+    model.eval()
+    prompt = torch.tensor([chat_ids(tokenizer, args.prompt)], device=device)  # (1, P)
     generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
     out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                    steps=args.steps, temperature=args.temperature, generator=generator, progress=True)
