@@ -294,32 +294,44 @@ class LLaDA(nn.Module):
 
     def save_pretrained(self, path, max_shard_bytes=5 * 2**30):
         """Write config.json + model-0000i-of-0000N.safetensors + model.safetensors.index.json with
-        the official key names, so the directory loads here and in LLaDA's own loader. Shards are
+        the official key names, so the directory loads here and in LLaDA's own loader.
+        LoRA adapters are merged on the fly, tensor by tensor (W + (alpha/r) B A), without touching
+        the model, so a training run can checkpoint and keep training its adapters. Shards are
         written to a temporary name and renamed, and the index is written last, so a crash never
         leaves a directory whose index points at half-written files."""
         from safetensors.torch import save_file
         for name, m in self.named_modules():
-            if isinstance(m, LoRALinear):
-                raise ValueError(f"{name} still has a LoRA adapter: call merge_lora(model) before saving")
             if type(m).__name__ == "Linear4bit":
                 raise ValueError(f"{name} is 4-bit quantized; the official layout stores bf16 weights. "
-                                 "Save from a model loaded without load_in_4bit.")
+                                 "Save lora_state_dict(model) instead, or load the base without "
+                                 "load_in_4bit, add the adapters and save that.")
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        # Greedy sharding in key order; each shard is copied to CPU only when it is written.
-        shards, current, size = [], {}, 0
-        for key, t in self.state_dict().items():  # keys 'transformer.…' -> official 'model.transformer.…'
-            nbytes = t.numel() * t.element_size()
-            if current and size + nbytes > max_shard_bytes:
+        # (official key, size in bytes, how to get the tensor): merged weights are computed only
+        # when their shard is written, so at most one shard of extra memory is ever used.
+        entries = []
+        for key, t in self.state_dict().items():  # 'transformer.…' -> official 'model.transformer.…'
+            if ".lora_A" in key or ".lora_B" in key:
+                continue
+            if key.endswith(".base.weight"):  # a LoRA-wrapped linear: save the merged weight
+                layer = self.get_submodule(key[:-len(".base.weight")])
+                entries.append(("model." + key.replace(".base.weight", ".weight"),
+                                t.numel() * t.element_size(), layer.merged_weight))
+            else:
+                entries.append(("model." + key, t.numel() * t.element_size(), lambda t=t: t))
+        # greedy sharding in key order
+        shards, current, size = [], [], 0
+        for entry in entries:
+            if current and size + entry[1] > max_shard_bytes:
                 shards.append(current)
-                current, size = {}, 0
-            current["model." + key] = t
-            size += nbytes
+                current, size = [], 0
+            current.append(entry)
+            size += entry[1]
         shards.append(current)
         n, weight_map, total = len(shards), {}, 0
         for i, shard in enumerate(shards):
             fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
-            tensors = {k: t.detach().to("cpu").contiguous() for k, t in shard.items()}
+            tensors = {k: get().detach().to("cpu").contiguous() for k, _, get in shard}
             save_file(tensors, path / (fname + ".tmp"), metadata={"format": "pt"})  # HF wants format=pt
             os.replace(path / (fname + ".tmp"), path / fname)
             for k, t in tensors.items():

@@ -311,3 +311,22 @@ def test_tiny_model_dir_is_official_layout_and_tokenizer_is_llada_like(tmp_path)
     assert tok.chat_template == CHAT_TEMPLATE
     batch = tok(["ab", "abcd"], padding=True, add_special_tokens=False).input_ids
     assert batch[0][:2] == [ids.eos, ids.eos]  # left padding with EOS, as LLaDA/d1 batch prompts
+
+
+def test_save_with_adapters_merges_on_the_fly_and_keeps_training_state(tmp_path, ckpt):
+    path, _ = ckpt
+    model = LLaDA.from_pretrained(path).eval()
+    add_lora(model, r=4, alpha=8, dropout=0.0)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, LoRALinear):
+                m.lora_B.normal_(0, 0.5)
+    ids = torch.randint(0, 40, (2, 6), generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        adapted = model(ids)
+    model.save_pretrained(tmp_path / "merged")
+    assert isinstance(model.transformer.blocks[0].q_proj, LoRALinear)  # the model is untouched
+    index = json.loads((tmp_path / "merged" / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"]) == set(official_keys(SMALL))  # no lora / base keys leak out
+    with torch.no_grad():
+        torch.testing.assert_close(LLaDA.from_pretrained(tmp_path / "merged")(ids), adapted, atol=1e-4, rtol=1e-4)
