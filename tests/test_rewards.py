@@ -1,0 +1,499 @@
+"""
+Tests for rewards.py: d1's training rewards (d1-spec §6) and our toy reward, table-driven.
+
+  1. hand-made (completion, example, expected) tables for every function, one row per branch or
+     d1 quirk, run with d1's bugs (the default) and, where they differ, with fixed=True;
+  2. the fast format/tag scanners against Python's `re` running d1's own patterns, on random strings;
+  3. d1's released LLaDA generations (../shared/data/d1_eval_baselines; skipped without it): every
+     reward is a finite float in its range, takes only its documented values, and MATH correctness
+     reproduces the paper's LLaDA MATH500 accuracies 26.0 / 32.4 / 36.2 exactly;
+  4. hostile strings (1 MB garbage, deep nesting, huge numbers, code) never raise and run fast.
+
+Run:  .venv/bin/python -m pytest tests/test_rewards.py -q
+"""
+import json
+import math
+import random
+import re
+import time
+from fractions import Fraction
+
+import pytest
+
+import rewards
+from conftest import SHARED_DATA
+from rewards import (REWARDS, countdown_reward, evaluate_equation, extract_xml_answer, gsm8k_correctness,
+                     int_answer, is_equiv, last_boxed_only_string, last_tag_content, math_correctness,
+                     math_format, remove_boxed, soft_format, strict_format, strip_string, sudoku_reward,
+                     toy_reward, toy_solved, total_reward, xmlcount)
+
+# -----------------------------------------------------------------------------
+# 1. GSM8K
+
+GOOD = "<reasoning>\nr\n</reasoning>\n<answer>\n42\n</answer>"  # 48 chars, ends at </answer>
+LONG = "<reasoning>\n" + "x" * 1000 + "\n</reasoning>\n<answer>\n42\n</answer>"  # 1047 chars
+
+# (completion, d1 value, fixed value)
+XMLCOUNT_CASES = [
+    ("", 0.0, 0.0),
+    ("<reasoning>\n", 0.125, 0.125),
+    ("<reasoning>\n<reasoning>\n", 0.0, 0.0),                           # a tag twice earns nothing
+    (GOOD + "\n", 0.5, 0.5),                                            # trailing newline: max
+    (GOOD, 0.501 - 0.001 * 48, 0.5),                                    # quirk: whole length, +0.001
+    (LONG, 0.501 - 1.047, 0.5),                                         # quirk: long -> negative
+    (GOOD + "\nJUNK", 0.5 - 0.004 - 0.004, 0.5 - 0.004 - 0.004),       # real trailing text
+]
+
+
+@pytest.mark.parametrize("text, d1, fixed", XMLCOUNT_CASES)
+def test_xmlcount(text, d1, fixed):
+    assert xmlcount(text, {}) == pytest.approx(d1, abs=1e-12)
+    assert xmlcount(text, {}, fixed=True) == pytest.approx(fixed, abs=1e-12)
+
+
+SOFT_CASES = [
+    ("<reasoning>one line</reasoning><answer>42</answer>", 0.5, 0.5),
+    ("<reasoning>\nmulti\nline\n</reasoning>\n<answer>\n42\n</answer>", 0.0, 0.5),  # the DOTALL bug
+    ("<reasoning>r</reasoning>\n\n<answer>42</answer>", 0.5, 0.5),        # \s* spans newlines
+    ("<reasoning>r</reasoning><answer>\n42\n</answer>", 0.0, 0.5),         # answer over lines
+    ("<reasoning>a</reasoning>b</reasoning><answer>4</answer>", 0.5, 0.5),  # lazy .*? backtracks
+    ("<reasoning>r</reasoning><answer>42</answer> and more", 0.5, 0.5),   # only a prefix must match
+    ("Sure! <reasoning>r</reasoning><answer>42</answer>", 0.0, 0.0),      # re.match: at the start
+    ("<reasoning>r</reasoning> so <answer>42</answer>", 0.0, 0.0),
+    ("<reasoning>r</reasoning><answer>42", 0.0, 0.0),
+    ("", 0.0, 0.0),
+]
+STRICT_CASES = [
+    (GOOD + "\n", 0.5, 0.5),
+    (GOOD + "\n\n", 0.5, 0.5),                                  # "$" also matches before a final \n
+    (GOOD, 0.0, 0.0),                                           # no trailing newline: the usual case
+    (GOOD + "\nx", 0.0, 0.0),
+    ("<reasoning>\na\nb\n</reasoning>\n<answer>\n42\n</answer>\n", 0.0, 0.5),  # the DOTALL bug
+    ("<reasoning>\nr\n</reasoning>\n<answer>\n4\n2\n</answer>\n", 0.0, 0.5),
+    ("<reasoning>\n</reasoning>\n<answer>\n42\n</answer>\n", 0.0, 0.0),  # needs "\n" before </reasoning>
+]
+
+
+@pytest.mark.parametrize("text, d1, fixed", SOFT_CASES)
+def test_soft_format(text, d1, fixed):
+    assert soft_format(text, {}) == d1
+    assert soft_format(text, {}, fixed=True) == fixed
+
+
+@pytest.mark.parametrize("text, d1, fixed", STRICT_CASES)
+def test_strict_format(text, d1, fixed):
+    assert strict_format(text, {}) == d1
+    assert strict_format(text, {}, fixed=True) == fixed
+
+
+def test_module_switch_and_keyword_override(monkeypatch):
+    multi = SOFT_CASES[1][0]
+    monkeypatch.setattr(rewards, "D1_BUGS", False)
+    assert soft_format(multi, {}) == 0.5 and math_format(r"\boxed{1}", {}) == 0.5
+    assert soft_format(multi, {}, fixed=False) == 0.0  # the keyword wins over the module switch
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>\n 42 \n</answer>", "42"),
+    ("<answer>1</answer> <answer>2</answer>", "2"),   # the LAST tag
+    ("<answer>a</answer>b</answer>", "a"),             # cut at the first closing tag after it
+    ("<answer>5", "5"),                                # unclosed: everything after
+    ("no tags 7 ", "no tags 7"),                       # no tag: the whole text
+])
+def test_extract_xml_answer(text, expected):
+    assert extract_xml_answer(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>42</answer>", 0.5), ("<answer>-3</answer>", 0.0), ("<answer>2.5</answer>", 0.0),
+    (r"<answer>\boxed{18}</answer>", 0.0), ("", 0.0), ("<answer>١٢</answer>", 0.5),  # str.isdigit quirk
+])
+def test_int_answer(text, expected):
+    assert int_answer(text, {}) == expected
+
+
+@pytest.mark.parametrize("text, answer, expected", [
+    ("<answer>18</answer>", "18", 2.0),
+    ("<reasoning>\n...\n</reasoning>\n<answer>\n18\n</answer>", "18", 2.0),
+    ("18", "18", 2.0),                                   # no tags: the whole (stripped) text
+    ("<answer>18</answer>", "She makes 9 * 2 = 18.\n#### 18", 2.0),  # a raw GSM8K answer works too
+    (r"<answer>\boxed{18}</answer>", "18", 0.0),         # exact string match only
+    ("<answer>$18</answer>", "18", 0.0),
+    ("<answer>18.0</answer>", "18", 0.0),
+    ("<answer>1,000</answer>", "1000", 0.0),
+    ("<answer>17</answer>", "18", 0.0),
+])
+def test_gsm8k_correctness(text, answer, expected):
+    assert gsm8k_correctness(text, {"answer": answer}) == expected
+
+# -----------------------------------------------------------------------------
+# 1. MATH
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"so \boxed{5}.", r"\boxed{5}"),
+    (r"\boxed{1} then \boxed{\frac{1}{2}}", r"\boxed{\frac{1}{2}}"),    # the last box
+    (r"\boxed{\boxed{3}}", r"\boxed{3}"),                               # nested: the inner one is last
+    (r"\boxed 5$ and later \boxed{6}", r"\boxed 5"),                    # "\boxed " wins, up to "$"
+    (r"\fbox{7}", r"\fbox{7}"),
+    (r"\boxed{1", None),                                                # unbalanced
+    (r"\boxed{\fbox{7}", None),
+    ("no box at all", "no box at all"),                                 # no box: the input itself
+])
+def test_last_boxed_only_string(text, expected):
+    assert last_boxed_only_string(text) == expected
+
+
+def test_last_boxed_gives_up_on_giant_boxes():
+    inner = "x" * (rewards.MAX_BOX_CHARS - len(r"\boxed{}"))
+    assert last_boxed_only_string(r"\boxed{" + inner + "}") == r"\boxed{" + inner + "}"
+    assert last_boxed_only_string(r"\boxed{" + inner + "x}") is None  # ours: one character too long
+
+
+def test_remove_boxed():
+    assert remove_boxed(r"\boxed{\frac{1}{2}}") == r"\frac{1}{2}"
+    assert remove_boxed(r"\boxed 5") == "5"
+    for bad in (None, r"\fbox{5}", "5", r"\boxed{5"):
+        with pytest.raises(ValueError):
+            remove_boxed(bad)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (r"\left( 3, \frac{\pi}{2} \right)", r"(3,\frac{\pi}{2})"),
+    (r"\dfrac{1}{2}", r"\frac{1}{2}"), (r"\tfrac12", r"\frac{1}{2}"), (r"\frac1{2}", r"\frac{1}{2}"),
+    ("0.5", r"\frac{1}{2}"), (".5", r"\frac{1}{2}"), ("1/2", r"\frac{1}{2}"), ("03/4", "03/4"),
+    ("x = 5", "5"), ("xyz = 5", "xyz=5"),                        # only a short left-hand side goes
+    (r"90^\circ", "90"), (r"90^{\circ}", "90"), (r"\$5", "5"), (r"50\%", "50"),
+    (r"10 \text{ cm}", "10"), (r"\sqrt3", r"\sqrt{3}"), (r"a \!b", "ab"), ("1,000", "1,000"),
+    (r"\sqrt 3", r"\sqrt{}3"),                                  # quirk: spaces go after the sqrt fix
+])
+def test_strip_string(raw, expected):
+    assert strip_string(raw) == expected
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("0.5", r"\frac{1}{2}", True), (r"\left(1,2\right)", "(1,2)", True), ("x = 5", "5", True),
+    (r"\dfrac{3}{4}", "3/4", True), ("1,000", "1000", False), (None, None, True), (None, "1", False),
+    (r"\sqrt", r"\sqrt", True), (r"\sqrt", r"\sqrt ", False),      # strip fails -> raw comparison
+    (r"5 \text{ a}\text{ b}", "5", False),
+])
+def test_is_equiv(a, b, expected):
+    assert is_equiv(a, b) is expected
+
+
+HALF = {"answer": r"\frac{1}{2}"}
+
+
+@pytest.mark.parametrize("text, example, expected", [
+    (r"<answer>\boxed{\frac{1}{2}}</answer>", HALF, 2.0),
+    (r"\boxed{0.5}", HALF, 2.0), (r"\boxed{\dfrac12}", HALF, 2.0),
+    (r"first \boxed{1}, finally \boxed{0.5}", HALF, 2.0),
+    (r"\boxed{0.5}, no wait: \boxed{1}", HALF, 0.0),          # the LAST box counts
+    ("0.5", HALF, 2.0),                                        # no box: the whole text is the guess
+    ("<answer>0.5</answer>", HALF, 0.0),                       # ... tags included
+    (r"\boxed{0.5", HALF, 0.0),                                # unbalanced -> whole text
+    (r"\boxed{1,000}", {"answer": "1000"}, 0.0), (r"\boxed{1,000}", {"answer": "1,000"}, 2.0),
+    (r"\boxed{x = 5}", {"answer": "5"}, 2.0),
+    (r"\boxed{2}", {"solution": r"So $x = \boxed{2}$."}, 2.0),  # gold from a solution's last box
+])
+def test_math_correctness(text, example, expected):
+    assert math_correctness(text, example) == expected
+
+
+@pytest.mark.parametrize("text, d1, fixed", [
+    (r"<answer>\boxed{1}</answer>", 0.75, 1.0),
+    (r"\boxed{1}", 0.25, 0.5),
+    ("<answer>1</answer>", 0.75, 0.75),
+    ("", 0.25, 0.25),
+    ("<answer>\x08oxed", 1.0, 0.75),   # d1 really looks for backspace + "oxed"
+])
+def test_math_format(text, d1, fixed):
+    assert math_format(text, {}) == d1
+    assert math_format(text, {}, fixed=True) == fixed
+
+# -----------------------------------------------------------------------------
+# 1. Countdown
+
+CD = {"nums": [44, 19, 35], "target": 98}
+FAST_S = 0.5  # every hostile Countdown answer must be scored in less than this
+
+
+@pytest.mark.parametrize("text, example, expected", [
+    ("<answer>44 + 19 + 35</answer>", CD, 1.0),
+    ("<reasoning>...</reasoning>\n<answer>\n(44 + 19) + 35\n</answer>", CD, 1.0),
+    ("44 + 19 + 35", CD, 0.0),                                  # no answer tag
+    ("<answer>44 + 19</answer>", CD, 0.1),                      # a number missing
+    ("<answer>44 + 19 + 35 + 0</answer>", CD, 0.1),             # an extra number
+    ("<answer>44 + 44 + 10</answer>", {"nums": [44, 10, 3], "target": 98}, 0.1),  # used twice
+    ("<answer>44+19+35 = 98</answer>", CD, 0.1),                # the target counts as a number
+    (r"<answer>\boxed{44+19+35}</answer>", CD, 0.1),            # d1's eval format: invalid here
+    ("<answer>44 * 19 - 35</answer>", CD, 0.1),                 # valid, wrong value
+    ("<answer>1</answer> <answer>44+19+35</answer>", CD, 1.0),  # the LAST tag
+    ("<answer>44+19+35</answer> <answer>1</answer>", CD, 0.1),
+    ("<answer></answer>", CD, 0.1),
+    ("<answer>6 / 3 * 4</answer>", {"nums": [6, 4, 3], "target": 8}, 1.0),   # true division
+    ("<answer>10 / 4 * 3</answer>", {"nums": [10, 4, 3], "target": 7.5}, 1.0),
+    ("<answer>2.5 * 4</answer>", {"nums": [2, 5, 4], "target": 10}, 1.0),     # "2.5" = 2 and 5
+    ("<answer>(44 +\n19) + 35</answer>", CD, 1.0),              # newline inside () is fine ...
+    ("<answer>44 +\n19 + 35</answer>", CD, 0.1),                # ... outside it is a SyntaxError
+    ("<answer>6 / (4 - 4)</answer>", {"nums": [6, 4, 4], "target": 1}, 0.1),  # division by zero
+    ("<answer>1/0</answer>", {"nums": [1, 0], "target": 0}, 0.1),
+    ("<answer>2**3*1</answer>", {"nums": [2, 3, 1], "target": 8}, 0.1),  # ours: ** rejected (d1: 1.0)
+    ("<answer>2**100</answer>", {"nums": [2, 100], "target": 4}, 0.1),
+    ("<answer>9999999999*9999999999</answer>", {"nums": [9999999999] * 2, "target": 1}, 0.1),
+    ("<answer>" + "(" * 10_000 + "1" + ")" * 10_000 + "</answer>", {"nums": [1], "target": 1}, 0.1),
+    ("<answer>__import__('os').system('true')</answer>", CD, 0.1),
+    ("<answer>" + "x9(" * 350_000 + "</answer>", CD, 0.1),      # 1 MB of garbage
+    ("<answer>" * 100_000, CD, 0.0),
+])
+def test_countdown_reward(text, example, expected):
+    t0 = time.perf_counter()
+    assert countdown_reward(text, example) == expected
+    assert time.perf_counter() - t0 < FAST_S
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("2*4-3", 5), ("-(-3)", 3), ("--3", 3), ("-+-3", 3), ("2*-3", -6), ("1.", 1), (".5+1", Fraction(3, 2)),
+    ("00+1", 1), ("7/2", Fraction(7, 2)), (" ( 1 ) ", 1), ("\t1\f+2", 3),
+    ("01", None), ("1..2", None), ("1 2", None), ("2(3)", None), ("(1)(2)", None), ("()", None),
+    ("7//2", None), ("2**3", None), ("1/0", None), ("1/(2-2)", None), ("(1", None), ("1)", None),
+    ("1\n+2", None), ("1\xa0+2", None), ("٣+1", None), ("", None), ("+", None),
+    ("(" * 100 + "1" + ")" * 100, 1), ("(" * 101 + "1" + ")" * 101, None),   # MAX_PAREN_DEPTH = 100
+    ("1000000*1000000", 10**12), ("1000000*1000000*2", None), ("1000001", None),
+    ("-" * 100_000 + "1", 1),                                                # unary chains: no recursion
+])
+def test_evaluate_equation(expr, expected):
+    assert evaluate_equation(expr) == expected
+
+# -----------------------------------------------------------------------------
+# 1. Sudoku and the toy task
+
+SUDOKU = {"puzzle": "4320004330100004", "solution": "4321124334122134"}  # 8 blanks
+
+
+@pytest.mark.parametrize("text, example, expected", [
+    ("<answer>\n4321124334122134\n</answer>", SUDOKU, 1.0),
+    ("<answer>4321\n1243\n3412\n2134</answer>", SUDOKU, 1.0),          # non-digits are dropped
+    ("<answer>4320004330100004</answer>", SUDOKU, 0.0),                # a copy of the puzzle
+    ("<answer>4321</answer>", SUDOKU, 1 / 8),                          # right-padded with "0"
+    ("<answer>43211243</answer>", SUDOKU, 3 / 8),
+    ("<answer>43211243341221349999</answer>", SUDOKU, 1.0),            # cut to 16
+    ("<answer>4321124334122134</answer><answer>0</answer>", SUDOKU, 0.0),  # the LAST tag
+    ("<answer>abc</answer>", SUDOKU, 0.0),
+    ("4321124334122134", SUDOKU, 0.0),                                  # no tag
+    ("<answer>4321124334122134</answer>", {"puzzle": "4321124334122134", "solution": "4321124334122134"}, 0.0),
+])
+def test_sudoku_reward(text, example, expected):
+    assert sudoku_reward(text, example) == pytest.approx(expected)
+
+
+TOY = {"puzzle": "0301100300122100", "solution": "4321124334122134"}  # 8 blanks: cells 0 2 5 6 8 9 14 15
+
+
+@pytest.mark.parametrize("text, expected, solved", [
+    ("4321124334122134", 1.0, True),
+    ("  \n4321124334122134 and then some text", 1.0, True),   # leading whitespace, trailing text
+    ("0301100300122100", 0.0, False),                           # a copy of the puzzle
+    ("4321", 2 / 8, False),                                     # too short: missing cells are wrong
+    ("4321124334122139", 7 / 8, False),
+    ("", 0.0, False),
+    ("<answer>4321124334122134</answer>", 0.0, False),          # the toy format has no tags
+])
+def test_toy_reward(text, expected, solved):
+    assert toy_reward(text, TOY) == pytest.approx(expected)
+    assert toy_solved(text, TOY) is solved
+
+
+def test_total_reward_sums_components(monkeypatch):
+    text = GOOD + "\n"  # strict format, but the reasoning spans lines: soft_format is 0 with d1 bugs
+    total, parts = total_reward("gsm8k", text, {"answer": "42"})
+    assert parts == {"xmlcount": 0.5, "soft_format": 0.0, "strict_format": 0.5, "int_answer": 0.5,
+                     "gsm8k_correctness": 2.0}
+    assert total == 3.5
+    monkeypatch.setattr(rewards, "D1_BUGS", False)  # with the DOTALL fix the same text gets the max
+    assert total_reward("gsm8k", text, {"answer": "42"})[0] == rewards.MAX_REWARD["gsm8k"] == 4.0
+    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy"}
+    assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy")] == [5, 2, 1, 1, 1]
+
+
+def test_total_reward_failing_component_counts_zero(monkeypatch):
+    def broken(completion, example):
+        raise RuntimeError("bug")
+    monkeypatch.setitem(REWARDS, "toy", [toy_reward, broken])
+    with pytest.warns(UserWarning, match="broken"):
+        total, parts = total_reward("toy", TOY["solution"], TOY)
+    assert total == 1.0 and parts["toy_reward"] == 1.0 and math.isnan(parts["broken"])
+
+# -----------------------------------------------------------------------------
+# 2. fast scanners == d1's regexes (run by `re`) on random strings built from the relevant pieces
+
+SOFT_RE = r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>"
+STRICT_RE = r"^<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n$"
+PIECES = ["<reasoning>", "</reasoning>", "<answer>", "</answer>", "<reasoning>\n", "\n</reasoning>\n",
+          "\n<answer>\n", "\n</answer>\n", "\n", " ", "\t", "x", "42"]
+
+
+def random_texts(n, seed=0):
+    """Half free-form, half a well-formed skeleton with random junk between (and instead of) its
+    parts, so that both matching and near-miss texts are common."""
+    rng = random.Random(seed)
+    junk = lambda k: "".join(rng.choice(PIECES) for _ in range(rng.randint(0, k)))
+    strict = ["<reasoning>\n", "x", "\n</reasoning>\n", "<answer>\n", "42", "\n</answer>\n", ""]
+    for i in range(n):
+        if i % 3 == 0:
+            yield junk(9)
+            continue
+        sep = lambda: rng.choice(["", "\n", "\n", " "])
+        soft = ["<reasoning>", sep(), "</reasoning>", sep(), "<answer>", sep(), "</answer>", sep()]
+        yield "".join((p if rng.random() < 0.9 else junk(1)) + (junk(2) if rng.random() < 0.2 else "")
+                      for p in (soft if i % 3 == 1 else strict))
+
+
+def test_format_scanners_match_d1_regexes():
+    hits = {}
+    for text in random_texts(20_000):
+        for flags, fixed in ((0, False), (re.DOTALL, True)):
+            soft = bool(re.match(SOFT_RE, text, flags))
+            strict = bool(re.match(STRICT_RE, text, flags))
+            assert (soft_format(text, {}, fixed=fixed) > 0) == soft, (text, fixed)
+            assert (strict_format(text, {}, fixed=fixed) > 0) == strict, (text, fixed)
+            hits[("soft", fixed)] = hits.get(("soft", fixed), 0) + soft
+            hits[("strict", fixed)] = hits.get(("strict", fixed), 0) + strict
+    assert min(hits.values()) > 100, hits  # every matcher said "yes" often enough to be tested
+
+
+def test_tag_scanners_match_d1_regexes():
+    for text in random_texts(20_000, seed=1):
+        found = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)
+        assert last_tag_content(text) == (found[-1] if found else None), text
+        assert extract_xml_answer(text) == text.split("<answer>")[-1].split("</answer>")[0].strip()
+
+# -----------------------------------------------------------------------------
+# 3. d1's released LLaDA-8B-Instruct generations
+
+BASELINES = SHARED_DATA / "d1_eval_baselines"
+needs_data = pytest.mark.skipif(not BASELINES.is_dir(), reason=f"{BASELINES} not found")
+SPECIAL_TOKENS = re.compile(r"<\|(?:eot_id|endoftext|start_header_id|end_header_id|startoftext)\|>")
+# documented range (lo, hi) of every function; xmlcount has no lower bound (-0.001 per character)
+RANGE = {"xmlcount": (-math.inf, 0.5), "soft_format": (0, 0.5), "strict_format": (0, 0.5),
+         "int_answer": (0, 0.5), "gsm8k_correctness": (0, 2), "math_correctness": (0, 2),
+         "math_format": (0.25, 1), "countdown_reward": (0, 1), "sudoku_reward": (0, 1)}
+
+
+def load_baselines(task, gen_length="*"):
+    """[(reward text, example)] from d1's generation files. The reward text is what diffu-GRPO
+    would score: special tokens stripped (skip_special_tokens, d1-spec §2.4) and the "<reasoning>"
+    the eval prompt prefilled put back in front, as if the model had written it."""
+    rows = []
+    for path in sorted(BASELINES.glob(f"{task}_instruct_{gen_length}_*_generations.json")):
+        for item in json.loads(path.read_text())["generations"]:
+            gt = item["ground_truth"]
+            if gt is None:  # 6 GSM8K items whose gold d1's parser could not read (negative numbers)
+                continue
+            if task == "gsm8k":
+                example = {"answer": str(int(gt)) if float(gt).is_integer() else str(gt)}
+            elif task == "math500":
+                example = {"answer": gt}
+            elif task == "countdown":
+                example = {"nums": gt[0], "target": gt[1]}
+            else:
+                puzzle = re.search(r"Sudoku puzzle: (\d{16})", item["question"]).group(1)
+                example = {"puzzle": puzzle, "solution": gt}
+            rows.append(("<reasoning>" + SPECIAL_TOKENS.sub("", item["generations"]), example))
+    return rows
+
+
+def score_all(task, rows):
+    values = {fn.__name__: [] for fn in REWARDS[task]}
+    for text, example in rows:
+        for fn in REWARDS[task]:
+            v = fn(text, example)
+            lo, hi = RANGE[fn.__name__]
+            assert isinstance(v, float) and math.isfinite(v) and lo <= v <= hi, (fn.__name__, v, text[:200])
+            values[fn.__name__].append(v)
+    return values
+
+
+@needs_data
+def test_baselines_gsm8k():
+    rows = load_baselines("gsm8k")
+    assert len(rows) > 3000
+    v = score_all("gsm8k", rows)
+    assert set(v["soft_format"]) == {0.0} and set(v["strict_format"]) == {0.0}  # the DOTALL bug at work
+    assert sum(soft_format(t, ex, fixed=True) > 0 for t, ex in rows) > len(rows) // 3
+    assert min(v["xmlcount"]) < 0                       # the length quirk shows on real text
+    assert set(v["gsm8k_correctness"]) == {0.0, 2.0}    # eval prompts ask for \boxed{}: rare hits
+    assert set(v["int_answer"]) == {0.0, 0.5}
+
+
+@needs_data
+def test_baselines_math500_reproduce_paper():
+    v = score_all("math", load_baselines("math500"))
+    assert set(v["math_format"]) == {0.25, 0.75}        # the "\b" bug: never the 0.5 / 1.0 values
+    assert set(v["math_correctness"]) == {0.0, 2.0}
+    # d1 Table 1, LLaDA-8B-Instruct MATH500: 26.0 / 32.4 / 36.2 at gen length 128 / 256 / 512
+    for gen_length, paper in ((128, 26.0), (256, 32.4), (512, 36.2)):
+        rows = load_baselines("math500", gen_length)
+        accuracy = 100 * sum(math_correctness(t, ex) > 0 for t, ex in rows) / len(rows)
+        assert len(rows) == 500 and accuracy == pytest.approx(paper), gen_length
+
+
+@needs_data
+def test_baselines_countdown():
+    rows = load_baselines("countdown")
+    values = score_all("countdown", rows)["countdown_reward"]
+    assert len(rows) == 768 and set(values) <= {0.0, 0.1, 1.0}
+    assert 1.0 in values and 0.1 in values and 0.0 in values
+
+
+@needs_data
+def test_baselines_sudoku():
+    rows = load_baselines("sudoku")
+    values = score_all("sudoku", rows)["sudoku_reward"]
+    assert len(rows) == 768 and all(v * 8 == round(v * 8) for v in values)  # 8 blanks per puzzle
+    assert 0.02 < sum(values) / len(values) < 0.25  # LLaDA's eval cell accuracy is 5-12 %
+
+# -----------------------------------------------------------------------------
+# 4. hostile strings: never raise, always a float, fast
+
+MB = 1_000_000
+_rng = random.Random(0)
+HOSTILE = [
+    "", " ", "\n" * 10, "ünïcødé 数学 ٣ ² \u202e \ufeff", "\x00" * 1000, "<answer>\x00</answer>",
+    "(" * MB, ")" * MB, "{" * MB, "}" * MB, "<answer>" * 100_000, "</answer>" * 100_000,
+    "<answer></answer>" * 60_000, "<reasoning></reasoning><answer>" * 30_000,
+    "<reasoning>" + "</reasoning><answer>" * 50_000, "<reasoning>\n" + "\n</reasoning>\n<answer>\n" * 40_000,
+    "<reasoning>" + " " * MB, r"\boxed{" * 100_000, "\\boxed{" + "{" * MB, "\\boxed" + "}" * MB,
+    "\\boxed}" + "{}" * (MB // 2),  # the brace walk's worst case: 10**6 runs, never closes
+    r"\boxed{\boxed{\boxed{1}}}", r"\boxed{{{1}", r"\boxed " + "$" * 1000, r"\sqrt", r"\frac",
+    r"\sqrt" * 100_000, r"\frac12" * 100_000, "x = " + r"\text{ a}" * 1000, "1" * 5000 + "/2",
+    "<answer>" + "9" * 100_000 + "</answer>", "<answer>" + "1" * 5000 + "/2</answer>",
+    "<answer>1/0</answer>", "<answer>2**100**100</answer>", "<answer>9999999999*9999999999</answer>",
+    "<answer>" + "(" * 10_000 + "1" + ")" * 10_000 + "</answer>", "<answer>" + "-" * MB + "1</answer>",
+    "<answer>__import__('os').system('echo pwned')</answer>", "__import__('os')",
+    "".join(chr(_rng.randrange(32, 0x3000)) for _ in range(MB)),                    # 1 MB of garbage
+    "<answer>" + "".join(_rng.choice("0123456789+-*/(). ") for _ in range(MB)) + "</answer>",
+]
+EXAMPLES = {"gsm8k": {"answer": "18"}, "math": {"answer": r"\frac{1}{2}"}, "countdown": CD,
+            "sudoku": SUDOKU, "toy": TOY}
+# every function in REWARDS, plus the d1-bug functions in their fixed form
+CALLS = [(task, fn.__name__, fn) for task, fns in REWARDS.items() for fn in fns]
+CALLS += [("gsm8k", f"{fn.__name__}(fixed)", lambda c, e, fn=fn: fn(c, e, fixed=True))
+          for fn in (xmlcount, soft_format, strict_format)]
+CALLS += [("math", "math_format(fixed)", lambda c, e: math_format(c, e, fixed=True)),
+          ("math", "math_correctness(solution)", lambda c, e: math_correctness(c, {"solution": c}))]
+
+
+def test_hostile_strings_never_raise_and_run_fast():
+    slowest, start = (0.0, None), time.perf_counter()
+    for text in HOSTILE:
+        for task, name, fn in CALLS:
+            t0 = time.perf_counter()
+            v = fn(text, EXAMPLES[task])
+            dt = time.perf_counter() - t0
+            assert isinstance(v, float) and not math.isnan(v), (name, text[:50])
+            slowest = max(slowest, (dt, f"{name} on {text[:40]!r}"))
+        total, parts = total_reward("gsm8k", text, EXAMPLES["gsm8k"])
+        assert math.isfinite(total) and all(math.isfinite(p) for p in parts.values())
+    assert slowest[0] < 1.0, slowest
+    assert time.perf_counter() - start < 5.0
