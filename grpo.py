@@ -1,0 +1,392 @@
+"""
+diffu-GRPO: reinforcement learning for a masked diffusion LM, d1's second stage (arXiv 2504.12216
+Sec. 3; d1-spec §3-4). GRPO (DeepSeekMath, arXiv 2402.03300) needs per-token log-probs
+log π(o_k | q), which a diffusion model does not give cheaply. d1's answer, the one-step estimator
+(logprob.py): mask the whole completion and each prompt token with probability p = 0.15, run ONE
+forward pass, and read every completion token's log-prob off it. The random prompt mask is drawn
+from a seed that is stored, so the current, old and reference policies score each sample under the
+same masked prompt q'.
+
+One round, as written out in the loop below:
+  1. rollout: for each prompt, G completions with sample.py (temperature 0.9, block 32, ...)
+  2. rewards r_i: the sum of the task's reward functions on the decoded text (rewards.py)
+  3. advantages A_i = r_i - mean(r_group)   (no division by the std, following Dr. GRPO; optional)
+  4. μ mask seeds; for each, old and reference per-token log-probs, once, without gradients
+     (reference = the base model with LoRA adapters switched off, or a frozen copy)
+  5. μ optimizer steps; step j uses mask seed j:
+       ρ_ik = exp(ℓθ_ik - ℓold_ik)
+       L = mean over completion tokens of  -min(ρ A, clip(ρ, 1-ε, 1+ε) A) + β (e^(ℓref-ℓθ) - (ℓref-ℓθ) - 1)
+     where "completion tokens" are those up to and including the first EOS, and the mean runs over
+     all tokens of the micro-batch (token-level, as d1 does: longer answers weigh more).
+
+Deliberate differences from d1's code (each is also noted where it happens):
+  - a dedicated torch.Generator per mask seed instead of reseeding every global RNG;
+  - mask seed j is used by step j: μ distinct masks per round (d1's `_step % μ` indexing with
+    gradient accumulation 2 gives only μ/2 distinct masks);
+  - rollouts and old/ref log-probs run in eval mode (no LoRA dropout), so ρ = 1 exactly at the
+    first inner step; d1 leaves dropout on everywhere;
+  - the sampler draws its Gumbel noise in float64 (d1's RL copy: bf16);
+  - long prompts are cut from the left as d1 does, but we print how many were cut.
+
+Run:
+    python grpo.py                                   # toy Sudoku on the tiny model, CPU, minutes
+    torchrun --nproc_per_node=8 grpo.py --preset 8b --task gsm8k --data gsm8k/train.jsonl \\
+        --model-dir LLaDA-8B-Instruct --out-dir out/grpo-gsm8k
+"""
+import argparse
+import json
+import os
+import random
+import time
+from contextlib import nullcontext
+
+import torch
+from tqdm import tqdm
+
+from logprob import one_step_logprobs
+from model import BLOCK_LINEARS, TINY_DIR, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict
+from sample import generate
+
+# The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
+# Any flag given on the command line overrides its preset value.
+PRESETS = {
+    "tiny": dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
+                 epsilon=0.5, beta=0.0, p_mask=0.15, lr=5e-4, weight_decay=0.0, grad_clip=1.0,
+                 gen_length=16, block_length=16, diffusion_steps=8, temperature=1.0,
+                 max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=40),
+    "8b": dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,
+               epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
+               gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
+               max_prompt_length=200, lora_r=128, lora_alpha=64.0, load_in_4bit=True, rounds=700),
+}
+
+# -----------------------------------------------------------------------------
+# the math, as small pure functions
+
+
+def completion_mask(completion, eos_id):
+    """(B, N) float: 1 for tokens up to AND including the first EOS, 0 after (all ones if there
+    is no EOS). d1 trains on the EOS itself and ignores the EOS padding that follows it."""
+    is_eos = completion == eos_id  # (B, N)
+    # number of EOS strictly before position k; the first EOS has 0 before it and is kept
+    eos_before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()  # (B, N)
+    return (eos_before == 0).float()
+
+
+def group_advantages(rewards, group_size, scale_std=False, eps=1e-4):
+    """A_i = r_i - mean of its group of G consecutive samples, (B,) -> (B,). d1 does not divide by
+    the group std (Dr. GRPO, arXiv 2503.20783); scale_std=True gives the original GRPO form."""
+    r = rewards.view(-1, group_size)  # (num_groups, G)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale_std:
+        adv = adv / (r.std(dim=1, keepdim=True) + eps)
+    return adv.view(-1)
+
+
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
+    """diffu-GRPO's clipped surrogate + β·k3 KL, averaged over the micro-batch's completion tokens.
+    logp (B, N) with grad; old_logp, ref_logp (B, N) without (ref may be None when β = 0);
+    advantages (B,); mask (B, N). Returns (loss, stats dict of floats)."""
+    adv = advantages[:, None]  # (B, 1): every token of a completion shares its advantage
+    ratio = torch.exp(logp - old_logp)  # (B, N); exactly 1 at the first step after the rollout
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv
+    per_token = -torch.min(unclipped, clipped)  # (B, N) the pessimistic PPO bound
+    kl = torch.zeros_like(logp)
+    if beta != 0.0:
+        # Schulman's k3 estimator of KL(π_θ || π_ref): e^(ref - θ) - (ref - θ) - 1 >= 0
+        d = ref_logp - logp
+        kl = torch.exp(d) - d - 1
+        per_token = per_token + beta * kl
+    n = mask.sum().clamp(min=1)  # token-level normalisation over the whole micro-batch (d1)
+    loss = (per_token * mask).sum() / n
+    with torch.no_grad():
+        stats = {"kl": ((kl * mask).sum() / n).item(),
+                 "clip_frac": (((unclipped > clipped).float() * mask).sum() / n).item()}
+    return loss, stats
+
+
+def mask_generator(seed, micro_index):
+    """The generator behind one micro-batch's prompt mask under mask seed `seed`. Keyed by the
+    GLOBAL micro-batch index, so θ, θ_old and θ_ref (and any world size) get identical masks."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + micro_index)
+
+
+def pad_left(rows, pad_id):
+    """List of id lists -> (B, P) long, left-padded with pad_id (LLaDA pads with EOS; attended)."""
+    P = max(len(r) for r in rows)
+    return torch.tensor([[pad_id] * (P - len(r)) + r for r in rows])
+
+
+def load_rl_data(args):
+    """Examples (each with `task`) for one or several tasks: `--task gsm8k,math --data a.jsonl,b.jsonl`
+    trains d1's unified model. The toy task generates unlabelled puzzles from the training grids."""
+    import tasks
+    names = args.task.split(",")
+    paths = args.data.split(",") if args.data else []
+    examples = []
+    for i, name in enumerate(names):
+        if name == "toy":
+            train_grids, _ = tasks.split_grids(seed=args.data_seed)
+            exs = tasks.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
+        elif i < len(paths):
+            exs = tasks.load_task(name, paths[i])
+        else:
+            raise ValueError(f"--task {name} needs a file in --data (comma list, same order as --task)")
+        examples += [{**ex, "task": name} for ex in exs]
+    random.Random(42).shuffle(examples)  # d1 shuffles with seed 42
+    return examples
+
+
+# -----------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
+    preset = PRESETS[pre.parse_known_args()[0].preset]
+    parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
+    # data
+    parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku, or a comma list")
+    parser.add_argument("--data", type=str, default="", help="local data file(s), comma list matching --task")
+    parser.add_argument("--num-examples", type=int, default=4000, help="toy: number of unlabelled puzzles")
+    parser.add_argument("--toy-blanks", type=str, default="4,7", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the grid split (same as sft.py)")
+    parser.add_argument("--max-prompt-length", type=int, help="longer prompts are cut from the left (d1: 200)")
+    # model
+    parser.add_argument("--model-dir", type=str, default="out/sft", help="official-layout start model (d1: the merged SFT model)")
+    parser.add_argument("--out-dir", type=str, default="out/grpo", help="checkpoints (official layout) + trainer_state.pt")
+    parser.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning with a frozen reference copy")
+    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha")
+    parser.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout (policy passes only)")
+    parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj,up_proj", help=f"comma list of {BLOCK_LINEARS}")
+    parser.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, help="NF4 base weights (QLoRA)")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    # GRPO
+    parser.add_argument("--rounds", type=int, help="rollout rounds; each gives num_iterations optimizer steps")
+    parser.add_argument("--prompts-per-step", type=int, help="prompts per round over all ranks (d1: 16)")
+    parser.add_argument("--num-generations", type=int, help="G, completions per prompt (d1: 6)")
+    parser.add_argument("--groups-per-micro", type=int, help="prompt groups per micro-batch (d1: 1)")
+    parser.add_argument("--num-iterations", type=int, help="μ, optimizer steps per rollout (d1: 12 or 8)")
+    parser.add_argument("--epsilon", type=float, help="PPO clip range ε (d1: 0.5)")
+    parser.add_argument("--beta", type=float, help="KL coefficient β (d1: 0.04); 0 skips the reference passes")
+    parser.add_argument("--p-mask", type=float, help="prompt masking probability of the estimator (d1: 0.15)")
+    parser.add_argument("--fixed-mask-seed", action="store_true", help="d1's ablation: mask seed 42 for every step")
+    parser.add_argument("--scale-std", action="store_true", help="divide advantages by the group std (original GRPO)")
+    # rollout
+    parser.add_argument("--gen-length", type=int, help="completion canvas length (d1: 256)")
+    parser.add_argument("--block-length", type=int, help="semi-AR block length (d1: 32)")
+    parser.add_argument("--diffusion-steps", type=int, help="sampler steps (d1: 128)")
+    parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
+    # optimization
+    parser.add_argument("--lr", type=float, help="AdamW learning rate, constant (d1: 3e-6)")
+    parser.add_argument("--weight-decay", type=float, help="AdamW weight decay (d1: 0.1)")
+    parser.add_argument("--grad-clip", type=float, help="max grad norm (d1: 0.2)")
+    parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N rounds (and at the end)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir")
+    # system
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
+    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    parser.set_defaults(**preset)
+    args = parser.parse_args()
+
+    # -------------------------------------------------------------------------
+    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
+    ddp = int(os.environ.get("RANK", -1)) != -1
+    device_type = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if ddp:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group(backend=args.backend or ("nccl" if device_type == "cuda" else "gloo"))
+        rank, local_rank, world_size = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+        device = f"cuda:{local_rank}" if device_type == "cuda" else "cpu"
+        if device_type == "cuda":
+            torch.cuda.set_device(device)
+    else:
+        rank, local_rank, world_size, device = 0, 0, 1, device_type
+    master = rank == 0
+    G = args.num_generations
+    n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
+    # every rank must run the same number of passes or DDP hangs: check divisibility up front
+    if args.prompts_per_step % args.groups_per_micro or n_micro % world_size:
+        raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
+                         f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
+    accum = n_micro // world_size  # micro-batches per rank per optimizer step
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
+    torch.manual_seed(args.seed)
+    if master:
+        print(json.dumps(vars(args)))
+
+    # -------------------------------------------------------------------------
+    # data
+    model, tokenizer = load(args.model_dir, device=device, dtype=dtype, load_in_4bit=args.load_in_4bit)
+    from rewards import REWARDS, total_reward
+    examples = load_rl_data(args)
+    mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
+
+    # -------------------------------------------------------------------------
+    # model: policy (+ LoRA) and reference
+    if args.lora_r > 0:
+        params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
+                          targets=tuple(args.lora_targets.split(",")))
+        ref_context = lambda: lora_disabled(raw_model)  # reference = the base, adapters off
+        ref_model = None
+    elif args.load_in_4bit:
+        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    else:
+        params = list(model.parameters())
+        ref_context = nullcontext
+        # full fine-tuning: the reference is a frozen copy of the start model (skipped when β = 0)
+        ref_model = LLaDA.from_pretrained(args.model_dir, dtype=dtype, device=device).eval() if args.beta else None
+    model.gradient_checkpointing = args.gradient_checkpointing
+    raw_model = model
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
+    start_round = 0
+    state_file = os.path.join(args.out_dir, "trainer_state.pt")
+    if args.resume and os.path.exists(state_file):
+        # LoRA: the adapters live in the state file (the base is --model-dir); full FT: the weights
+        # are the official-layout checkpoint in --out-dir
+        state = torch.load(state_file, map_location=device, weights_only=False)
+        if args.lora_r > 0:
+            raw_model.load_state_dict(state["lora"], strict=False)
+        else:
+            ckpt = LLaDA.from_pretrained(args.out_dir, dtype=dtype, device=device)
+            raw_model.load_state_dict(ckpt.state_dict())
+            del ckpt
+        optimizer.load_state_dict(state["optimizer"])
+        start_round = state["round"]
+        if master:
+            print(f"resumed from {state_file} at round {start_round}")
+    if ddp:
+        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    if master:
+        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
+
+    def save_checkpoint(round_idx):
+        """Official-layout weights (LoRA merged on the fly) + what --resume needs, written by rank 0."""
+        os.makedirs(args.out_dir, exist_ok=True)
+        if args.load_in_4bit:
+            print("4-bit base: saving the adapters only (merge them onto the bf16 base to export)")
+        else:
+            raw_model.save_pretrained(args.out_dir)
+            tokenizer.save_pretrained(args.out_dir)
+        state = {"round": round_idx, "optimizer": optimizer.state_dict(), "args": vars(args),
+                 "lora": lora_state_dict(raw_model) if args.lora_r > 0 else None}
+        torch.save(state, state_file + ".tmp")
+        os.replace(state_file + ".tmp", state_file)  # never a half-written state file
+
+    # -------------------------------------------------------------------------
+    # the loop: one rollout round, then μ optimizer steps on it
+    t_start = time.time()
+    bar = tqdm(range(start_round, args.rounds), desc="grpo", disable=not master,
+               initial=start_round, total=args.rounds)
+    for rnd in bar:
+        timing = {}
+        # every rank sees the same prompt list for the round and takes micro-batches rank,
+        # rank + world_size, ... (each micro-batch = groups_per_micro whole groups of G)
+        first = rnd * args.prompts_per_step
+        round_examples = [examples[(first + i) % len(examples)] for i in range(args.prompts_per_step)]
+        micro_ids = [m * world_size + rank for m in range(accum)]  # global micro-batch indices
+        batches = []
+
+        # 1. rollout (eval mode: no dropout; no gradients inside generate)
+        t0 = time.time()
+        raw_model.eval()
+        n_cut = 0
+        for m in micro_ids:
+            exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
+            rows = []
+            for ex in exs:
+                ids = chat_ids(tokenizer, ex["prompt"])
+                n_cut += len(ids) > args.max_prompt_length
+                rows += [ids[-args.max_prompt_length:]] * G  # d1 keeps the last tokens
+            prompt = pad_left(rows, eos_id).to(device)  # (b, P), b = groups_per_micro * G
+            rollout_g = torch.Generator().manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
+            out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
+                           steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)
+            completion = out[:, prompt.shape[1]:]  # (b, N)
+            batches.append(dict(m=m, exs=[ex for ex in exs for _ in range(G)], prompt=prompt,
+                                completion=completion, mask=completion_mask(completion, eos_id)))
+        timing["rollout"] = time.time() - t0
+        if n_cut and master:
+            tqdm.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")
+
+        # 2. rewards and 3. advantages (groups never span ranks, so this is local)
+        t0 = time.time()
+        comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
+        comp_sum = {name: 0.0 for name in comp_names}
+        for b in batches:
+            texts = tokenizer.batch_decode(b["completion"], skip_special_tokens=True)
+            rewards = []
+            for text, ex in zip(texts, b["exs"]):
+                total, parts = total_reward(ex["task"], text, ex)
+                rewards.append(total)
+                for name, v in parts.items():
+                    comp_sum[name] += v
+            b["rewards"] = torch.tensor(rewards)
+            b["adv"] = group_advantages(b["rewards"], G, args.scale_std).to(device)
+        timing["reward"] = time.time() - t0
+
+        # 4. mask seeds, then old and reference log-probs for every seed, once, without gradients
+        t0 = time.time()
+        seed_g = torch.Generator().manual_seed(args.seed * 7919 + rnd)
+        seeds = [42] * args.num_iterations if args.fixed_mask_seed else \
+            torch.randint(0, 2**12, (args.num_iterations,), generator=seed_g).tolist()
+        with torch.no_grad():
+            for b in batches:
+                b["old"], b["ref"] = [], []
+                for s in seeds:
+                    kw = dict(mask_id=mask_id, p_mask_prompt=args.p_mask, generator=mask_generator(s, b["m"]))
+                    b["old"].append(one_step_logprobs(raw_model, b["prompt"], b["completion"], **kw))
+                    if args.beta:
+                        with ref_context():
+                            kw["generator"] = mask_generator(s, b["m"])  # the very same mask
+                            scorer = ref_model if ref_model is not None else raw_model
+                            b["ref"].append(one_step_logprobs(scorer, b["prompt"], b["completion"], **kw))
+        timing["old_ref"] = time.time() - t0
+
+        # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
+        t0 = time.time()
+        raw_model.train()
+        stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+        for j, s in enumerate(seeds):
+            for i, b in enumerate(batches):
+                if ddp:  # sync gradients only on the last micro-step
+                    model.require_backward_grad_sync = i == len(batches) - 1
+                logp = one_step_logprobs(model, b["prompt"], b["completion"], mask_id=mask_id, p_mask_prompt=args.p_mask,
+                                         generator=mask_generator(s, b["m"]))  # (b, N) with grad
+                loss, st = grpo_loss(logp, b["old"][j], b["ref"][j] if args.beta else None, b["adv"],
+                                     b["mask"], args.epsilon, args.beta)
+                (loss / accum).backward()  # mean over micro-batches; DDP averages over ranks
+                stats_sum["loss"] += loss.item() / accum / len(seeds)
+                stats_sum["kl"] += st["kl"] / accum / len(seeds)
+                stats_sum["clip_frac"] += st["clip_frac"] / accum / len(seeds)
+            if args.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        timing["update"] = time.time() - t0
+
+        # 6. logging: every metric is averaged over ranks first
+        all_r = torch.cat([b["rewards"] for b in batches])  # (local completions,)
+        grouped = all_r.view(-1, G)
+        metrics = {"reward": all_r.mean().item(), "reward_std": grouped.std(dim=1).mean().item(),
+                   "zero_std_groups": (grouped.std(dim=1) < 1e-6).float().mean().item(),
+                   "completion_len": torch.cat([b["mask"].sum(1) for b in batches]).mean().item(),
+                   **stats_sum, **{f"r/{k}": v / len(all_r) for k, v in comp_sum.items()}}
+        if ddp:
+            vals = torch.tensor(list(metrics.values()), device=device)
+            dist.all_reduce(vals, op=dist.ReduceOp.AVG)
+            metrics = dict(zip(metrics, vals.tolist()))
+        if master:
+            line = " ".join(f"{k} {v:.3f}" for k, v in metrics.items())
+            tqdm.write(f"round {rnd + 1}: {line} | s/phase " +
+                       " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
+            bar.set_postfix(reward=f"{metrics['reward']:.3f}")
+            if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
+                save_checkpoint(rnd + 1)
+    if master:
+        print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}")
+    if ddp:
+        dist.destroy_process_group()

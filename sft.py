@@ -1,0 +1,278 @@
+"""
+Masked SFT for LLaDA: the first stage of d1 (d1-spec §5; LLaDA GUIDELINES.md "SFT").
+
+A masked diffusion model is fine-tuned by corrupting the ANSWER and asking for it back. For each
+sequence [prompt | answer], with the answer ending in <|eot_id|> and right-padded with EOS:
+
+    t ~ U(0, 1),   p = (1 - eps) t + eps,   eps = 1e-3
+    every answer position (EOS padding included) is replaced by [MASK] with probability p;
+    the prompt is never masked;
+    loss = sum over masked answer positions of CE(logits_i, x_i) / p   /   (number of answer positions)
+
+The 1/p weight makes this an upper bound on the answer's negative log-likelihood (LLaDA paper,
+arXiv 2502.09992, Eq. 5); dividing by the number of answer positions, pads included, is LLaDA's
+rule (and d1's). Training on the EOS padding is how the model learns to end its answer and fill
+the rest of its fixed-length canvas with EOS.
+
+What is here and how it differs from d1's SFT script:
+- LoRA (d1: r 128, alpha 256, q/k/v) or full fine-tuning; optional 4-bit base; gradient
+  accumulation; held-out eval loss on a fixed set of noise levels; the best checkpoint by eval
+  loss is kept (d1's load_best_model_at_end), saved in the official layout with LoRA merged,
+  ready to be the base of diffu-GRPO (d1 issue #8: RL starts from the MERGED SFT model).
+- The prompt region is the whole user turn plus the assistant header; d1 counts the header (but
+  its first token) as answer. The header is deterministic, so we do not spend loss on it.
+- torchrun DDP written out by hand: each rank takes every world_size-th micro-batch, gradients are
+  averaged only on the last micro-step of an accumulation.
+
+Run:
+    python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
+    torchrun --nproc_per_node=8 sft.py --task s1k --data s1k.jsonl --model-dir LLaDA-8B-Instruct \\
+        --out-dir out/sft-s1k --max-length 4096 --batch-size 1 --grad-accum 4 --epochs 20 \\
+        --lr 1e-5 --lora-r 128 --lora-alpha 256 --lora-targets q_proj,k_proj,v_proj
+"""
+import argparse
+import json
+import math
+import os
+import random
+import time
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load
+
+SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
+
+# -----------------------------------------------------------------------------
+# the math, as small pure functions
+
+
+def encode_example(tokenizer, example, max_length, eot_id, eos_id):
+    """One SFT sequence: (ids (max_length,) list, prompt_length). The prompt is the chat-rendered
+    user turn with the assistant header; the answer is the completion, <|eot_id|>, then EOS
+    padding up to max_length (d1: padding="max_length"). Too long -> the answer is cut."""
+    prompt = chat_ids(tokenizer, example["prompt"])
+    if len(prompt) >= max_length:
+        raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_length={max_length}")
+    answer = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eot_id]
+    ids = (prompt + answer)[:max_length]
+    return ids + [eos_id] * (max_length - len(ids)), len(prompt)
+
+
+def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
+    """Corrupt the answers. input_ids (B, L), prompt_lengths (B,) -> noisy (B, L), masked (B, L)
+    bool, p (B,). t (B,) may be given (the eval set uses fixed noise levels); else t ~ U(0, 1)."""
+    B, L = input_ids.shape
+    if t is None:
+        t = torch.rand(B, generator=generator)
+    p = (1 - SFT_EPS) * t + SFT_EPS  # (B,) masking probability, never 0
+    u = torch.rand(B, L, generator=generator)  # drawn on CPU: same masks on any device
+    is_answer = torch.arange(L)[None, :] >= prompt_lengths.cpu()[:, None]  # (B, L)
+    masked = (u < p[:, None]) & is_answer  # the prompt is never masked
+    masked, p = masked.to(input_ids.device), p.to(input_ids.device)
+    return torch.where(masked, mask_id, input_ids), masked, p
+
+
+def sft_loss(logits, input_ids, masked, p, prompt_lengths):
+    """sum over masked answer positions of CE / p, divided by the number of answer positions
+    (pads included), summed over the batch: LLaDA's SFT loss. logits (B, L, V) -> scalar."""
+    ce = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (M,)
+    weights = (1.0 / p)[:, None].expand_as(masked)[masked]  # (M,) each token's 1/p
+    n_answer = (input_ids.shape[1] - prompt_lengths).sum()  # answer positions in the batch
+    return (ce * weights).sum() / n_answer
+
+
+def get_lr(step, max_steps, lr, warmup_steps):
+    """Linear warmup, then linear decay to 0 (HF's default schedule, which d1's SFT used)."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    return lr * max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
+
+
+def load_sft_data(args, seed):
+    """Examples with `prompt` and `completion`. The toy task is generated (few labelled puzzles);
+    s1K is read from --data."""
+    import tasks
+    if args.task == "toy":
+        train_grids, _ = tasks.split_grids(seed=args.data_seed)
+        return tasks.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
+    if not args.data:
+        raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
+    examples = tasks.load_task(args.task, args.data)
+    missing = [i for i, ex in enumerate(examples) if "completion" not in ex]
+    if missing:
+        raise ValueError(f"--task {args.task} has no SFT completions (first missing at item {missing[0]}); "
+                         f"SFT needs examples with a target completion, e.g. --task s1k")
+    return examples
+
+
+# -----------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
+    # data
+    parser.add_argument("--task", type=str, default="toy", help="toy | s1k (any task whose examples have a completion)")
+    parser.add_argument("--data", type=str, default="", help="local data file (not needed for toy)")
+    parser.add_argument("--num-examples", type=int, default=256, help="toy: number of labelled puzzles")
+    parser.add_argument("--toy-blanks", type=str, default="2,4", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the train/test grid split")
+    parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
+    parser.add_argument("--max-length", type=int, default=64, help="prompt + answer, EOS-padded (d1: 4096)")
+    # model
+    parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout LLaDA directory")
+    parser.add_argument("--out-dir", type=str, default="out/sft", help="where the merged model is written")
+    parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning (d1: 128)")
+    parser.add_argument("--lora-alpha", type=float, default=256.0, help="LoRA alpha (d1 SFT: 256)")
+    parser.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout")
+    parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj", help=f"comma list of {BLOCK_LINEARS}")
+    parser.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (QLoRA; needs --lora-r)")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    # optimization
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per rank")
+    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (global)")
+    parser.add_argument("--max-steps", type=int, default=300, help="optimizer steps (overrides --epochs if > 0)")
+    parser.add_argument("--epochs", type=float, default=0, help="used when --max-steps is 0 (d1: 20)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (d1 LoRA SFT: 1e-5)")
+    parser.add_argument("--warmup-steps", type=int, default=10, help="linear warmup steps")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (d1: 0.1)")
+    parser.add_argument("--grad-clip", type=float, default=1.0, help="max grad norm (d1: 1.0)")
+    parser.add_argument("--eval-every", type=int, default=100, help="eval loss / keep best every N steps")
+    # system
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
+    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    args = parser.parse_args()
+
+    # -------------------------------------------------------------------------
+    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
+    ddp = int(os.environ.get("RANK", -1)) != -1
+    device_type = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if ddp:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group(backend=args.backend or ("nccl" if device_type == "cuda" else "gloo"))
+        rank, local_rank, world_size = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+        device = f"cuda:{local_rank}" if device_type == "cuda" else "cpu"
+        if device_type == "cuda":
+            torch.cuda.set_device(device)
+    else:
+        rank, local_rank, world_size, device = 0, 0, 1, device_type
+    master = rank == 0
+    if args.grad_accum % world_size:
+        raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
+    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
+    torch.manual_seed(args.seed)  # same seed on every rank: identical data order and init
+    if master:
+        print(json.dumps(vars(args)))
+
+    # -------------------------------------------------------------------------
+    # data: a fixed held-out split; every rank builds the same lists
+    model, tokenizer = load(args.model_dir, device=device, dtype=dtype, load_in_4bit=args.load_in_4bit)
+    eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
+    mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
+    examples = load_sft_data(args, args.seed)
+    random.Random(args.seed).shuffle(examples)
+    n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
+    encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
+    ids_all = torch.tensor([e[0] for e in encoded])  # (N, max_length)
+    plen_all = torch.tensor([e[1] for e in encoded])  # (N,)
+    eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
+    train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
+    global_batch = args.batch_size * args.grad_accum
+    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
+    if master:
+        print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
+              f"{max_steps} steps of {global_batch} sequences")
+
+    # -------------------------------------------------------------------------
+    # model: LoRA (base frozen) or full fine-tuning
+    if args.lora_r > 0:
+        params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
+                          targets=tuple(args.lora_targets.split(",")))
+    elif args.load_in_4bit:
+        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    else:
+        params = list(model.parameters())
+    model.gradient_checkpointing = args.gradient_checkpointing
+    model.train()
+    raw_model = model
+    if ddp:  # DDP averages the gradients of the trainable parameters across ranks
+        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    if master:
+        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
+
+    @torch.no_grad()
+    def eval_loss():
+        """SFT loss on the held-out set with fixed noise levels t = linspace(0, 1) and a fixed mask
+        seed (d1's eval also fixes t per item), so successive evals are comparable."""
+        if n_eval == 0:
+            return float("nan")
+        raw_model.eval()
+        g = torch.Generator().manual_seed(1234)
+        t = torch.linspace(0, 1, n_eval)
+        total = 0.0
+        for i in range(0, n_eval, args.batch_size):
+            x, pl = eval_ids[i:i + args.batch_size].to(device), eval_plen[i:i + args.batch_size].to(device)
+            noisy, masked, p = sft_noise(x, pl, mask_id, g, t=t[i:i + args.batch_size])
+            total += sft_loss(raw_model(noisy), x, masked, p, pl).item() * len(x)
+        raw_model.train()
+        return total / n_eval
+
+    # -------------------------------------------------------------------------
+    # the loop
+    g = torch.Generator().manual_seed(args.seed)  # data order + noise; identical on all ranks
+    best, t0 = float("inf"), time.time()
+    bar = tqdm(range(max_steps), desc="sft", disable=not master)
+    for step in bar:
+        lr = get_lr(step, max_steps, args.lr, args.warmup_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        # One global batch = grad_accum micro-batches. Every rank draws the same whole global batch
+        # and its noise (on CPU, from the same generator), then keeps micro-batches rank,
+        # rank + world_size, ...: the run is identical whatever the world size (tested).
+        idx = torch.randint(0, len(train_ids), (args.grad_accum * args.batch_size,), generator=g)
+        X, PL = train_ids[idx], train_plen[idx]  # (grad_accum * b, L), (grad_accum * b,)
+        noisy_all, masked_all, p_all = sft_noise(X, PL, mask_id, g)
+        loss_sum = 0.0
+        for micro in range(accum):
+            j = (micro * world_size + rank) * args.batch_size
+            sl = slice(j, j + args.batch_size)  # this rank's micro-batch
+            x, pl, noisy = X[sl].to(device), PL[sl].to(device), noisy_all[sl].to(device)
+            masked, p = masked_all[sl].to(device), p_all[sl].to(device)
+            if ddp:  # sync gradients only on the last micro-step (nanoGPT's trick)
+                model.require_backward_grad_sync = micro == accum - 1
+            # divide by the micro-steps: gradients add up over them, and DDP averages over ranks
+            loss = sft_loss(model(noisy), x, masked, p, pl) / accum
+            loss.backward()
+            loss_sum += loss.item()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if ddp:  # the logged loss is the mean over ranks
+            loss_t = torch.tensor(loss_sum, device=device)
+            dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
+            loss_sum = loss_t.item()
+        bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
+        last = step == max_steps - 1
+        if (step + 1) % args.eval_every == 0 or last:
+            ev = eval_loss()
+            if master:
+                tqdm.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
+                           f"{time.time() - t0:.0f}s")
+                # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last
+                if n_eval == 0 or ev < best:
+                    best = ev
+                    raw_model.save_pretrained(args.out_dir)  # LoRA merged on the fly
+                    tokenizer.save_pretrained(args.out_dir)
+                    with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
+                        json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)
+    if master:
+        print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f}; model in {args.out_dir}")
+    if ddp:
+        dist.destroy_process_group()
