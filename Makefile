@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test tiny clean
+.PHONY: install test run tiny clean
 
 install: $(VENV)/.installed
 
@@ -12,6 +12,9 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
+
+run: install                   ## the CPU pipeline on the tiny model, 3 seeds: SFT -> diffu-GRPO -> eval table
+	bash runs/toy.sh
 
 test: install                  ## the whole test suite, CPU, a few minutes on 2 cores
 	$(PY) -m pytest tests -q

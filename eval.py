@@ -7,7 +7,7 @@ low-confidence remasking, block 32, steps = gen_length / 2, left-padded batches.
 
 Run:
     python eval.py --model-dir out/toy/seed0/sft                  # toy held-out accuracy
-    python eval.py --summarize out/toy/seed*/results.json         # the SFT vs SFT+GRPO table
+    python eval.py --summarize out/toy                            # the SFT vs SFT+GRPO table of runs/toy.sh
 """
 import argparse
 import json
@@ -25,7 +25,7 @@ from sample import generate
 # -----------------------------------------------------------------------------
 
 
-def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(4, 7)):
+def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
     """Held-out toy puzzles: from the test GRIDS of the same split sft.py and grpo.py train on, so
     a test puzzle's solution grid was never seen in training (measures generalisation)."""
     import tasks
@@ -71,18 +71,27 @@ def mean_and_spread(values):
     return mean, sd, t975 * sd / math.sqrt(n)
 
 
-def summarize(files):
-    """The pipeline's table: held-out accuracy of SFT and of SFT + diffu-GRPO per seed, then the
-    mean, std and 95% CI over seeds, and the paired difference."""
-    rows = [json.load(open(f)) for f in files]
-    print(f"{'seed':>6} {'SFT':>8} {'SFT+GRPO':>9} {'diff':>7}")
-    for r in rows:
-        print(f"{r['seed']:>6} {100 * r['sft']:>7.1f}% {100 * r['grpo']:>8.1f}% {100 * (r['grpo'] - r['sft']):>+6.1f}")
-    for name, key in (("SFT", "sft"), ("SFT+GRPO", "grpo"), ("diff", None)):
-        vals = [100 * (r["grpo"] - r["sft"]) if key is None else 100 * r[key] for r in rows]
-        m, sd, ci = mean_and_spread(vals)
-        print(f"{name:>9}: mean {m:+.1f} pts, std {sd:.1f}, 95% CI ±{ci:.1f} over {len(vals)} seeds"
-              if key is None else f"{name:>9}: mean {m:.1f}%, std {sd:.1f}, 95% CI ±{ci:.1f} over {len(vals)} seeds")
+def summarize(run_dir):
+    """The pipeline's table from <run_dir>/seed*/eval_{sft,grpo}.json: held-out accuracy of SFT and
+    of SFT + diffu-GRPO per seed, then mean, std and 95% CI over seeds of each and of the paired
+    difference (each seed's GRPO run starts from that seed's SFT checkpoint)."""
+    import glob
+    rows = []
+    for d in sorted(glob.glob(os.path.join(run_dir, "seed*"))):
+        with open(os.path.join(d, "eval_sft.json")) as f1, open(os.path.join(d, "eval_grpo.json")) as f2:
+            rows.append((os.path.basename(d), 100 * json.load(f1)["accuracy"], 100 * json.load(f2)["accuracy"]))
+    if not rows:
+        raise FileNotFoundError(f"no {run_dir}/seed*/eval_sft.json results to summarize")
+    print(f"\nheld-out accuracy (%), {run_dir}")
+    print(f"{'':>8} {'SFT':>7} {'SFT+GRPO':>9} {'gain':>7}")
+    for name, sft, grpo in rows:
+        print(f"{name:>8} {sft:>7.1f} {grpo:>9.1f} {grpo - sft:>+7.1f}")
+    cols = {"SFT": [r[1] for r in rows], "SFT+GRPO": [r[2] for r in rows], "gain": [r[2] - r[1] for r in rows]}
+    stats = {k: mean_and_spread(v) for k, v in cols.items()}
+    print(f"{'mean':>8} {stats['SFT'][0]:>7.1f} {stats['SFT+GRPO'][0]:>9.1f} {stats['gain'][0]:>+7.1f}")
+    print(f"{'std':>8} {stats['SFT'][1]:>7.1f} {stats['SFT+GRPO'][1]:>9.1f} {stats['gain'][1]:>7.1f}")
+    print(f"{'95% CI':>8} {stats['SFT'][2]:>7.1f} {stats['SFT+GRPO'][2]:>9.1f} {stats['gain'][2]:>7.1f}  (± half-width, t over seeds)")
+    return stats
 
 
 if __name__ == "__main__":
@@ -91,13 +100,14 @@ if __name__ == "__main__":
     parser.add_argument("--task", type=str, default="toy", help="toy (more tasks: see README)")
     parser.add_argument("--num-items", type=int, default=200, help="toy: held-out puzzles")
     parser.add_argument("--data-seed", type=int, default=0, help="toy: grid split seed (as in sft.py / grpo.py)")
-    parser.add_argument("--toy-blanks", type=str, default="4,7", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     parser.add_argument("--gen-length", type=int, default=16, help="completion length (toy: the 16 digits)")
     parser.add_argument("--block-length", type=int, default=16, help="semi-AR block length")
     parser.add_argument("--steps", type=int, default=8, help="diffusion steps (d1: gen_length / 2)")
     parser.add_argument("--batch-size", type=int, default=100, help="prompts per generation batch")
     parser.add_argument("--out", type=str, default="", help="write per-item generations (JSONL) here")
-    parser.add_argument("--summarize", type=str, nargs="+", help="results.json files to tabulate instead")
+    parser.add_argument("--json", type=str, default="", help="write {accuracy, items, settings} here")
+    parser.add_argument("--summarize", type=str, default="", help="a run dir with seed*/eval_{sft,grpo}.json: print the table")
     args = parser.parse_args()
     if args.summarize:
         summarize(args.summarize)
@@ -108,6 +118,9 @@ if __name__ == "__main__":
     acc, records = evaluate(model, tokenizer, toy_test_set(args.num_items, args.data_seed, blanks=tuple(map(int, args.toy_blanks.split(',')))), args.task,
                             args.gen_length, args.block_length, args.steps, args.batch_size, progress=True)
     print(f"{args.task}: accuracy {100 * acc:.1f}% on {len(records)} held-out items ({time.time() - t0:.0f}s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**vars(args), "accuracy": acc, "items": len(records)}, f, indent=2)
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:

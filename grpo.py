@@ -51,9 +51,9 @@ from sample import generate
 # Any flag given on the command line overrides its preset value.
 PRESETS = {
     "tiny": dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
-                 epsilon=0.5, beta=0.0, p_mask=0.15, lr=5e-4, weight_decay=0.0, grad_clip=1.0,
+                 epsilon=0.5, beta=0.0, p_mask=0.15, lr=3e-4, weight_decay=0.0, grad_clip=1.0,
                  gen_length=16, block_length=16, diffusion_steps=8, temperature=1.0,
-                 max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=40),
+                 max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=30),
     "8b": dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,
                epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
                gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
@@ -149,7 +149,7 @@ if __name__ == "__main__":
     parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku, or a comma list")
     parser.add_argument("--data", type=str, default="", help="local data file(s), comma list matching --task")
     parser.add_argument("--num-examples", type=int, default=4000, help="toy: number of unlabelled puzzles")
-    parser.add_argument("--toy-blanks", type=str, default="4,7", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the grid split (same as sft.py)")
     parser.add_argument("--max-prompt-length", type=int, help="longer prompts are cut from the left (d1: 200)")
     # model
@@ -249,7 +249,9 @@ if __name__ == "__main__":
         # are the official-layout checkpoint in --out-dir
         state = torch.load(state_file, map_location=device, weights_only=False)
         if args.lora_r > 0:
-            raw_model.load_state_dict(state["lora"], strict=False)
+            unexpected = raw_model.load_state_dict(state["lora"], strict=False).unexpected_keys
+            if unexpected or len(state["lora"]) != len(lora_state_dict(raw_model)):
+                raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
         else:
             ckpt = LLaDA.from_pretrained(args.out_dir, dtype=dtype, device=device)
             raw_model.load_state_dict(ckpt.state_dict())

@@ -97,7 +97,8 @@ def load_sft_data(args, seed):
     import tasks
     if args.task == "toy":
         train_grids, _ = tasks.split_grids(seed=args.data_seed)
-        return tasks.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
+        examples = tasks.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
+        return [tasks.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
     examples = tasks.load_task(args.task, args.data)
@@ -115,11 +116,12 @@ if __name__ == "__main__":
     # data
     parser.add_argument("--task", type=str, default="toy", help="toy | s1k (any task whose examples have a completion)")
     parser.add_argument("--data", type=str, default="", help="local data file (not needed for toy)")
-    parser.add_argument("--num-examples", type=int, default=256, help="toy: number of labelled puzzles")
-    parser.add_argument("--toy-blanks", type=str, default="2,4", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--num-examples", type=int, default=512, help="toy: number of labelled puzzles")
+    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
+    parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
     parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the train/test grid split")
     parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
-    parser.add_argument("--max-length", type=int, default=64, help="prompt + answer, EOS-padded (d1: 4096)")
+    parser.add_argument("--max-length", type=int, default=63, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
     # model
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout LLaDA directory")
     parser.add_argument("--out-dir", type=str, default="out/sft", help="where the merged model is written")
@@ -132,7 +134,7 @@ if __name__ == "__main__":
     # optimization
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per rank")
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (global)")
-    parser.add_argument("--max-steps", type=int, default=300, help="optimizer steps (overrides --epochs if > 0)")
+    parser.add_argument("--max-steps", type=int, default=400, help="optimizer steps (overrides --epochs if > 0)")
     parser.add_argument("--epochs", type=float, default=0, help="used when --max-steps is 0 (d1: 20)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (d1 LoRA SFT: 1e-5)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="linear warmup steps")

@@ -196,18 +196,14 @@ def _field(rec, key, where):
 
 
 def _last_boxed(text):
-    """Content of the last \\boxed{...} (or \\fbox{...}) in text, braces walked so nesting works; None if
-    there is none or it is unbalanced. Private on purpose: the reward-side parser lives in rewards.py."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
+    """Content of the last \\boxed{...} in text, or None if there is none or it is unbalanced. Uses the
+    same extraction as the MATH reward (rewards.py), so gold answers and predictions agree."""
+    from rewards import last_boxed_only_string, remove_boxed
+    box = last_boxed_only_string(text) if "\\boxed" in text else None  # d1 returns the text itself if no box
+    try:
+        return remove_boxed(box) if box else None
+    except ValueError:  # not a \boxed{...} form
         return None
-    i = text.index("{", start)
-    depth = 0
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i + 1:j]
-    return None
 
 
 def load_gsm8k(path):
@@ -421,6 +417,18 @@ def make_sudoku(grids, n, seed, min_blanks=6, max_blanks=10, unique=True):
 def make_toy(grids, n, seed, min_blanks=2, max_blanks=5):
     """n toy examples (prompt "Sudoku: <puzzle>", completion = the 16-digit solution), unique solutions only."""
     return [toy_example(p, s) for p, s in _sample_puzzles(grids, n, seed, min_blanks, max_blanks, True)]
+
+
+def partial_label(example, unfilled_prob, seed):
+    """The toy's labelled SFT data are INCOMPLETE: the annotator leaves each blank cell unfilled
+    ("0", as in the puzzle) with probability unfilled_prob and writes the right digit otherwise.
+    With unfilled_prob > 0.5 imitation learns to leave blanks open, so greedy decoding does; a
+    reward that checks the answer is what teaches the model to fill them in. The completion
+    becomes the partial grid; the true `solution` is kept for scoring."""
+    rng = random.Random(f"{seed}:{example['puzzle']}")  # per-puzzle stream: order-independent
+    label = [c if p != "0" or rng.random() >= unfilled_prob else "0"
+             for p, c in zip(example["puzzle"], example["solution"])]
+    return {**example, "completion": "".join(label)}
 
 
 # -----------------------------------------------------------------------------

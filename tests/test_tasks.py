@@ -448,3 +448,23 @@ def test_d1_eval_subset():
     assert d1_eval_subset(100) == list(range(100)) and d1_eval_subset(1319, k=-1) == list(range(1319))
     # the global numpy RNG is left alone
     assert np.random.get_state()[1].tolist() == state[1].tolist()
+
+
+def test_partial_label_leaves_blanks_open_at_the_given_rate():
+    from tasks import partial_label
+    train, _ = split_grids()
+    exs = make_toy(train, 400, seed=0, min_blanks=4, max_blanks=8)
+    labelled = [partial_label(e, 0.55, seed=1) for e in exs]
+    open_cells = filled = 0
+    for e, lab in zip(exs, labelled):
+        assert lab["solution"] == e["solution"] and lab["puzzle"] == e["puzzle"]
+        for p, c, s in zip(e["puzzle"], lab["completion"], e["solution"]):
+            if p != "0":
+                assert c == s  # givens are always copied
+            else:
+                assert c in ("0", s)  # a blank is left open or filled correctly, never wrong
+                open_cells += c == "0"
+                filled += c == s
+    assert abs(open_cells / (open_cells + filled) - 0.55) < 0.03
+    assert [partial_label(e, 0.55, seed=1) for e in exs] == labelled  # deterministic
+    assert [partial_label(e, 0.55, seed=2) for e in exs] != labelled
