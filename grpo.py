@@ -44,7 +44,7 @@ import torch
 from tqdm import tqdm
 
 from logprob import one_step_logprobs
-from model import BLOCK_LINEARS, TINY_DIR, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict
+from model import BLOCK_LINEARS, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict, save_merged
 from sample import generate
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
@@ -268,11 +268,8 @@ if __name__ == "__main__":
     def save_checkpoint(round_idx):
         """Official-layout weights (LoRA merged on the fly) + what --resume needs, written by rank 0."""
         os.makedirs(args.out_dir, exist_ok=True)
-        if args.load_in_4bit:
-            print("4-bit base: saving the adapters only (merge them onto the bf16 base to export)")
-        else:
-            raw_model.save_pretrained(args.out_dir)
-            tokenizer.save_pretrained(args.out_dir)
+        save_merged(raw_model, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
+        tokenizer.save_pretrained(args.out_dir)
         state = {"round": round_idx, "optimizer": optimizer.state_dict(), "args": vars(args),
                  "lora": lora_state_dict(raw_model) if args.lora_r > 0 else None}
         torch.save(state, state_file + ".tmp")

@@ -550,6 +550,24 @@ def lora_state_dict(model):
     return {k: v for k, v in model.state_dict().items() if ".lora_A" in k or ".lora_B" in k}
 
 
+def save_merged(model, base_dir, out_dir):
+    """save_pretrained for a model that may have a 4-bit base: the official layout stores the
+    full-precision weights, so adapters trained on an NF4 base are merged onto the ORIGINAL weights
+    re-read from base_dir (on CPU, streamed), never onto dequantized ones (d1 likewise evaluates its
+    QLoRA adapters on the bf16 base). Without 4-bit this is plain model.save_pretrained(out_dir)."""
+    if not any(type(m).__name__ == "Linear4bit" for m in model.modules()):
+        return model.save_pretrained(out_dir)
+    adapters = lora_state_dict(model)
+    full = LLaDA.from_pretrained(base_dir)  # stored dtype, CPU: 16 GB of RAM for LLaDA-8B
+    for block, name, path in _block_linears(full, BLOCK_LINEARS):
+        layer = model.get_submodule(path)
+        if isinstance(layer, LoRALinear):  # same rank / alpha as the trained adapter
+            setattr(block, name, LoRALinear(getattr(block, name), layer.lora_A.shape[0],
+                                            layer.scaling * layer.lora_A.shape[0]))
+    full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
+    full.save_pretrained(out_dir)
+
+
 # -----------------------------------------------------------------------------
 # Tokenizer
 

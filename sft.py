@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load
+from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load, save_merged
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 
@@ -270,7 +270,7 @@ if __name__ == "__main__":
                 # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last
                 if n_eval == 0 or ev < best:
                     best = ev
-                    raw_model.save_pretrained(args.out_dir)  # LoRA merged on the fly
+                    save_merged(raw_model, args.model_dir, args.out_dir)  # LoRA merged on the fly
                     tokenizer.save_pretrained(args.out_dir)
                     with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
                         json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)

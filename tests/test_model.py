@@ -330,3 +330,22 @@ def test_save_with_adapters_merges_on_the_fly_and_keeps_training_state(tmp_path,
     assert set(index["weight_map"]) == set(official_keys(SMALL))  # no lora / base keys leak out
     with torch.no_grad():
         torch.testing.assert_close(LLaDA.from_pretrained(tmp_path / "merged")(ids), adapted, atol=1e-4, rtol=1e-4)
+
+
+def test_save_merged_puts_4bit_trained_adapters_on_the_original_weights(tmp_path, ckpt):
+    from model import save_merged
+    path, _ = ckpt
+    q = LLaDA.from_pretrained(path, load_in_4bit=True)
+    add_lora(q, r=4, alpha=8, dropout=0.0, targets=("q_proj", "up_proj"))
+    with torch.no_grad():
+        for n, p in q.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    save_merged(q, path, tmp_path / "merged")
+    # expected: the full-precision base with the very same adapters
+    full = LLaDA.from_pretrained(path)
+    add_lora(full, r=4, alpha=8, dropout=0.0, targets=("q_proj", "up_proj"))
+    full.load_state_dict(lora_state_dict(q), strict=False)
+    ids = torch.randint(0, 40, (2, 6), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        torch.testing.assert_close(LLaDA.from_pretrained(tmp_path / "merged")(ids), full(ids), atol=1e-4, rtol=1e-4)
