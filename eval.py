@@ -1,63 +1,197 @@
 """
-Evaluation: greedy generation on held-out items, scored by the task's verifier.
+Evaluation: d1's protocol (d1-spec §8), the files to check it, and the statistics d1 left out.
 
-This first version serves the CPU pipeline (the toy task) and gives one function, `evaluate`,
-that any script can call. d1's protocol (d1-spec §8): zero-shot, greedy (temperature 0),
-low-confidence remasking, block 32, steps = gen_length / 2, left-padded batches.
+d1 evaluates zero-shot and greedy: the eval prompt (tasks.eval_message, NOT the RL prompt) is
+rendered with the chat template and prefilled with "<reasoning>", prompts are left-padded in
+batches, and the sampler runs with block 32, steps = gen_length / 2 (two tokens per step),
+low-confidence remasking, at gen lengths 128 / 256 / 512. Countdown and Sudoku use d1's fixed
+256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (tasks.score_eval):
+first \\boxed{} for GSM8K, last for MATH and Countdown, Sudoku scored per empty cell and
+micro-averaged over all puzzles.
+
+What this file adds:
+  - one JSONL line per item (prompt, generation, parsed answer, score) per rank, and a manifest
+    with every setting (model and data checksums, items, sampler, seed, dtype, device, parser);
+  - --rescore: re-score saved generations, ours or d1's released JSON files, without a model;
+    on d1's files this reproduces the paper's LLaDA-8B-Instruct row;
+  - the Sudoku puzzle solve rate beside d1's cell score;
+  - --seeds N: N sampling seeds at temperature > 0, mean and 95% CI;
+  - --compare A B: paired bootstrap CI of the accuracy difference over the same items.
 
 Run:
-    python eval.py --model-dir out/toy/seed0/sft                  # toy held-out accuracy
-    python eval.py --summarize out/toy                            # the SFT vs SFT+GRPO table of runs/toy.sh
+    python eval.py                                               # toy task on the tiny model, CPU
+    torchrun --nproc_per_node=8 eval.py --model-dir out/grpo-gsm8k --task gsm8k \\
+        --data gsm8k/test.jsonl --gen-lengths 128,256,512 --out-dir out/eval/grpo-gsm8k
+    python eval.py --rescore ../shared/data/d1_eval_baselines/*.json
+    python eval.py --compare out/eval/a/gsm8k_256 out/eval/b/gsm8k_256
 """
 import argparse
+import glob
+import hashlib
 import json
 import math
 import os
+import random
+import re
 import statistics
 import time
 
 import torch
 from tqdm import tqdm
 
-from model import TINY_DIR, chat_ids, load
+import tasks
+from model import TINY_DIR, load
 from sample import generate
 
 # -----------------------------------------------------------------------------
+# items and prompts
 
 
 def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
-    """Held-out toy puzzles: from the test GRIDS of the same split sft.py and grpo.py train on, so
-    a test puzzle's solution grid was never seen in training (measures generalisation)."""
-    import tasks
+    """Held-out toy puzzles: from the test GRIDS of the split sft.py and grpo.py train on, so a
+    test puzzle's solution grid was never seen in training (measures generalisation)."""
     _, test_grids = tasks.split_grids(seed=data_seed)
     return tasks.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
 
 
+def eval_items(task, data, full=False, toy_items=200):
+    """[(item id, example)]: the whole test file for GSM8K / MATH, d1's 256-item subset for Countdown
+    and Sudoku unless `full` (d1: np.random.seed(42); np.random.choice(n, 256, replace=False))."""
+    if task == "toy":
+        return list(enumerate(toy_test_set(toy_items)))
+    if not data:
+        raise ValueError(f"--task {task} needs --data PATH (its local test file)")
+    examples = tasks.load_task(task, data)
+    ids = range(len(examples))
+    if task in ("countdown", "sudoku") and not full:
+        ids = tasks.d1_eval_subset(len(examples))
+    return [(int(i), examples[i]) for i in ids]
+
+
+def prompt_ids(tokenizer, task, example):
+    """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
+    text = tasks.render(tokenizer, example["prompt"]) if task == "toy" else tasks.render_eval(tokenizer, task, example)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# -----------------------------------------------------------------------------
+# generation
+
+
+SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution")
+
+
 @torch.no_grad()
-def evaluate(model, tokenizer, examples, task, gen_length, block_length, steps, batch_size=64,
-             progress=False):
-    """Greedy completions for `examples` -> (accuracy in [0, 1], list of per-item dicts).
-    Accuracy is the task's "solved" criterion (toy: every blank cell right)."""
-    from rewards import toy_solved
-    if task != "toy":
-        raise NotImplementedError("this eval.py version scores the toy task; see the README")
-    was_training = model.training
+def run_items(model, tokenizer, task, items, gen_length, block_length, steps, temperature=0.0,
+              remasking="low_confidence", batch_size=8, seed=0, progress=False):
+    """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
+    left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
+    batch composition, which the manifest records)."""
     model.eval()
-    eos_id = model.config.eos_token_id
+    device = next(model.parameters()).device
+    eos = model.config.eos_token_id
     records = []
-    for i in tqdm(range(0, len(examples), batch_size), desc="eval", disable=not progress):
-        batch = examples[i:i + batch_size]
-        rows = [chat_ids(tokenizer, ex["prompt"]) for ex in batch]
+    for i in tqdm(range(0, len(items), batch_size), desc=f"{task} {gen_length}", disable=not progress):
+        batch = items[i:i + batch_size]
+        rows = [prompt_ids(tokenizer, task, ex) for _, ex in batch]
         P = max(len(r) for r in rows)
-        device = next(model.parameters()).device
-        prompt = torch.tensor([[eos_id] * (P - len(r)) + r for r in rows], device=device)  # (b, P) left-padded
-        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps)
-        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=True)
-        for ex, text in zip(batch, texts):
-            records.append({"prompt": ex["prompt"], "generation": text, "answer": ex["answer"],
-                            "correct": bool(toy_solved(text, ex))})
-    model.train(was_training)
-    return sum(r["correct"] for r in records) / len(records), records
+        prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
+        # one generator per batch, keyed by seed and position: reproducible at temperature > 0
+        g = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
+                       temperature=temperature, remasking=remasking, generator=g)
+        # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
+        # verifier reads the text the way the RL reward does, specials stripped
+        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
+        for (item_id, ex), text in zip(batch, texts):
+            scored = tasks.score_eval(task, text, ex)
+            # the fields the parsers need travel with the record, so --rescore needs no data file
+            gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
+            records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
+    return records
+
+
+def accuracy(task, records):
+    """Accuracy in percent: d1's micro-averaged cell score for Sudoku, the solved share otherwise."""
+    if not records:
+        return float("nan")
+    if task == "sudoku":
+        return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
+    return 100 * sum(bool(r["correct"]) for r in records) / len(records)
+
+
+def sha256_file(path, limit=None):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read() if limit is None else f.read(limit))
+    return h.hexdigest()
+
+
+def model_fingerprint(model_dir):
+    """Checksums of config.json and the weights index (cheap, unlike hashing 16 GB of weights)."""
+    out = {}
+    for name in ("config.json", "model.safetensors.index.json"):
+        p = os.path.join(model_dir, name)
+        out[name] = sha256_file(p) if os.path.exists(p) else None
+    return out
+
+
+# -----------------------------------------------------------------------------
+# reading results back: ours (dir with manifest.json + *.jsonl) and d1's released JSON files
+
+D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
+D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudoku": "sudoku"}
+
+
+def load_results(paths):
+    """{(task, gen_length): [records]} from our result dirs and/or d1's *_generations.json files.
+    d1's files are re-scored here with our copy of d1's parsers."""
+    groups = {}
+    for path in paths:
+        if os.path.isdir(path):
+            with open(os.path.join(path, "manifest.json")) as f:
+                man = json.load(f)
+            recs = []
+            for fn in sorted(glob.glob(os.path.join(path, "generations.rank*.jsonl"))):
+                with open(fn) as f:
+                    recs += [json.loads(line) for line in f if line.strip()]
+            task = man["task"]
+            # re-score from the stored generation, so a parser fix applies to old runs too
+            recs = [{**r, **tasks.score_eval(task, r["generation"], r["example"])} for r in recs]
+            groups.setdefault((task, man["gen_length"]), []).extend(recs)
+            continue
+        m = D1_FILE.search(os.path.basename(path))
+        if not m or m["task"] not in D1_TASKS:
+            raise ValueError(f"{path}: neither a result directory nor a d1 *_generations.json file")
+        task, gen = D1_TASKS[m["task"]], int(m["gen"])
+        with open(path) as f:
+            items = json.load(f)["generations"]
+        for it in items:
+            ex = tasks.d1_example_from_released(task, it)
+            groups.setdefault((task, gen), []).append({"generation": it["generations"],
+                                                       **tasks.score_eval(task, it["generations"], ex)})
+    return groups
+
+
+def rescore(paths, json_out=None):
+    """One line per (task, gen_length): items and accuracy (and the Sudoku solve rate)."""
+    rows = []
+    for (task, gen), recs in sorted(load_results(paths).items()):
+        row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(task, recs), 2)}
+        extra = ""
+        if task == "sudoku":
+            row["solve_rate"] = round(100 * sum(r["solved"] for r in recs) / len(recs), 2)
+            extra = f"  (puzzles solved {row['solve_rate']:.1f}%)"
+        print(f"{task:>10} {gen:>4}: {len(recs):>5} items, accuracy {row['accuracy']:.1f}%{extra}")
+        rows.append(row)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(rows, f, indent=2)
+    return rows
+
+
+# -----------------------------------------------------------------------------
+# statistics
 
 
 def mean_and_spread(values):
@@ -67,19 +201,66 @@ def mean_and_spread(values):
     if n < 2:
         return mean, 0.0, float("nan")
     sd = statistics.stdev(values)
-    t975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 1.96 + 2.4 / n)  # Student t, 95%
+    t975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 8: 2.365, 10: 2.262}.get(n, 1.96 + 2.4 / n)
     return mean, sd, t975 * sd / math.sqrt(n)
 
 
+def item_scores(task, recs):
+    """Per-item score in [0, 1] whose mean is the accuracy (Sudoku: cells; the cell micro-average
+    equals the mean per-puzzle cell score when every puzzle has the same number of blanks)."""
+    if task == "sudoku":
+        return {r["id"]: r["cells_correct"] / max(1, r["cells_total"]) for r in recs}
+    return {r["id"]: float(bool(r["correct"])) for r in recs}
+
+
+def paired_bootstrap(a, b, n_boot=10_000, seed=0):
+    """95% CI of mean(b - a) over paired items by resampling items with replacement."""
+    diffs = [y - x for x, y in zip(a, b)]
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    return sum(diffs) / n, means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
+
+
+# settings that must agree for two result directories to be comparable item by item
+MUST_MATCH = ("task", "data_sha256", "item_ids", "gen_length", "block_length", "steps", "temperature",
+              "remasking", "parser_version")
+
+
+def compare(dir_a, dir_b, force=False):
+    """Paired bootstrap CI of accuracy(B) - accuracy(A) over the items both evaluated."""
+    mans = []
+    for d in (dir_a, dir_b):
+        with open(os.path.join(d, "manifest.json")) as f:
+            mans.append(json.load(f))
+    bad = [k for k in MUST_MATCH if mans[0].get(k) != mans[1].get(k)]
+    if bad:
+        msg = f"manifests differ in {bad}: the two runs are not the same evaluation"
+        if not force:
+            raise SystemExit(f"refusing to compare: {msg} (--force to compare anyway)")
+        print(f"WARNING: {msg}")
+    other = [k for k in mans[0] if k not in MUST_MATCH and mans[0].get(k) != mans[1].get(k)
+             and k not in ("model_dir", "model_fingerprint", "time", "wall_seconds", "out_dir")]
+    if other:
+        print(f"note: the runs also differ in {other}")
+    task = mans[0]["task"]
+    (ra,), (rb,) = load_results([dir_a]).values(), load_results([dir_b]).values()
+    sa, sb = item_scores(task, ra), item_scores(task, rb)
+    common = sorted(set(sa) & set(sb))
+    diff, lo, hi = paired_bootstrap([sa[i] for i in common], [sb[i] for i in common])
+    print(f"{task} {mans[0]['gen_length']}: A {100 * sum(sa[i] for i in common) / len(common):.1f}%  "
+          f"B {100 * sum(sb[i] for i in common) / len(common):.1f}%  B - A {100 * diff:+.1f} pts, "
+          f"95% paired-bootstrap CI [{100 * lo:+.1f}, {100 * hi:+.1f}] over {len(common)} items")
+    return diff, lo, hi
+
+
 def summarize(run_dir):
-    """The pipeline's table from <run_dir>/seed*/eval_{sft,grpo}.json: held-out accuracy of SFT and
-    of SFT + diffu-GRPO per seed, then mean, std and 95% CI over seeds of each and of the paired
-    difference (each seed's GRPO run starts from that seed's SFT checkpoint)."""
-    import glob
+    """The CPU pipeline's table from <run_dir>/seed*/eval_{sft,grpo}.json (lists as written by
+    --json): held-out accuracy of SFT and SFT + diffu-GRPO per seed, mean, std, 95% CI."""
     rows = []
     for d in sorted(glob.glob(os.path.join(run_dir, "seed*"))):
         with open(os.path.join(d, "eval_sft.json")) as f1, open(os.path.join(d, "eval_grpo.json")) as f2:
-            rows.append((os.path.basename(d), 100 * json.load(f1)["accuracy"], 100 * json.load(f2)["accuracy"]))
+            rows.append((os.path.basename(d), json.load(f1)[0]["accuracy"], json.load(f2)[0]["accuracy"]))
     if not rows:
         raise FileNotFoundError(f"no {run_dir}/seed*/eval_sft.json results to summarize")
     print(f"\nheld-out accuracy (%), {run_dir}")
@@ -90,39 +271,116 @@ def summarize(run_dir):
     stats = {k: mean_and_spread(v) for k, v in cols.items()}
     print(f"{'mean':>8} {stats['SFT'][0]:>7.1f} {stats['SFT+GRPO'][0]:>9.1f} {stats['gain'][0]:>+7.1f}")
     print(f"{'std':>8} {stats['SFT'][1]:>7.1f} {stats['SFT+GRPO'][1]:>9.1f} {stats['gain'][1]:>7.1f}")
-    print(f"{'95% CI':>8} {stats['SFT'][2]:>7.1f} {stats['SFT+GRPO'][2]:>9.1f} {stats['gain'][2]:>7.1f}  (± half-width, t over seeds)")
+    print(f"{'95% CI':>8} {stats['SFT'][2]:>7.1f} {stats['SFT+GRPO'][2]:>9.1f} {stats['gain'][2]:>7.1f}"
+          "  (± half-width, t over seeds)")
     return stats
 
 
+# -----------------------------------------------------------------------------
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="evaluate a model directory on held-out items")
+    parser = argparse.ArgumentParser(description="d1-compatible evaluation")
+    # what to evaluate
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout model directory")
-    parser.add_argument("--task", type=str, default="toy", help="toy (more tasks: see README)")
-    parser.add_argument("--num-items", type=int, default=200, help="toy: held-out puzzles")
-    parser.add_argument("--data-seed", type=int, default=0, help="toy: grid split seed (as in sft.py / grpo.py)")
-    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
-    parser.add_argument("--gen-length", type=int, default=16, help="completion length (toy: the 16 digits)")
-    parser.add_argument("--block-length", type=int, default=16, help="semi-AR block length")
-    parser.add_argument("--steps", type=int, default=8, help="diffusion steps (d1: gen_length / 2)")
-    parser.add_argument("--batch-size", type=int, default=100, help="prompts per generation batch")
-    parser.add_argument("--out", type=str, default="", help="write per-item generations (JSONL) here")
-    parser.add_argument("--json", type=str, default="", help="write {accuracy, items, settings} here")
-    parser.add_argument("--summarize", type=str, default="", help="a run dir with seed*/eval_{sft,grpo}.json: print the table")
+    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy")
+    parser.add_argument("--data", type=str, default="", help="the task's local test file")
+    parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
+    parser.add_argument("--toy-items", type=int, default=200, help="toy: held-out puzzles")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N items (smoke tests)")
+    # sampler (d1: block 32, steps = gen / 2, greedy, low confidence)
+    parser.add_argument("--gen-lengths", type=str, default="", help="comma list (default: 128,256,512; toy: 16)")
+    parser.add_argument("--block-length", type=int, default=32, help="semi-AR block (capped at the gen length)")
+    parser.add_argument("--steps", type=int, default=0, help="diffusion steps, 0 = gen_length / 2 (d1)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
+    parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
+    parser.add_argument("--batch-size", type=int, default=0, help="prompts per batch; 0 = d1's 8 (4 at gen 512), toy 100")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--seeds", type=int, default=1, help="run seeds seed .. seed+N-1; report mean and 95%% CI")
+    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    # outputs and the model-free modes
+    parser.add_argument("--out-dir", type=str, default="out/eval", help="results: <out-dir>/<task>_<gen>[_seed<s>]/")
+    parser.add_argument("--json", type=str, default="", help="also write [{task, gen_length, items, accuracy}] here")
+    parser.add_argument("--rescore", type=str, nargs="+", help="re-score result dirs / d1 *_generations.json files")
+    parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A")
+    parser.add_argument("--force", action="store_true", help="--compare even if the manifests disagree")
+    parser.add_argument("--summarize", type=str, default="", help="print the table of runs/toy.sh's run dir")
     args = parser.parse_args()
+
+    if args.rescore:
+        rescore(args.rescore, args.json)
+        raise SystemExit
+    if args.compare:
+        compare(*args.compare, force=args.force)
+        raise SystemExit
     if args.summarize:
         summarize(args.summarize)
         raise SystemExit
+
+    # -------------------------------------------------------------------------
+    # distributed init: torchrun shards the items, rank r takes items r, r + W, ... (as d1)
+    ddp = int(os.environ.get("RANK", -1)) != -1
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = load(args.model_dir, device=device)
-    t0 = time.time()
-    acc, records = evaluate(model, tokenizer, toy_test_set(args.num_items, args.data_seed, blanks=tuple(map(int, args.toy_blanks.split(',')))), args.task,
-                            args.gen_length, args.block_length, args.steps, args.batch_size, progress=True)
-    print(f"{args.task}: accuracy {100 * acc:.1f}% on {len(records)} held-out items ({time.time() - t0:.0f}s)")
-    if args.json:
+    if ddp:
+        import torch.distributed as dist
+        dist.init_process_group(backend="nccl" if device == "cuda" else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if device == "cuda":
+            device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+            torch.cuda.set_device(device)
+    else:
+        rank, world = 0, 1
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+
+    model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
+    all_items = eval_items(args.task, args.data, args.full, args.toy_items)
+    if args.limit:
+        all_items = all_items[:args.limit]
+    my_items = all_items[rank::world]
+    gen_lengths = [int(x) for x in (args.gen_lengths or ("16" if args.task == "toy" else "128,256,512")).split(",")]
+    rows = []
+    for gen in gen_lengths:
+        block = min(args.block_length, gen)
+        steps = args.steps or gen // 2
+        accs = []
+        for seed in range(args.seed, args.seed + args.seeds):
+            name = f"{args.task}_{gen}" + (f"_seed{seed}" if args.seeds > 1 else "")
+            out = os.path.join(args.out_dir, name)
+            os.makedirs(out, exist_ok=True)
+            t0 = time.time()
+            bs = args.batch_size or (100 if args.task == "toy" else 4 if gen >= 512 else 8)
+            recs = run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
+                             args.remasking, bs, seed, progress=rank == 0)
+            with open(os.path.join(out, f"generations.rank{rank}.jsonl"), "w") as f:
+                for r in recs:
+                    f.write(json.dumps(r) + "\n")
+            if ddp:
+                dist.barrier()  # every rank's file is written before rank 0 reads them back
+            if rank == 0:
+                manifest = {
+                    "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": model_fingerprint(args.model_dir),
+                    "task": args.task, "data_file": os.path.abspath(args.data) if args.data else None,
+                    "data_sha256": sha256_file(args.data) if args.data else None, "full": args.full,
+                    "items": len(all_items), "item_ids": [i for i, _ in all_items], "gen_length": gen,
+                    "block_length": block, "steps": steps, "temperature": args.temperature,
+                    "remasking": args.remasking, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
+                    "batch_size": bs, "world_size": world, "parser_version": tasks.PARSER_VERSION,
+                    "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+                    "time": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_seconds": round(time.time() - t0, 1)}
+                with open(os.path.join(out, "manifest.json"), "w") as f:
+                    json.dump(manifest, f, indent=1)
+                (recs_all,) = load_results([out]).values()
+                accs.append(accuracy(args.task, recs_all))
+                solved = f", puzzles solved {100 * sum(r['solved'] for r in recs_all) / len(recs_all):.1f}%" \
+                    if args.task == "sudoku" else ""
+                print(f"{args.task} gen {gen} seed {seed}: accuracy {accs[-1]:.1f}%{solved} on {len(recs_all)} "
+                      f"items ({time.time() - t0:.0f}s) -> {out}")
+        if rank == 0:
+            m, sd, ci = mean_and_spread(accs)
+            if len(accs) > 1:
+                print(f"{args.task} gen {gen}: mean {m:.1f}% ± {ci:.1f} (95% CI over {len(accs)} seeds, std {sd:.1f})")
+            rows.append({"task": args.task, "gen_length": gen, "items": len(all_items), "accuracy": round(m, 2)})
+    if rank == 0 and args.json:
         with open(args.json, "w") as f:
-            json.dump({**vars(args), "accuracy": acc, "items": len(records)}, f, indent=2)
-    if args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
+            json.dump(rows, f, indent=2)
+    if ddp:
+        dist.destroy_process_group()

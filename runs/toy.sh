@@ -17,8 +17,8 @@ run_seed() {
         $PY model.py --out-dir "$d/init" --seed "$s"
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s"
         $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s"
-        $PY eval.py --model-dir "$d/sft" --json "$d/eval_sft.json"
-        $PY eval.py --model-dir "$d/grpo" --json "$d/eval_grpo.json"
+        $PY eval.py --model-dir "$d/sft" --out-dir "$d/eval_sft" --json "$d/eval_sft.json"
+        $PY eval.py --model-dir "$d/grpo" --out-dir "$d/eval_grpo" --json "$d/eval_grpo.json"
     } > "$d/log.txt" 2>&1 || { echo "seed $s failed, see $d/log.txt"; tail -20 "$d/log.txt"; return 1; }
     echo "seed $s done: $(tail -1 "$d/log.txt")"
 }

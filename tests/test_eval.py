@@ -1,0 +1,98 @@
+"""
+Tests for eval.py: a generation run on the tiny model writes the JSONL + manifest, multi-seed and
+--compare work on it, --rescore reads ours and d1's files, and the statistics against hand cases.
+(The reproduction of d1's LLaDA row from its released generations is in tests/test_parsers.py.)
+
+Run: python -m pytest tests/test_eval.py -q
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SHARED_DATA
+from eval import D1_FILE, mean_and_spread, paired_bootstrap, rescore
+from model import make_tiny
+from test_grpo import REPO, run, torchrun
+
+
+def test_paired_bootstrap_and_mean_ci():
+    a = [0, 1, 0, 1, 1, 0, 1, 0] * 10
+    diff, lo, hi = paired_bootstrap(a, a)
+    assert diff == lo == hi == 0  # identical runs: no difference, no spread
+    b = [1] * 80
+    diff, lo, hi = paired_bootstrap(a, b)
+    assert diff == 0.5 and lo < 0.5 < hi and hi - lo < 0.3
+    m, sd, ci = mean_and_spread([10.0, 20.0, 30.0])
+    assert m == 20 and sd == 10 and abs(ci - 4.303 * 10 / 3 ** 0.5) < 1e-9
+
+
+def test_d1_file_names_parse():
+    m = D1_FILE.search("math500_instruct_256_128_3_generations.json")
+    assert (m["task"], m["gen"], m["steps"], m["rank"]) == ("math500", "256", "128", "3")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny(tmp_path_factory.mktemp("m") / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1,
+                     mlp_hidden_size=64)
+
+
+def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, tiny):
+    ev = [sys.executable, str(REPO / "eval.py"), "--model-dir", str(tiny), "--task", "toy", "--toy-items", "12"]
+    out = run(ev + ["--out-dir", str(tmp_path / "a"), "--json", str(tmp_path / "a.json")], REPO)
+    d = tmp_path / "a" / "toy_16"
+    man = json.loads((d / "manifest.json").read_text())
+    for key in ("model_dir", "model_fingerprint", "task", "item_ids", "gen_length", "block_length", "steps",
+                "temperature", "remasking", "seed", "dtype", "batch_size", "parser_version", "device"):
+        assert key in man, key
+    assert man["steps"] == 8 and man["gen_length"] == 16 and len(man["item_ids"]) == 12
+    assert man["model_fingerprint"]["config.json"] is not None
+    lines = [json.loads(x) for x in (d / "generations.rank0.jsonl").read_text().splitlines()]
+    assert len(lines) == 12 and {"id", "prompt", "generation", "pred", "score", "correct"} <= set(lines[0])
+    rows = json.loads((tmp_path / "a.json").read_text())
+    assert rows[0]["task"] == "toy" and rows[0]["items"] == 12 and f"{rows[0]['accuracy']:.1f}%" in out
+    # rescoring the saved run gives the same accuracy
+    assert rescore([str(d)])[0]["accuracy"] == rows[0]["accuracy"]
+    # two sampling seeds at temperature 1: two result dirs and a mean with a CI
+    out = run(ev + ["--out-dir", str(tmp_path / "s"), "--seeds", "2", "--temperature", "1.0"], REPO)
+    assert (tmp_path / "s" / "toy_16_seed0" / "manifest.json").exists() and (tmp_path / "s" / "toy_16_seed1").exists()
+    assert "95% CI over 2 seeds" in out
+    # comparing two seeds of the same evaluation works; comparing with the greedy run is refused
+    out = run([sys.executable, str(REPO / "eval.py"), "--compare", str(tmp_path / "s" / "toy_16_seed0"),
+               str(tmp_path / "s" / "toy_16_seed1")], REPO)
+    assert "95% paired-bootstrap CI" in out and "over 12 items" in out
+    res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "s" / "toy_16_seed0")],
+                         cwd=REPO, capture_output=True, text=True)
+    assert res.returncode != 0 and "temperature" in res.stderr + res.stdout
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
+def test_real_task_smoke_run_uses_d1_subset_and_eval_prompt(tmp_path, tiny):
+    data = SHARED_DATA / "d1_sudoku" / "4x4_test_sudoku.csv"
+    run([sys.executable, str(REPO / "eval.py"), "--model-dir", str(tiny), "--task", "sudoku", "--data", str(data),
+         "--gen-lengths", "32", "--limit", "3", "--out-dir", str(tmp_path)], REPO)
+    man = json.loads((tmp_path / "sudoku_32" / "manifest.json").read_text())
+    assert man["item_ids"] == [361, 73, 374] and man["steps"] == 16 and man["block_length"] == 32
+    rec = json.loads((tmp_path / "sudoku_32" / "generations.rank0.jsonl").read_text().splitlines()[0])
+    assert rec["example"]["puzzle"] and "cells_total" in rec
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
+def test_rescore_d1_files_json(tmp_path):
+    files = sorted(str(p) for p in (SHARED_DATA / "d1_eval_baselines").glob("countdown_instruct_*_generations.json"))
+    rows = rescore(files, json_out=tmp_path / "r.json")
+    assert [(r["task"], r["gen_length"], r["items"]) for r in rows] == [("countdown", g, 256) for g in (128, 256, 512)]
+    assert [round(r["accuracy"], 1) for r in rows] == [20.7, 19.5, 16.0]
+    assert json.loads((tmp_path / "r.json").read_text()) == rows
+
+
+def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
+    args = [str(REPO / "eval.py"), "--model-dir", str(tiny), "--toy-items", "10"]
+    run([sys.executable, *args, "--out-dir", str(tmp_path / "one")], REPO)
+    run(torchrun(2) + [*args, "--out-dir", str(tmp_path / "two")], REPO)
+    one = rescore([str(tmp_path / "one" / "toy_16")])
+    two = rescore([str(tmp_path / "two" / "toy_16")])
+    assert one == two and one[0]["items"] == 10
+    assert len((tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").read_text().splitlines()) == 5
