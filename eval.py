@@ -121,7 +121,7 @@ def accuracy(task, records):
 
 
 def sha256_file(path, limit=None):
-    h = hashlib.sha256()
+    h = hashlib.sha256()  # of the whole file: a changed test set must change the manifest
     with open(path, "rb") as f:
         h.update(f.read() if limit is None else f.read(limit))
     return h.hexdigest()
@@ -146,9 +146,9 @@ D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudo
 def load_results(paths):
     """{(task, gen_length): [records]} from our result dirs and/or d1's *_generations.json files.
     d1's files are re-scored here with our copy of d1's parsers."""
-    groups = {}
+    groups = {}  # (task, gen_length) -> records, pooled over ranks / shard files
     for path in paths:
-        if os.path.isdir(path):
+        if os.path.isdir(path):  # ours: the manifest says what was run, the JSONL files hold the items
             with open(os.path.join(path, "manifest.json")) as f:
                 man = json.load(f)
             recs = []
@@ -160,6 +160,7 @@ def load_results(paths):
             recs = [{**r, **tasks.score_eval(task, r["generation"], r["example"])} for r in recs]
             groups.setdefault((task, man["gen_length"]), []).extend(recs)
             continue
+        # d1's released files: task, gen length, steps and rank are in the file name
         m = D1_FILE.search(os.path.basename(path))
         if not m or m["task"] not in D1_TASKS:
             raise ValueError(f"{path}: neither a result directory nor a d1 *_generations.json file")
@@ -215,7 +216,7 @@ def item_scores(task, recs):
 
 def paired_bootstrap(a, b, n_boot=10_000, seed=0):
     """95% CI of mean(b - a) over paired items by resampling items with replacement."""
-    diffs = [y - x for x, y in zip(a, b)]
+    diffs = [y - x for x, y in zip(a, b)]  # pairing removes the shared item difficulty from the noise
     rng = random.Random(seed)
     n = len(diffs)
     means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
@@ -244,9 +245,9 @@ def compare(dir_a, dir_b, force=False):
     if other:
         print(f"note: the runs also differ in {other}")
     task = mans[0]["task"]
-    (ra,), (rb,) = load_results([dir_a]).values(), load_results([dir_b]).values()
+    (ra,), (rb,) = load_results([dir_a]).values(), load_results([dir_b]).values()  # one group each
     sa, sb = item_scores(task, ra), item_scores(task, rb)
-    common = sorted(set(sa) & set(sb))
+    common = sorted(set(sa) & set(sb))  # equal item ids are guaranteed unless --force
     diff, lo, hi = paired_bootstrap([sa[i] for i in common], [sb[i] for i in common])
     print(f"{task} {mans[0]['gen_length']}: A {100 * sum(sa[i] for i in common) / len(common):.1f}%  "
           f"B {100 * sum(sb[i] for i in common) / len(common):.1f}%  B - A {100 * diff:+.1f} pts, "
@@ -331,16 +332,18 @@ if __name__ == "__main__":
         rank, world = 0, 1
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
 
+    # -------------------------------------------------------------------------
+    # model and items; every rank builds the same item list and keeps its stride
     model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
     all_items = eval_items(args.task, args.data, args.full, args.toy_items)
     if args.limit:
         all_items = all_items[:args.limit]
     my_items = all_items[rank::world]
     gen_lengths = [int(x) for x in (args.gen_lengths or ("16" if args.task == "toy" else "128,256,512")).split(",")]
-    rows = []
+    rows = []  # one summary row per gen length (the mean over seeds)
     for gen in gen_lengths:
-        block = min(args.block_length, gen)
-        steps = args.steps or gen // 2
+        block = min(args.block_length, gen)  # the toy's 16-token canvas is a single block
+        steps = args.steps or gen // 2  # d1: two tokens unmasked per step
         accs = []
         for seed in range(args.seed, args.seed + args.seeds):
             name = f"{args.task}_{gen}" + (f"_seed{seed}" if args.seeds > 1 else "")
@@ -355,7 +358,7 @@ if __name__ == "__main__":
                     f.write(json.dumps(r) + "\n")
             if ddp:
                 dist.barrier()  # every rank's file is written before rank 0 reads them back
-            if rank == 0:
+            if rank == 0:  # rank 0 writes the manifest and scores the pooled files
                 manifest = {
                     "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": model_fingerprint(args.model_dir),
                     "task": args.task, "data_file": os.path.abspath(args.data) if args.data else None,

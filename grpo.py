@@ -284,7 +284,7 @@ if __name__ == "__main__":
         timing = {}
         # every rank sees the same prompt list for the round and takes micro-batches rank,
         # rank + world_size, ... (each micro-batch = groups_per_micro whole groups of G)
-        first = rnd * args.prompts_per_step
+        first = rnd * args.prompts_per_step  # walk the (shuffled) data in order; resume-safe
         round_examples = [examples[(first + i) % len(examples)] for i in range(args.prompts_per_step)]
         micro_ids = [m * world_size + rank for m in range(accum)]  # global micro-batch indices
         batches = []
@@ -301,6 +301,8 @@ if __name__ == "__main__":
                 n_cut += len(ids) > args.max_prompt_length
                 rows += [ids[-args.max_prompt_length:]] * G  # d1 keeps the last tokens
             prompt = pad_left(rows, eos_id).to(device)  # (b, P), b = groups_per_micro * G
+            # the sampling noise is keyed by (seed, round, global micro-batch): same rollouts for any
+            # world size and after a resume
             rollout_g = torch.Generator().manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
             out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                            steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)
@@ -323,13 +325,15 @@ if __name__ == "__main__":
                 rewards.append(total)
                 for name, v in parts.items():
                     comp_sum[name] += v
-            b["rewards"] = torch.tensor(rewards)
+            b["rewards"] = torch.tensor(rewards)  # (b,)
+            # consecutive G rows share a prompt, so groups are rows [0:G], [G:2G], ...
             b["adv"] = group_advantages(b["rewards"], G, args.scale_std).to(device)
         timing["reward"] = time.time() - t0
 
         # 4. mask seeds, then old and reference log-probs for every seed, once, without gradients
         t0 = time.time()
         seed_g = torch.Generator().manual_seed(args.seed * 7919 + rnd)
+        # d1 draws mask seeds in [0, 4096); the fixed-mask ablation uses 42 for every step
         seeds = [42] * args.num_iterations if args.fixed_mask_seed else \
             torch.randint(0, 2**12, (args.num_iterations,), generator=seed_g).tolist()
         with torch.no_grad():
@@ -347,8 +351,8 @@ if __name__ == "__main__":
 
         # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
         t0 = time.time()
-        raw_model.train()
-        stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+        raw_model.train()  # LoRA dropout (if any) only in the policy pass
+        stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
             for i, b in enumerate(batches):
                 if ddp:  # sync gradients only on the last micro-step
@@ -361,9 +365,9 @@ if __name__ == "__main__":
                 stats_sum["loss"] += loss.item() / accum / len(seeds)
                 stats_sum["kl"] += st["kl"] / accum / len(seeds)
                 stats_sum["clip_frac"] += st["clip_frac"] / accum / len(seeds)
-            if args.grad_clip > 0:
+            if args.grad_clip > 0:  # d1: max_grad_norm 0.2
                 torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
-            optimizer.step()
+            optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
             optimizer.zero_grad(set_to_none=True)
         timing["update"] = time.time() - t0
 

@@ -177,14 +177,15 @@ if __name__ == "__main__":
     eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
     mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
     examples = load_sft_data(args, args.seed)
-    random.Random(args.seed).shuffle(examples)
+    random.Random(args.seed).shuffle(examples)  # then the first eval_fraction is held out (d1: 1%)
     n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
+    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple
     encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
     ids_all = torch.tensor([e[0] for e in encoded])  # (N, max_length)
     plen_all = torch.tensor([e[1] for e in encoded])  # (N,)
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
     train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
-    global_batch = args.batch_size * args.grad_accum
+    global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
     max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
     if master:
         print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
@@ -201,9 +202,10 @@ if __name__ == "__main__":
         params = list(model.parameters())
     model.gradient_checkpointing = args.gradient_checkpointing
     model.train()
-    raw_model = model
+    raw_model = model  # the unwrapped model: for eval, saving and parameter counts
     if ddp:  # DDP averages the gradients of the trainable parameters across ranks
         model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
@@ -231,7 +233,7 @@ if __name__ == "__main__":
     best, t0 = float("inf"), time.time()
     bar = tqdm(range(max_steps), desc="sft", disable=not master)
     for step in bar:
-        lr = get_lr(step, max_steps, args.lr, args.warmup_steps)
+        lr = get_lr(step, max_steps, args.lr, args.warmup_steps)  # set by hand each step, nanoGPT style
         for group in optimizer.param_groups:
             group["lr"] = lr
         # One global batch = grad_accum micro-batches. Every rank draws the same whole global batch
@@ -252,7 +254,7 @@ if __name__ == "__main__":
             loss = sft_loss(model(noisy), x, masked, p, pl) / accum
             loss.backward()
             loss_sum += loss.item()
-        if args.grad_clip > 0:
+        if args.grad_clip > 0:  # on the averaged gradient, after the last micro-step's all-reduce
             torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
