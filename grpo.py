@@ -220,6 +220,9 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # data
+    if not os.path.exists(os.path.join(args.model_dir, "config.json")):
+        raise FileNotFoundError(f"no model in {args.model_dir}: diffu-GRPO starts from the SFT model; run "
+                                f"`python sft.py` first (it writes out/sft) or pass --model-dir")
     model, tokenizer = load(args.model_dir, device=device, dtype=dtype, load_in_4bit=args.load_in_4bit)
     from rewards import REWARDS, total_reward
     examples = load_rl_data(args)

@@ -187,6 +187,8 @@ if __name__ == "__main__":
     train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
     global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
     max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
+    if max_steps <= 0:
+        raise ValueError("nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
     if master:
         print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
               f"{max_steps} steps of {global_batch} sequences")
