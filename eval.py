@@ -40,6 +40,7 @@ import torch
 from tqdm import tqdm
 
 import tasks
+from ddp import compute_init, default_dtype
 from model import TINY_DIR, load
 from sample import generate
 
@@ -120,10 +121,10 @@ def accuracy(task, records):
     return 100 * sum(bool(r["correct"]) for r in records) / len(records)
 
 
-def sha256_file(path, limit=None):
+def sha256_file(path):
     h = hashlib.sha256()  # of the whole file: a changed test set must change the manifest
     with open(path, "rb") as f:
-        h.update(f.read() if limit is None else f.read(limit))
+        h.update(f.read())
     return h.hexdigest()
 
 
@@ -319,18 +320,10 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # distributed init: torchrun shards the items, rank r takes items r, r + W, ... (as d1)
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ddp, rank, _, world, device, device_type = compute_init()
     if ddp:
         import torch.distributed as dist
-        dist.init_process_group(backend="nccl" if device == "cuda" else "gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-        if device == "cuda":
-            device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-            torch.cuda.set_device(device)
-    else:
-        rank, world = 0, 1
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    dtype = default_dtype(args.dtype, device_type)
 
     # -------------------------------------------------------------------------
     # model and items; every rank builds the same item list and keeps its stride

@@ -43,6 +43,7 @@ from contextlib import nullcontext
 import torch
 from tqdm import tqdm
 
+from ddp import compute_init, default_dtype
 from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict, save_merged
 from sample import generate
@@ -193,18 +194,10 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    device_type = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    ddp, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend)
     if ddp:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
-        dist.init_process_group(backend=args.backend or ("nccl" if device_type == "cuda" else "gloo"))
-        rank, local_rank, world_size = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
-        device = f"cuda:{local_rank}" if device_type == "cuda" else "cpu"
-        if device_type == "cuda":
-            torch.cuda.set_device(device)
-    else:
-        rank, local_rank, world_size, device = 0, 0, 1, device_type
     master = rank == 0
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
@@ -213,7 +206,7 @@ if __name__ == "__main__":
         raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
                          f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
+    dtype = default_dtype(args.dtype, device_type)
     torch.manual_seed(args.seed)
     if master:
         print(json.dumps(vars(args)))

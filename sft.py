@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from ddp import compute_init, default_dtype
 from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load, save_merged
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -150,23 +151,15 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    device_type = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    ddp, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend)
     if ddp:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
-        dist.init_process_group(backend=args.backend or ("nccl" if device_type == "cuda" else "gloo"))
-        rank, local_rank, world_size = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
-        device = f"cuda:{local_rank}" if device_type == "cuda" else "cpu"
-        if device_type == "cuda":
-            torch.cuda.set_device(device)
-    else:
-        rank, local_rank, world_size, device = 0, 0, 1, device_type
     master = rank == 0
     if args.grad_accum % world_size:
         raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
+    dtype = default_dtype(args.dtype, device_type)
     torch.manual_seed(args.seed)  # same seed on every rank: identical data order and init
     if master:
         print(json.dumps(vars(args)))
