@@ -230,13 +230,21 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(C, config.hidden_size, bias=False)  # multiplied in
         self.ff_out = nn.Linear(config.hidden_size, C, bias=False)   # down projection
 
-    def forward(self, x, cos, sin, attn_mask):
+    def forward(self, x, cos, sin, attn_mask, past=None, start=0):
+        """x (B, T, C) -> (x (B, T, C), (k, v) each (B, nkv, T, hd) post-RoPE, for a KV cache).
+        past: cached (k, v) of a whole canvas (B, nkv, L, hd); x is then canvas columns
+        [start, start + T), whose fresh keys/values replace the cached ones in those columns."""
         B, T, C = x.shape
         a = self.attn_norm(x)
         q = self.q_proj(a).view(B, T, self.n_heads, -1).transpose(1, 2)     # (B, nh, T, hd)
         k = self.k_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         v = self.v_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        fresh = (k, v)
+        if past is not None:  # all L keys: cached columns left and right of the window, fresh inside
+            pk, pv = past
+            k = torch.cat([pk[:, :, :start], k, pk[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
+            v = torch.cat([pv[:, :, :start], v, pv[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
         if self.n_kv_heads != self.n_heads:  # grouped-query attention: share each kv head
             k = k.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
             v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
@@ -244,7 +252,7 @@ class Block(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=False)
         x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, -1))
         m = self.ff_norm(x)
-        return x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m))
+        return x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m)), fresh
 
 
 class LLaDA(nn.Module):
@@ -269,25 +277,40 @@ class LLaDA(nn.Module):
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, input_ids, attention_mask=None):
-        """input_ids (B, T) long; attention_mask (B, T) of 1 = real token, 0 = padding, or None.
+    def forward(self, input_ids, attention_mask=None, past_kv=None, start=0, return_kv=False):
+        """input_ids (B, T) long; attention_mask (B, L) of 1 = real token, 0 = padding, or None.
         Returns logits (B, T, V) in the weights' dtype. With a mask, padded KEYS are hidden from
         every query (pad queries still produce logits), as in LLaDA's Oct-2025 modelling file;
-        None attends everything, which is what LLaDA's training and d1 do."""
+        None attends everything, which is what LLaDA's training and d1 do.
+
+        KV cache (only sample.py's cached sampler uses it; Fast-dLLM, arXiv 2505.22618):
+        return_kv=True also returns, per layer, the (k, v) this call computed, each
+        (B, n_kv_heads, T, head_dim) after RoPE. past_kv = that list from an earlier call on a
+        whole canvas of L columns; then input_ids are canvas columns [start, start + T) only, they
+        attend to all L keys (cached outside the window, fresh inside), and attention_mask still
+        covers all L columns. If the canvas has not changed since past_kv was made, the result
+        equals columns [start, start + T) of a full forward (tested); if it has, the cached
+        columns are stale, which is the cache's approximation."""
         B, T = input_ids.shape
         x = self.transformer.wte(input_ids)  # (B, T, C); no sqrt(d) scaling, no position table
-        # RoPE tables for absolute positions 0..T-1 of the (possibly left-padded) tensor, as LLaDA
-        # does; computed per call (cheap), so sequences beyond max_sequence_length also work.
-        cos, sin = rope_tables(T, self.config.head_dim, self.config.rope_theta, input_ids.device)
+        # RoPE tables for absolute positions start..start+T-1 of the (possibly left-padded) canvas,
+        # as LLaDA does; computed per call (cheap), so sequences beyond max_sequence_length work.
+        cos, sin = rope_tables(start + T, self.config.head_dim, self.config.rope_theta, input_ids.device)
+        cos, sin = cos[start:], sin[start:]  # (T, hd)
         attn_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = may attend
-        for block in self.transformer.blocks:
+            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L): True = may attend
+        kv = []
+        for i, block in enumerate(self.transformer.blocks):
+            past = None if past_kv is None else past_kv[i]
             if self.gradient_checkpointing and torch.is_grad_enabled():
-                x = checkpoint(block, x, cos, sin, attn_mask, use_reentrant=False)
+                x, fresh = checkpoint(block, x, cos, sin, attn_mask, past, start, use_reentrant=False)
             else:
-                x = block(x, cos, sin, attn_mask)
-        return self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V)
+                x, fresh = block(x, cos, sin, attn_mask, past, start)
+            if return_kv:
+                kv.append(fresh)
+        logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V)
+        return (logits, kv) if return_kv else logits
 
     # -------------------------------------------------------------------------
     # Checkpoints in the official layout
@@ -445,6 +468,11 @@ def _linear_4bit(weight):
     w = bnb.nn.Params4bit(weight.to(torch.bfloat16), requires_grad=False,
                           compress_statistics=True, quant_type="nf4")
     layer.weight = w.to(weight.device)  # .to() on a non-meta device performs the quantization
+    # bitsandbytes 0.50 repacks the weight in place at the first no-grad eval forward on a CPU with
+    # AVX512-BF16 (an inference-only kernel): that path crashes for in_features < 64 (tiny models)
+    # and stores the scales in bf16, so results would depend on the CPU model. We keep the plain
+    # dequantize path everywhere; it does not touch CUDA.
+    layer.support_avx512bf16_for_cpu = False
     return layer
 
 

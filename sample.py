@@ -15,8 +15,14 @@ Deliberate differences from the reference code (same algorithm, different numeri
   - Gumbel noise is float64 as in LLaDA, but drawn only over the current block, not all of [B, L, V];
   - the mask token is never picked as a prediction (LLaDA could, in principle, "write" a mask).
 
+Faster, approximate options (Fast-dLLM, arXiv 2505.22618; off by default, see generate()):
+  cache="prefix" | "dual" reuses each layer's keys/values from the block's first step (model.py's
+  past_kv), and threshold=0.9 writes every token the model is that sure of in one step. Their
+  measured speed-up and agreement with the exact sampler are in bench.py and the README.
+
 Run a tiny demo on CPU (creates a random tiny model on first use):
     python sample.py --prompt "What is 2+3?" --gen-length 32 --block-length 8 --steps 16
+    python sample.py --gen-length 256 --block-length 32 --steps 128 --cache dual --threshold 0.9
 """
 import argparse
 
@@ -25,6 +31,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 REMASKING_STRATEGIES = ("low_confidence", "random")
+CACHE_MODES = (None, "prefix", "dual")  # None = the exact sampler (every step runs the full canvas)
 
 # -----------------------------------------------------------------------------
 # small pure helpers
@@ -109,13 +116,36 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
 @torch.no_grad()
 def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32, steps=64,
              temperature=0.0, cfg_scale=0.0, remasking="low_confidence", mask_id=None,
-             generator=None, progress=False):
+             generator=None, progress=False, cache=None, threshold=None):
     """Fill gen_length masked positions after `prompt` (B, P) long -> (B, P + gen_length) long.
     Prompts in a batch should be left-padded; attention_mask (B, P) is an optional 1/0 key-padding
-    mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept."""
+    mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept.
+
+    The defaults are the exact sampler (LLaDA's / d1's). Two Fast-dLLM options (arXiv 2505.22618)
+    trade exactness for speed; both are approximations and both are off by default:
+      cache="prefix": at each block's first step run the full canvas once and keep every layer's
+          keys/values; the block's later steps forward only columns [block start, end of canvas)
+          and reuse the cached prefix (prompt + finished blocks).
+      cache="dual": also reuse the cached keys/values of the masked suffix right of the block, so
+          later steps forward only the block's columns (B, block_length).
+      threshold=τ: confidence-threshold parallel unmasking. Each step writes at least the
+          scheduled number of tokens and also every masked position of the block whose confidence
+          is >= τ (Fast-dLLM uses 0.9); a block whose masks run out early skips its remaining
+          steps, so `steps` becomes an upper bound on forward passes. With steps = gen_length
+          (one token per step) this is exactly Fast-dLLM's rule "top-1 plus everything >= τ".
+    The number of forward passes under `threshold` depends on the data: under FSDP every rank must
+    make the same calls, so do not combine it with sharded models."""
     num_blocks, steps_per_block = check_schedule(gen_length, block_length, steps)
     if remasking not in REMASKING_STRATEGIES:
         raise ValueError(f"remasking must be one of {REMASKING_STRATEGIES}, got {remasking!r}")
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
+    if cache is not None and cfg_scale != 0.0:
+        raise ValueError("cache works with cfg_scale=0 only (the doubled CFG batch is not cached); "
+                         "d1 and Fast-dLLM sample without CFG")
+    if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
+        raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
+                         f"confidence), got threshold={threshold}, remasking={remasking!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
@@ -147,14 +177,25 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         # schedule for this block from its current mask count (always block_length here, since
         # prompts hold no masks and earlier blocks never write right of themselves)
         schedule = num_transfer_tokens((x[:, start:end] == mask_id).sum(dim=1), steps_per_block)  # (B, S)
+        kv = None  # the block's key/value cache (cached sampler only), made at its first step
         for i in range(steps_per_block):
+            block_mask = x[:, start:end] == mask_id                         # (B, K)
+            if not block_mask.any():  # only with `threshold` can a block finish before its last step
+                break
             # Only masked positions inside this block can be written (LLaDA sets confidence to -inf
             # right of the block and on every unmasked position), so we work on the block's slice.
             # Same result; it also means our Gumbel noise is (B, K, V) instead of LLaDA's (B, L, V):
             # same distribution, different RNG stream, so seeded samples won't match LLaDA bit for bit.
-            logits = block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale,
-                                  start, end)                               # (B, K, V) fp32
-            block_mask = x[:, start:end] == mask_id                         # (B, K)
+            if cache is None:  # exact: the whole current canvas, every step
+                logits = block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale,
+                                      start, end)                           # (B, K, V) fp32
+            elif i == 0:  # cache refresh: one exact full forward that also keeps every layer's k, v
+                full, kv = model(x, attention_mask=attention_mask, return_kv=True)  # (B, L, V)
+                logits = full[:, start:end].float()                         # (B, K, V) fp32
+            else:  # forward the window only; columns outside it use keys/values from the refresh
+                stop = end if cache == "dual" else x.shape[1]  # prefix: block + masked suffix
+                logits = model(x[:, start:stop], attention_mask=attention_mask, past_kv=kv,
+                               start=start)[:, :end - start].float()        # (B, K, V) fp32
             # Deviation: the mask token itself may never be chosen. LLaDA does not guard this (its
             # trained model never predicts it), but a random or tiny model can, and a "written" mask
             # would silently stay a blank forever. Confidence below still uses the untouched logits.
@@ -168,7 +209,10 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
             else:  # "random": keep a uniformly random subset of the masked positions
                 confidence = uniform(block_mask.shape, generator, x.device)  # (B, K)
             confidence = confidence.masked_fill(~block_mask, float("-inf"))  # never touch written tokens
-            transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
+            k = schedule[:, i]                                              # (B,) tokens to write
+            if threshold is not None:  # parallel unmasking: also every position that is sure enough
+                k = torch.maximum(k, (confidence >= threshold).sum(dim=1))
+            transfer = select_top_k(confidence, k) & block_mask             # (B, K)
             # write the chosen predictions; everything else stays masked for a later step
             x[:, start:end] = torch.where(transfer, x0, x[:, start:end])
             bar.update(1)
@@ -190,6 +234,10 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=32, help="denoising steps, a multiple of #blocks")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; d1's RL rollouts use 0.9")
     parser.add_argument("--seed", type=int, default=1337, help="seed for sampling noise")
+    parser.add_argument("--cache", type=str, default="", choices=["", "prefix", "dual"],
+                        help="'' = exact sampler; prefix / dual = Fast-dLLM key-value cache (approximate)")
+    parser.add_argument("--threshold", type=float, default=0.0,
+                        help="0 = off; else also write every token with confidence >= this (Fast-dLLM: 0.9)")
     args = parser.parse_args()
     print(vars(args))
 
@@ -199,5 +247,6 @@ if __name__ == "__main__":
     prompt = torch.tensor([chat_ids(tokenizer, args.prompt)], device=device)  # (1, P)
     generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
     out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
-                   steps=args.steps, temperature=args.temperature, generator=generator, progress=True)
+                   steps=args.steps, temperature=args.temperature, generator=generator, progress=True,
+                   cache=args.cache or None, threshold=args.threshold or None)
     print(tokenizer.decode(out[0, prompt.shape[1]:].tolist(), skip_special_tokens=True))

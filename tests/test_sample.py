@@ -46,11 +46,11 @@ class Recorder(nn.Module):
         self.model, self.config = model, model.config
         self.inputs, self.masks, self.grad_enabled = [], [], []
 
-    def forward(self, input_ids, attention_mask=None):
+    def forward(self, input_ids, attention_mask=None, **cache_kw):
         self.inputs.append(input_ids.clone())
         self.masks.append(None if attention_mask is None else attention_mask.clone())
         self.grad_enabled.append(torch.is_grad_enabled())
-        return self.model(input_ids, attention_mask=attention_mask)
+        return self.model(input_ids, attention_mask=attention_mask, **cache_kw)
 
 
 def make_prompt(B=2, P=5, seed=0):
@@ -272,6 +272,10 @@ def test_gumbel_sampling_matches_softmax():
     (dict(gen_length=0, block_length=8, steps=4), "positive"),
     (dict(gen_length=8, block_length=8, steps=4, remasking="lowest"), "remasking"),
     (dict(gen_length=8, block_length=8, steps=4, temperature=-1.0), "temperature"),
+    (dict(gen_length=8, block_length=8, steps=4, cache="full"), "cache"),
+    (dict(gen_length=8, block_length=8, steps=4, cache="dual", cfg_scale=1.0), "cfg_scale"),
+    (dict(gen_length=8, block_length=8, steps=4, threshold=0.9, remasking="random"), "threshold"),
+    (dict(gen_length=8, block_length=8, steps=4, threshold=1.5), "threshold"),
 ])
 def test_bad_arguments_raise(model, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -318,3 +322,183 @@ def test_cli_runs_on_tiny_model(tmp_path, monkeypatch, capsys):
     runpy.run_path(script, run_name="__main__")
     out = capsys.readouterr().out.splitlines()
     assert "'gen_length': 16" in out[0] and len(out) >= 2  # resolved config, then the completion
+
+# -----------------------------------------------------------------------------
+# the cached sampler (Fast-dLLM options): an independent layer-by-layer "stale keys" forward,
+# a loop-by-loop cached sampler built on it, and the exactness/approximation boundaries
+
+
+def stale_forward(model, x_old, x_new, s, e, attention_mask=None):
+    """fp64 logits (B, e - s, V) of canvas columns [s, e) of x_new when, in every layer, the keys and
+    values of the columns OUTSIDE [s, e) are those of a plain forward of x_old: what a cache made
+    from x_old gives. Written out per layer and per head, with RoPE as complex rotations of the
+    pairs (j, j + hd/2) - a different formulation from model.py's rotate-half."""
+    cfg = model.config
+    nh, nkv, hd = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+    sd = {k: v.double() for k, v in model.state_dict().items()}
+    L = x_old.shape[1]
+    angles = torch.arange(L, dtype=torch.float64)[:, None] * \
+        cfg.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)  # (L, hd/2)
+    rot = torch.polar(torch.ones_like(angles), angles)                       # (L, hd/2) complex
+
+    def rope(t, cols):  # t (B, T, heads, hd) at canvas columns `cols`
+        c = torch.complex(t[..., :hd // 2], t[..., hd // 2:]) * rot[cols][None, :, None, :]
+        return torch.cat([c.real, c.imag], dim=-1)
+
+    def rms(h, w):
+        return h / torch.sqrt((h * h).mean(-1, keepdim=True) + cfg.rms_norm_eps) * w
+
+    def attend(q, k, v):  # q (B, Tq, nh, hd), k/v (B, L, nkv, hd) -> (B, Tq, nh * hd)
+        outs = []
+        for head in range(nh):
+            kvh = head // (nh // nkv)
+            scores = q[:, :, head] @ k[:, :, kvh].transpose(1, 2) / hd ** 0.5  # (B, Tq, L)
+            if attention_mask is not None:
+                scores = scores.masked_fill(attention_mask[:, None, :] == 0, float("-inf"))
+            outs.append(scores.softmax(-1) @ v[:, :, kvh])
+        return torch.cat(outs, dim=-1)
+
+    h_old = sd["transformer.wte.weight"][x_old]          # (B, L, C): a plain full forward
+    h_win = sd["transformer.wte.weight"][x_new[:, s:e]]  # (B, T, C): the window
+    B, T = h_win.shape[:2]
+    for i in range(cfg.n_layers):
+        w = {k.split(".")[-2]: v for k, v in sd.items() if f"blocks.{i}." in k}
+        qkv = []
+        for h, cols in ((h_old, torch.arange(L)), (h_win, torch.arange(s, e))):
+            a = rms(h, w["attn_norm"])
+            q = rope((a @ w["q_proj"].T).view(B, len(cols), nh, hd), cols)
+            k = rope((a @ w["k_proj"].T).view(B, len(cols), nkv, hd), cols)
+            qkv.append((q, k, (a @ w["v_proj"].T).view(B, len(cols), nkv, hd)))
+        (q_o, k_o, v_o), (q_w, k_w, v_w) = qkv
+        k_mix, v_mix = k_o.clone(), v_o.clone()
+        k_mix[:, s:e], v_mix[:, s:e] = k_w, v_w  # fresh inside the window, stale outside
+        new = []
+        for h, y in ((h_old, attend(q_o, k_o, v_o)), (h_win, attend(q_w, k_mix, v_mix))):
+            h = h + y @ w["attn_out"].T
+            m = rms(h, w["ff_norm"])
+            gate = m @ w["ff_proj"].T
+            new.append(h + (F.silu(gate) * (m @ w["up_proj"].T)) @ w["ff_out"].T)
+        h_old, h_win = new
+    return rms(h_win, sd["transformer.ln_f.weight"]) @ sd["transformer.ff_out.weight"].T
+
+
+@torch.no_grad()
+def reference_cached_generate(model, prompt, gen_length, block_length, steps, cache, threshold=None):
+    """Greedy sampler, loops. cache "prefix" / "dual": step 0 of a block is a plain forward, later
+    steps see the window [block start, stop) fresh and every other column as it was at the block's
+    start; cache "exact": every step sees the current canvas (stale_forward with x_old = x).
+    threshold: write max(scheduled, #confidence >= threshold) tokens; stop the block when done."""
+    B, P = prompt.shape
+    x = torch.cat([prompt, torch.full((B, gen_length), MASK)], dim=1)
+    spb = steps // (gen_length // block_length)
+    for start in range(P, P + gen_length, block_length):
+        end = start + block_length
+        stop = x.shape[1] if cache == "prefix" else end
+        x_start = x.clone()  # the canvas the block's cache is made from
+        sched = [block_length // spb + (i < block_length % spb) for i in range(spb)]
+        for i in range(spb):
+            if not bool((x[:, start:end] == MASK).any()):
+                break
+            if cache == "exact":
+                x_start = x.clone()
+            logits = stale_forward(model, x_start, x, start, stop)[:, :block_length].float()
+            probs = F.softmax(logits, dim=-1)  # confidence from the untouched logits
+            logits[..., MASK] = float("-inf")  # the mask token is never chosen
+            for j in range(B):
+                blanks = [t for t in range(block_length) if x[j, start + t] == MASK]
+                choice = {t: int(logits[j, t].argmax()) for t in blanks}
+                conf = {t: probs[j, t, choice[t]].item() for t in blanks}
+                k = sched[i]
+                if threshold is not None:
+                    k = max(k, sum(c >= threshold for c in conf.values()))
+                for t in sorted(blanks, key=lambda t: -conf[t])[:k]:
+                    x[j, start + t] = choice[t]
+    return x
+
+
+@pytest.fixture(scope="module")
+def gqa_model():
+    cfg = LLaDAConfig(d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, mlp_hidden_size=64,
+                      vocab_size=V, embedding_size=V, mask_token_id=MASK, eos_token_id=EOS,
+                      max_sequence_length=256, init_std=0.1)
+    torch.manual_seed(1)
+    return LLaDA(cfg).eval()
+
+
+@pytest.mark.parametrize("use_mask", [False, True])
+@pytest.mark.parametrize("which", ["model", "gqa_model"])
+def test_window_forward_with_a_fresh_cache_equals_the_full_forward(which, use_mask, request):
+    m = request.getfixturevalue(which)
+    prompt, am = left_padded_batch()
+    am = torch.cat([am, torch.ones(3, 12, dtype=am.dtype)], 1) if use_mask else None
+    x = torch.cat([prompt, torch.randint(0, EOS, (3, 12), generator=torch.Generator().manual_seed(2))], 1)
+    with torch.no_grad():
+        full, kv = m(x, attention_mask=am, return_kv=True)  # (B, 19, V)
+        for s, e in [(7, 11), (11, 19), (0, 19)]:  # a dual window, a prefix window, everything
+            win = m(x[:, s:e], attention_mask=am, past_kv=kv, start=s)
+            assert torch.allclose(win, full[:, s:e], atol=1e-5)
+    assert len(kv) == m.config.n_layers and kv[0][0].shape == (3, m.config.kv_heads, 19, 8)
+
+
+@pytest.mark.parametrize("which", ["model", "gqa_model"])
+def test_window_forward_with_a_stale_cache_matches_the_layerwise_reference(which, request):
+    m = request.getfixturevalue(which)
+    g = torch.Generator().manual_seed(3)
+    x_old = torch.cat([make_prompt(B=2, P=5), torch.full((2, 12), MASK)], 1)
+    x_new = x_old.clone()
+    x_new[:, 5:9] = torch.randint(0, EOS, (2, 4), generator=g)  # the block got written since
+    with torch.no_grad():
+        _, kv = m(x_old, return_kv=True)
+        for s, e in [(5, 9), (5, 17)]:
+            got = m(x_new[:, s:e], past_kv=kv, start=s).double()
+            ref = stale_forward(m, x_old, x_new, s, e)
+            assert torch.allclose(got, ref, atol=1e-5)
+            # and it IS an approximation: a fresh full forward of x_new differs
+            assert not torch.allclose(m(x_new)[:, s:e].double(), ref, atol=1e-3)
+
+
+@pytest.mark.parametrize("cache,threshold", [("prefix", None), ("dual", None), ("dual", 0.05), (None, 0.05)])
+def test_cached_sampler_matches_the_loop_reference(model, cache, threshold):
+    prompt = make_prompt(B=2, P=5)
+    out = generate(model, prompt, gen_length=16, block_length=8, steps=8, cache=cache, threshold=threshold)
+    ref = reference_cached_generate(model, prompt, 16, 8, 8, cache or "exact", threshold)
+    assert torch.equal(out, ref)
+
+
+def test_reference_in_exact_mode_is_the_exact_sampler(model):
+    # guards the reference itself: with x_old = x every step, stale_forward is a plain forward
+    prompt = make_prompt(B=2, P=5)
+    assert torch.equal(reference_cached_generate(model, prompt, 16, 8, 8, "exact"),
+                       generate(model, prompt, gen_length=16, block_length=8, steps=8))
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_one_step_per_block_makes_the_cache_exact(model, cache):
+    # every step is then a block's refresh step: a full forward of the current canvas
+    prompt, am = left_padded_batch()
+    kw = dict(attention_mask=am, gen_length=24, block_length=8, steps=3)
+    assert torch.equal(generate(model, prompt, cache=cache, **kw), generate(model, prompt, **kw))
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_cached_steps_forward_only_the_window(model, cache):
+    prompt = make_prompt(B=2, P=5)
+    rec = Recorder(model)
+    generate(rec, prompt, gen_length=24, block_length=8, steps=12, cache=cache)
+    widths = [t.shape[1] for t in rec.inputs]
+    window = lambda b: 8 if cache == "dual" else 24 - 8 * b  # block, or block + masked suffix
+    assert widths == [w for b in range(3) for w in [29] + [window(b)] * 3]
+
+
+def test_threshold_writes_at_least_the_schedule_and_saves_passes(model):
+    prompt = make_prompt(B=3, P=4)
+    rec = Recorder(model)
+    out = generate(rec, prompt, gen_length=24, block_length=8, steps=24, threshold=0.05)
+    cs = canvases(rec, out)
+    assert len(rec.inputs) < 24 and not bool((out == MASK).any())  # fewer passes, all filled
+    for before, after in zip(cs, cs[1:]):
+        assert bool(((before == MASK) & (after != MASK)).any())  # every pass writes something
+        assert bool((after[before != MASK] == before[before != MASK]).all())  # never re-masked
+    # a threshold this model never reaches (its confidences stay well below 1) changes nothing
+    same = generate(model, prompt, gen_length=24, block_length=8, steps=24, threshold=1.0)
+    assert torch.equal(same, generate(model, prompt, gen_length=24, block_length=8, steps=24))
