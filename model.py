@@ -230,10 +230,10 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(C, config.hidden_size, bias=False)  # multiplied in
         self.ff_out = nn.Linear(config.hidden_size, C, bias=False)   # down projection
 
-    def forward(self, x, cos, sin, attn_mask, past=None, start=0):
-        """x (B, T, C) -> (x (B, T, C), (k, v) each (B, nkv, T, hd) post-RoPE, for a KV cache).
-        past: cached (k, v) of a whole canvas (B, nkv, L, hd); x is then canvas columns
-        [start, start + T), whose fresh keys/values replace the cached ones in those columns."""
+    def forward(self, x, cos, sin, attn_mask, past=None, start=0, return_kv=False):
+        """x (B, T, C) -> x (B, T, C), or with return_kv (x, (k, v)), k/v (B, nkv, T, hd) post-RoPE
+        for a KV cache. past: cached (k, v) of a whole canvas (B, nkv, L, hd); x is then canvas
+        columns [start, start + T), whose fresh keys/values replace the cached ones there."""
         B, T, C = x.shape
         a = self.attn_norm(x)
         q = self.q_proj(a).view(B, T, self.n_heads, -1).transpose(1, 2)     # (B, nh, T, hd)
@@ -252,7 +252,8 @@ class Block(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=False)
         x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, -1))
         m = self.ff_norm(x)
-        return x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m)), fresh
+        x = x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m))
+        return (x, fresh) if return_kv else x
 
 
 class LLaDA(nn.Module):
@@ -300,15 +301,17 @@ class LLaDA(nn.Module):
         attn_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L): True = may attend
-        kv = []
+        kv = []  # with return_kv: each block's fresh (k, v)
         for i, block in enumerate(self.transformer.blocks):
-            past = None if past_kv is None else past_kv[i]
+            args = (x, cos, sin, attn_mask, None if past_kv is None else past_kv[i], start, return_kv)
             if self.gradient_checkpointing and torch.is_grad_enabled():
-                x, fresh = checkpoint(block, x, cos, sin, attn_mask, past, start, use_reentrant=False)
+                out = checkpoint(block, *args, use_reentrant=False)
             else:
-                x, fresh = block(x, cos, sin, attn_mask, past, start)
+                out = block(*args)
             if return_kv:
+                out, fresh = out
                 kv.append(fresh)
+            x = out
         logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V)
         return (logits, kv) if return_kv else logits
 
