@@ -1,23 +1,43 @@
 """
-torchrun set-up shared by sft.py, grpo.py and eval.py (nanochat's compute_init, in small).
+torchrun set-up shared by sft.py, grpo.py and eval.py (nanochat's compute_init, in small), and the
+few FSDP2 helpers that sft.py and grpo.py share.
 
 torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; without them the script runs as one process.
 nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The scripts themselves keep the
-parts that differ: sft.py and grpo.py wrap the model in DDP, eval.py only shards items by rank.
+parts that differ: sft.py and grpo.py wrap the model in DDP or shard it with FSDP, eval.py only
+shards items by rank.
+
+FSDP2 (torch.distributed.fsdp.fully_shard) in a few functions:
+  shard_model               every block, then the root: each rank keeps 1/world_size of each weight
+  full_state_on_rank0       gather the shards into one full state dict in rank 0's CPU memory
+  plain_llada               ... and build a plain CPU LLaDA from it, for save_pretrained
+  full_model_on_rank0       the two above in one call
+  full_optimizer_state      the AdamW state as one world-size-independent dict on rank 0
+  load_full_optimizer_state the reverse: rank 0's dict is broadcast and re-sharded
+The gathers are collectives: every rank must call them, even though only rank 0 writes.
 """
 import os
 
 import torch
 
 
-def compute_init(device="", backend=""):
-    """-> (ddp, rank, local_rank, world_size, device, device_type). device: "" = cuda if available."""
+def compute_init(device="", backend="", need_group=False):
+    """-> (distributed, rank, local_rank, world_size, device, device_type). device: "" = cuda if
+    available. distributed: a process group exists (torchrun, or need_group). need_group: FSDP
+    needs a process group even for one process, so without torchrun a 1-rank group is made on an
+    in-memory store (no port, no environment variables): `python sft.py --fsdp` debugs as is."""
     device_type = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if int(os.environ.get("RANK", -1)) == -1:
+    torchrun = int(os.environ.get("RANK", -1)) != -1
+    if not torchrun and not need_group:
         return False, 0, 0, 1, device_type, device_type
     import torch.distributed as dist
-    dist.init_process_group(backend=backend or ("nccl" if device_type == "cuda" else "gloo"))
-    rank, local_rank, world_size = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+    backend = backend or ("nccl" if device_type == "cuda" else "gloo")
+    if torchrun:
+        dist.init_process_group(backend=backend)
+    else:
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if device_type == "cuda":  # one GPU per process
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
@@ -29,3 +49,75 @@ def compute_init(device="", backend=""):
 def default_dtype(dtype, device_type):
     """--dtype, or bf16 on GPU (LLaDA's stored dtype) and fp32 on CPU (bf16 matmuls are slow there)."""
     return getattr(torch, dtype) if dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
+
+
+# -----------------------------------------------------------------------------
+# FSDP2
+
+
+def shard_model(model, device_type):
+    """fully_shard each transformer block, then the root (embedding, final norm, LM head), in place.
+    A block's weights are all-gathered just before its forward (and again before its backward) and
+    freed after; its gradients are reduce-scattered. So about one block's full weights exist at a
+    time, beside each rank's 1/world_size shard of everything. Gradient checkpointing (model.py)
+    wraps the call of each sharded block, so its recompute goes through the same all-gather.
+    Parameters become DTensors: build the optimizer AFTER this. Returns the same module object
+    (its class becomes FSDPLLaDA), so direct calls (sampler, log-prob passes) go through FSDP too.
+    On CUDA, MixedPrecisionPolicy casts each gathered block to bf16 for compute while the shards
+    stay in their dtype (fp32 masters: the scripts load fp32 under --fsdp) and reduces gradients
+    in fp32, the usual FSDP bf16 recipe. On CPU there is no mixed precision: everything stays in
+    the weights' dtype (bf16 matmuls are slow there, and the tests compare FSDP to a plain fp32 run)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if device_type == "cuda" else MixedPrecisionPolicy()  # the default: no casting
+    for block in model.transformer.blocks:
+        fully_shard(block, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)  # the root holds what no block holds
+    return model
+
+
+def _full_options():
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+    # full_state_dict: unsharded tensors with the plain module's key names; cpu_offload: gathered
+    # tensor by tensor into rank 0's CPU memory (other ranks get an empty dict), never a full GPU copy
+    return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def full_state_on_rank0(model):
+    """A collective: the sharded model's weights as one full {'transformer.…': tensor} dict in
+    rank 0's CPU memory, in the master dtype (LLaDA-8B in fp32: 32 GB); {} on the other ranks."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    return get_model_state_dict(model, options=_full_options())
+
+
+def plain_llada(config, state, dtype=None):
+    """A plain (unsharded) CPU LLaDA holding `state`, cast to dtype (None: as is). The state dict
+    is left untouched: a cast makes new tensors (LLaDA-8B fp32 -> bf16: 16 GB more)."""
+    from model import LLaDA
+    with torch.device("meta"):  # no memory: the tensors are put in place below, not copied
+        full = LLaDA(config)
+    full.load_state_dict({k: v.to(dtype) if dtype else v for k, v in state.items()}, assign=True)  # strict
+    return full
+
+
+def full_model_on_rank0(model, dtype=None):
+    """A collective: the sharded LLaDA gathered into a plain CPU LLaDA in dtype on rank 0, ready
+    for save_pretrained; None on the other ranks."""
+    import torch.distributed as dist
+    state = full_state_on_rank0(model)
+    return plain_llada(model.config, state, dtype) if dist.get_rank() == 0 else None
+
+
+def full_optimizer_state(model, optimizer):
+    """A collective: the optimizer state as one full dict on rank 0, keyed by parameter name
+    (empty on the other ranks), so a trainer_state.pt can be resumed on any world size."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    return get_optimizer_state_dict(model, optimizer, options=_full_options())
+
+
+def load_full_optimizer_state(model, optimizer, state):
+    """A collective: rank 0's full dict (from full_optimizer_state; other ranks may pass {}) is
+    broadcast tensor by tensor and each rank keeps its shard, so only rank 0 reads the whole file."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+    set_optimizer_state_dict(model, optimizer, state,
+                             options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))

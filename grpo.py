@@ -28,10 +28,18 @@ Deliberate differences from d1's code (each is also noted where it happens):
   - the sampler draws its Gumbel noise in float64 (d1's RL copy: bf16);
   - long prompts are cut from the left as d1 does, but we print how many were cut.
 
+Scale: torchrun DDP (LoRA, d1's set-up) or, for full fine-tuning, --fsdp (FSDP2: fp32 master
+weights, gradients and AdamW state sharded over the ranks, bf16 compute on GPU; the frozen
+reference copy is sharded too). --autocast runs every forward (rollout, old/ref, policy) under
+torch.autocast(bf16) with the weights kept in --dtype.
+
 Run:
     python grpo.py                                   # toy Sudoku on the tiny model, CPU, minutes
     torchrun --nproc_per_node=8 grpo.py --preset 8b --task gsm8k --data gsm8k/train.jsonl \\
         --model-dir LLaDA-8B-Instruct --out-dir out/grpo-gsm8k
+    torchrun --nproc_per_node=8 grpo.py --preset 8b --fsdp --no-load-in-4bit --lora-r 0 \\
+        --gradient-checkpointing --task gsm8k --data gsm8k/train.jsonl \\
+        --model-dir out/sft-s1k-full --out-dir out/grpo-gsm8k-full     # full fine-tuning, sharded
 """
 import argparse
 import json
@@ -43,7 +51,8 @@ from contextlib import nullcontext
 import torch
 from tqdm import tqdm
 
-from ddp import compute_init, default_dtype
+from ddp import (compute_init, default_dtype, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state,
+                 plain_llada, shard_model)
 from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict, save_merged
 from sample import generate
@@ -162,6 +171,9 @@ if __name__ == "__main__":
     parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj,up_proj", help=f"comma list of {BLOCK_LINEARS}")
     parser.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, help="NF4 base weights (QLoRA)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    parser.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and "
+                        "AdamW state sharded over ranks, fp32 masters, bf16 compute on GPU (needs --lora-r 0 "
+                        "and --no-load-in-4bit)")
     # GRPO
     parser.add_argument("--rounds", type=int, help="rollout rounds; each gives num_iterations optimizer steps")
     parser.add_argument("--prompts-per-step", type=int, help="prompts per round over all ranks (d1: 16)")
@@ -187,26 +199,47 @@ if __name__ == "__main__":
     # system
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
-    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 weights (default: bf16 on GPU, "
+                        "fp32 on CPU; with --fsdp fp32 masters); also the dtype of the saved model")
+    parser.add_argument("--autocast", action="store_true", help="run every forward under torch.autocast(bf16), "
+                        "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
+                        "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
     parser.set_defaults(**preset)
     args = parser.parse_args()
+    # FSDP here is the full fine-tuning option; LoRA's trainable state is small, it stays on DDP
+    if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
+        raise ValueError("--fsdp is full fine-tuning: pass --lora-r 0 --no-load-in-4bit (LoRA runs on DDP)")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    ddp, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend)
-    if ddp:
+    # FSDP needs a process group even for one process; compute_init then makes a 1-rank group
+    distributed, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend,
+                                                                                  need_group=args.fsdp)
+    if distributed:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
     master = rank == 0
+    if args.fsdp and args.autocast and device_type == "cuda":  # one bf16 mechanism per run, not two
+        raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
+                         "computes in bf16 from the fp32 masters")
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
-    # every rank must run the same number of passes or DDP hangs: check divisibility up front
+    # every rank must run the same number of passes or DDP / FSDP hang: check divisibility up front
     if args.prompts_per_step % args.groups_per_micro or n_micro % world_size:
         raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
                          f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
-    dtype = default_dtype(args.dtype, device_type)
+    # the saved model has the dtype a plain run would train in (LLaDA's bf16 on GPU, fp32 on CPU);
+    # FSDP trains fp32 masters unless --dtype says otherwise, and casts only when it saves
+    save_dtype = default_dtype(args.dtype, device_type)
+    dtype = torch.float32 if args.fsdp and not args.dtype else save_dtype
+
+    def amp():
+        """The --autocast context for a forward pass (a no-op without the flag): matmuls in bf16,
+        the weights themselves untouched. Backward runs outside it, as torch recommends."""
+        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.autocast)
+
     torch.manual_seed(args.seed)
     if master:
         print(json.dumps(vars(args)))
@@ -222,52 +255,87 @@ if __name__ == "__main__":
     mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
 
     # -------------------------------------------------------------------------
-    # model: policy (+ LoRA) and reference
+    # model: policy (+ LoRA) and reference. The order matters for FSDP: load -> LoRA -> resumed
+    # weights -> wrap (DDP or FSDP) -> optimizer -> resumed optimizer state, because sharding
+    # replaces every parameter by a DTensor, and the optimizer must hold those.
     if args.lora_r > 0:
         params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
                           targets=tuple(args.lora_targets.split(",")))
         ref_context = lambda: lora_disabled(raw_model)  # reference = the base, adapters off
-        ref_model = None
     elif args.load_in_4bit:
         raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
     else:
-        params = list(model.parameters())
-        ref_context = nullcontext
-        # full fine-tuning: the reference is a frozen copy of the start model (skipped when β = 0)
-        ref_model = LLaDA.from_pretrained(args.model_dir, dtype=dtype, device=device).eval() if args.beta else None
-    model.gradient_checkpointing = args.gradient_checkpointing
+        ref_context = nullcontext  # full fine-tuning: a frozen copy of the start model, loaded below
+    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
     raw_model = model
-    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
-    start_round = 0
+    start_round, state = 0, None
     state_file = os.path.join(args.out_dir, "trainer_state.pt")
     if args.resume and os.path.exists(state_file):
         # LoRA: the adapters live in the state file (the base is --model-dir); full FT: the weights
-        # are the official-layout checkpoint in --out-dir
-        state = torch.load(state_file, map_location=device, weights_only=False)
+        # are the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in the state file.
+        # Weights are read before any sharding. FSDP maps the file (mmap): pages are read only when
+        # used, so ranks other than 0 never read the optimizer state that rank 0 broadcasts.
+        state = torch.load(state_file, map_location="cpu" if args.fsdp else device, weights_only=False,
+                           mmap=args.fsdp)
+        if state.get("fsdp", False) != args.fsdp:  # the two optimizer layouts differ (names vs indices)
+            raise ValueError(f"{state_file} was written {'with' if state.get('fsdp') else 'without'} --fsdp; "
+                             f"resume it the same way")
         if args.lora_r > 0:
             unexpected = raw_model.load_state_dict(state["lora"], strict=False).unexpected_keys
             if unexpected or len(state["lora"]) != len(lora_state_dict(raw_model)):
                 raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
+        elif args.fsdp:
+            raw_model.load_state_dict(state["masters"])  # copied onto this rank's device
         else:
             ckpt = LLaDA.from_pretrained(args.out_dir, dtype=dtype, device=device)
             raw_model.load_state_dict(ckpt.state_dict())
             del ckpt
-        optimizer.load_state_dict(state["optimizer"])
         start_round = state["round"]
+    if args.fsdp:  # shard in place: raw_model IS the sharded model, so rollouts go through FSDP too
+        shard_model(model, device_type)
+    elif distributed:  # DDP averages the gradients of the trainable parameters across ranks
+        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    if args.lora_r == 0 and args.beta:
+        # The frozen reference copy of the start model (skipped when β = 0), loaded after the policy
+        # is sharded so a GPU never holds two full copies. It never trains, so it needs no fp32
+        # masters: save_dtype (bf16 on GPU, what FSDP's mixed precision computes in anyway)
+        ref_model = LLaDA.from_pretrained(args.model_dir, dtype=save_dtype, device=device).eval()
+        if args.fsdp:  # sharded the same way as the policy; no optimizer, no gradients
+            shard_model(ref_model.requires_grad_(False), device_type)
+    else:
+        ref_model = None
+    if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
+        params = list(raw_model.parameters())
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
+    if state is not None:
+        if args.fsdp:  # rank 0's full state, re-sharded onto this world size (a collective)
+            load_full_optimizer_state(raw_model, optimizer, state["optimizer"] if master else {})
+        else:
+            optimizer.load_state_dict(state["optimizer"])
+        del state
         if master:
             print(f"resumed from {state_file} at round {start_round}")
-    if ddp:
-        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
 
     def save_checkpoint(round_idx):
-        """Official-layout weights (LoRA merged on the fly) + what --resume needs, written by rank 0."""
+        """Official-layout weights (LoRA merged on the fly) + what --resume needs. Called on EVERY
+        rank: under FSDP the weights and the optimizer state are gathered first (collectives),
+        then rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on GPU, as
+        LLaDA ships); the fp32 masters go to trainer_state.pt, so a resume continues exactly."""
+        if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
+            masters, optim_state = full_state_on_rank0(raw_model), full_optimizer_state(raw_model, optimizer)
+        if not master:
+            return
+        if args.fsdp:
+            to_save = plain_llada(raw_model.config, masters, save_dtype)
+        else:
+            masters, to_save, optim_state = None, raw_model, optimizer.state_dict()
         os.makedirs(args.out_dir, exist_ok=True)
-        save_merged(raw_model, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
+        save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
         tokenizer.save_pretrained(args.out_dir)
-        state = {"round": round_idx, "optimizer": optimizer.state_dict(), "args": vars(args),
-                 "lora": lora_state_dict(raw_model) if args.lora_r > 0 else None}
+        state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
+                 "masters": masters, "lora": lora_state_dict(raw_model) if args.lora_r > 0 else None}
         torch.save(state, state_file + ".tmp")
         os.replace(state_file + ".tmp", state_file)  # never a half-written state file
 
@@ -300,8 +368,9 @@ if __name__ == "__main__":
             # the sampling noise is keyed by (seed, round, global micro-batch): same rollouts for any
             # world size and after a resume
             rollout_g = torch.Generator().manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
-            out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
-                           steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)
+            with amp():
+                out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
+                               steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)
             completion = out[:, prompt.shape[1]:]  # (b, N)
             batches.append(dict(m=m, exs=[ex for ex in exs for _ in range(G)], prompt=prompt,
                                 completion=completion, mask=completion_mask(completion, eos_id)))
@@ -332,7 +401,7 @@ if __name__ == "__main__":
         # d1 draws mask seeds in [0, 4096); the fixed-mask ablation uses 42 for every step
         seeds = [42] * args.num_iterations if args.fixed_mask_seed else \
             torch.randint(0, 2**12, (args.num_iterations,), generator=seed_g).tolist()
-        with torch.no_grad():
+        with torch.no_grad(), amp():
             for b in batches:
                 b["old"], b["ref"] = [], []
                 for s in seeds:
@@ -351,17 +420,21 @@ if __name__ == "__main__":
         stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
             for i, b in enumerate(batches):
-                if ddp:  # sync gradients only on the last micro-step
+                # sync gradients only on the last micro-step (FSDP: its reduce-scatter waits till then)
+                if args.fsdp:
+                    model.set_requires_gradient_sync(i == len(batches) - 1)
+                elif distributed:
                     model.require_backward_grad_sync = i == len(batches) - 1
-                logp = one_step_logprobs(model, b["prompt"], b["completion"], mask_id=mask_id, p_mask_prompt=args.p_mask,
-                                         generator=mask_generator(s, b["m"]))  # (b, N) with grad
+                with amp():
+                    logp = one_step_logprobs(model, b["prompt"], b["completion"], mask_id=mask_id,
+                                             p_mask_prompt=args.p_mask, generator=mask_generator(s, b["m"]))  # (b, N)
                 loss, st = grpo_loss(logp, b["old"][j], b["ref"][j] if args.beta else None, b["adv"],
                                      b["mask"], args.epsilon, args.beta)
-                (loss / accum).backward()  # mean over micro-batches; DDP averages over ranks
+                (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
                 stats_sum["loss"] += loss.item() / accum / len(seeds)
                 stats_sum["kl"] += st["kl"] / accum / len(seeds)
                 stats_sum["clip_frac"] += st["clip_frac"] / accum / len(seeds)
-            if args.grad_clip > 0:  # d1: max_grad_norm 0.2
+            if args.grad_clip > 0:  # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards)
                 torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
             optimizer.zero_grad(set_to_none=True)
@@ -374,7 +447,7 @@ if __name__ == "__main__":
                    "zero_std_groups": (grouped.std(dim=1) < 1e-6).float().mean().item(),
                    "completion_len": torch.cat([b["mask"].sum(1) for b in batches]).mean().item(),
                    **stats_sum, **{f"r/{k}": v / len(all_r) for k, v in comp_sum.items()}}
-        if ddp:
+        if distributed:
             vals = torch.tensor(list(metrics.values()), device=device)
             dist.all_reduce(vals, op=dist.ReduceOp.AVG)
             metrics = dict(zip(metrics, vals.tolist()))
@@ -383,9 +456,9 @@ if __name__ == "__main__":
             tqdm.write(f"round {rnd + 1}: {line} | s/phase " +
                        " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
             bar.set_postfix(reward=f"{metrics['reward']:.3f}")
-            if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
-                save_checkpoint(rnd + 1)
+        if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
+            save_checkpoint(rnd + 1)  # on every rank (FSDP gathers); rank 0 writes
     if master:
         print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}")
-    if ddp:
+    if distributed:
         dist.destroy_process_group()

@@ -23,12 +23,20 @@ What is here and how it differs from d1's SFT script:
   its first token) as answer. The header is deterministic, so we do not spend loss on it.
 - torchrun DDP written out by hand: each rank takes every world_size-th micro-batch, gradients are
   averaged only on the last micro-step of an accumulation.
+- --fsdp: full fine-tuning with FSDP2 instead of DDP: fp32 master weights, gradients and AdamW
+  state sharded over the ranks (ddp.py), bf16 compute on GPU; the same micro-batches and the
+  same update as DDP (tested against one process). LoRA stays on DDP: its trainable state is small.
+- --autocast: every forward under torch.autocast(bf16) while the weights keep --dtype (fp32
+  masters, or a bf16 base with fp32 LoRA adapters, as d1's PEFT/TRL set-up runs).
 
 Run:
     python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
     torchrun --nproc_per_node=8 sft.py --task s1k --data s1k.jsonl --model-dir LLaDA-8B-Instruct \\
         --out-dir out/sft-s1k --max-length 4096 --batch-size 1 --grad-accum 4 --epochs 20 \\
         --lr 1e-5 --lora-r 128 --lora-alpha 256 --lora-targets q_proj,k_proj,v_proj
+    torchrun --nproc_per_node=8 sft.py --fsdp --gradient-checkpointing --task s1k --data s1k.jsonl \\
+        --model-dir LLaDA-8B-Instruct --out-dir out/sft-s1k-full --max-length 4096 --batch-size 1 \\
+        --grad-accum 8 --epochs 3 --lr 1e-5 --weight-decay 0.1    # full fine-tuning, sharded
 """
 import argparse
 import json
@@ -41,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ddp import compute_init, default_dtype
+from ddp import compute_init, default_dtype, full_model_on_rank0, shard_model
 from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load, save_merged
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -132,6 +140,8 @@ if __name__ == "__main__":
     parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj", help=f"comma list of {BLOCK_LINEARS}")
     parser.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (QLoRA; needs --lora-r)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    parser.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and "
+                        "AdamW state sharded over ranks, fp32 masters, bf16 compute on GPU (not with LoRA/4-bit)")
     # optimization
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per rank")
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (global)")
@@ -145,21 +155,42 @@ if __name__ == "__main__":
     # system
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
-    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 weights (default: bf16 on GPU, "
+                        "fp32 on CPU; with --fsdp fp32 masters); also the dtype of the saved model")
+    parser.add_argument("--autocast", action="store_true", help="run every forward under torch.autocast(bf16), "
+                        "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
+                        "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
     args = parser.parse_args()
+    # FSDP here is the full fine-tuning option; LoRA's trainable state is small, it stays on DDP
+    if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
+        raise ValueError("--fsdp is full fine-tuning: drop --lora-r / --load-in-4bit (LoRA runs on DDP)")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    ddp, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend)
-    if ddp:
+    # FSDP needs a process group even for one process; compute_init then makes a 1-rank group
+    distributed, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend,
+                                                                                  need_group=args.fsdp)
+    if distributed:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
     master = rank == 0
+    if args.fsdp and args.autocast and device_type == "cuda":  # one bf16 mechanism per run, not two
+        raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
+                         "computes in bf16 from the fp32 masters")
     if args.grad_accum % world_size:
         raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
-    dtype = default_dtype(args.dtype, device_type)
+    # the saved model has the dtype a plain run would train in (LLaDA's bf16 on GPU, fp32 on CPU);
+    # FSDP trains fp32 masters unless --dtype says otherwise, and casts only when it saves
+    save_dtype = default_dtype(args.dtype, device_type)
+    dtype = torch.float32 if args.fsdp and not args.dtype else save_dtype
+
+    def amp():
+        """The --autocast context for a forward pass (a no-op without the flag): matmuls in bf16,
+        the weights themselves untouched. Backward runs outside it, as torch recommends."""
+        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.autocast)
+
     torch.manual_seed(args.seed)  # same seed on every rank: identical data order and init
     if master:
         print(json.dumps(vars(args)))
@@ -193,14 +224,17 @@ if __name__ == "__main__":
                           targets=tuple(args.lora_targets.split(",")))
     elif args.load_in_4bit:
         raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
-    else:
-        params = list(model.parameters())
-    model.gradient_checkpointing = args.gradient_checkpointing
+    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
     model.train()
     raw_model = model  # the unwrapped model: for eval, saving and parameter counts
-    if ddp:  # DDP averages the gradients of the trainable parameters across ranks
+    if args.fsdp:  # shard in place: raw_model IS the sharded model (eval calls go through FSDP too)
+        shard_model(model, device_type)
+    elif distributed:  # DDP averages the gradients of the trainable parameters across ranks
         model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
-    # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning)
+    if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
+        params = list(raw_model.parameters())
+    # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning);
+    # under FSDP each rank's AdamW state covers its own shards only
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
@@ -218,7 +252,9 @@ if __name__ == "__main__":
         for i in range(0, n_eval, args.batch_size):
             x, pl = eval_ids[i:i + args.batch_size].to(device), eval_plen[i:i + args.batch_size].to(device)
             noisy, masked, p = sft_noise(x, pl, mask_id, g, t=t[i:i + args.batch_size])
-            total += sft_loss(raw_model(noisy), x, masked, p, pl).item() * len(x)
+            with amp():
+                logits = raw_model(noisy)  # (b, L, V)
+            total += sft_loss(logits, x, masked, p, pl).item() * len(x)
         raw_model.train()
         return total / n_eval
 
@@ -243,35 +279,49 @@ if __name__ == "__main__":
             sl = slice(j, j + args.batch_size)  # this rank's micro-batch
             x, pl, noisy = X[sl].to(device), PL[sl].to(device), noisy_all[sl].to(device)
             masked, p = masked_all[sl].to(device), p_all[sl].to(device)
-            if ddp:  # sync gradients only on the last micro-step (nanoGPT's trick)
+            # sync gradients only on the last micro-step (nanoGPT's trick); FSDP's switch does the
+            # same: its reduce-scatter waits and the unsharded gradients accumulate until then
+            if args.fsdp:
+                model.set_requires_gradient_sync(micro == accum - 1)
+            elif distributed:
                 model.require_backward_grad_sync = micro == accum - 1
-            # divide by the micro-steps: gradients add up over them, and DDP averages over ranks
-            loss = sft_loss(model(noisy), x, masked, p, pl) / accum
+            with amp():
+                logits = model(noisy)  # (b, L, V); bf16 under --autocast, sft_loss upcasts
+            # divide by the micro-steps: gradients add up over them, and DDP/FSDP average over ranks
+            loss = sft_loss(logits, x, masked, p, pl) / accum
             loss.backward()
             loss_sum += loss.item()
-        if args.grad_clip > 0:  # on the averaged gradient, after the last micro-step's all-reduce
+        if args.grad_clip > 0:  # on the averaged gradient (FSDP: the norm is all-reduced over shards)
             torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if ddp:  # the logged loss is the mean over ranks
+        if distributed:  # the logged loss is the mean over ranks
             loss_t = torch.tensor(loss_sum, device=device)
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
-            ev = eval_loss()
+            ev = eval_loss()  # on every rank, the whole eval set
+            if distributed:  # rank 0's value everywhere: the save below is a collective under FSDP,
+                ev_t = torch.tensor(ev, device=device)  # so every rank must take the same decision
+                dist.broadcast(ev_t, src=0)
+                ev = ev_t.item()
             if master:
                 tqdm.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
                            f"{time.time() - t0:.0f}s")
-                # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last
-                if n_eval == 0 or ev < best:
-                    best = ev
-                    save_merged(raw_model, args.model_dir, args.out_dir)  # LoRA merged on the fly
+            # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last
+            if n_eval == 0 or ev < best:
+                best = ev
+                # FSDP: every rank sends its shards, rank 0 builds a plain CPU model in save_dtype
+                to_save = full_model_on_rank0(raw_model, save_dtype) if args.fsdp else raw_model
+                if master:
+                    save_merged(to_save, args.model_dir, args.out_dir)  # LoRA merged on the fly
                     tokenizer.save_pretrained(args.out_dir)
                     with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
                         json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)
+                del to_save  # rank 0 frees its gathered copy before training on
     if master:
         print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f}; model in {args.out_dir}")
-    if ddp:
+    if distributed:
         dist.destroy_process_group()
