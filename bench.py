@@ -18,12 +18,25 @@ embedding lookup) and L = prompt + gen_length tokens per sequence:
 MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsity).
 Weights are random: the numbers are about speed, never about quality.
 
+Two more modes:
+  --samplers     the exact sampler against sample.generate's Fast-dLLM options (prefix / dual KV
+                 cache, threshold 0.9), greedy, same prompts: seconds, tokens/s, speed-up, model
+                 calls, canvas columns forwarded, and token agreement with the exact sampler.
+  --memory-plan  for the preset's real layer widths: one policy forward's saved activations,
+                 MEASURED (saved_tensors_hooks) on 1- and 2-block models, which runs on a laptop
+                 even for the 8B shape, extrapolated to the full depth (exact: blocks are identical),
+                 plus counted weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
+
 Run:
     python bench.py --preset tiny                 # CPU, seconds
-    python bench.py --preset 8b --json out/bench-8b.json   # LLaDA-8B shape, random weights, one GPU
-    python bench.py --model-dir LLaDA-8B-Instruct --preset 8b
+    python bench.py --preset tiny --samplers --gen-length 256 --block-length 32 --steps 128
+    python bench.py --preset 8b --memory-plan --load-in-4bit    # CPU is fine: ~1 min, ~8 GB RAM
+    python bench.py --preset 8b --load-in-4bit --json out/bench-8b.json   # one GPU: QLoRA round
+    python bench.py --preset 8b --lora-r 128 --gradient-checkpointing     # one GPU: bf16 LoRA round
+    python bench.py --model-dir LLaDA-8B-Instruct --preset 8b --samplers  # real weights: agreement means something
 """
 import argparse
+import contextlib
 import copy
 import json
 import resource
@@ -35,7 +48,7 @@ import torch
 
 from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
 from logprob import one_step_logprobs
-from model import TINY_CONFIG, LLaDA, LLaDAConfig, add_lora, load, lora_disabled
+from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig, _linear_4bit, add_lora, load, lora_disabled
 from sample import generate
 
 # preset defaults; any flag given overrides. tiny: the byte tokenizer's ids (256 bytes, then BOS,
@@ -97,13 +110,17 @@ def sync(device):
 
 def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, steps=8,
           num_iterations=2, beta=0.04, lora_r=0, epsilon=0.5, p_mask=0.15, temperature=0.9,
-          repeats=1, seed=0, peak_tflops=989.0, lr=1e-6):
+          repeats=1, seed=0, peak_tflops=989.0, lr=1e-6, autocast=False, gradient_checkpointing=False):
     """Run `repeats` diffu-GRPO rounds on random prompts and return a dict of measured numbers
     (pass counts per round, median seconds per phase, tokens/s, peak memory, FLOP/s on GPU).
-    lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off)."""
+    lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off).
+    autocast: every forward under torch.autocast(bf16), as grpo.py --autocast;
+    gradient_checkpointing: recompute each block in the policy backward."""
     device = next(model.parameters()).device
     cfg = model.config
     block_length = block_length or gen_length
+    model.gradient_checkpointing = gradient_checkpointing
+    amp = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
     if lora_r > 0:
         params = add_lora(model, r=lora_r, alpha=64.0, dropout=0.05)
         ref_model, ref_ctx = None, lambda: lora_disabled(model)
@@ -126,8 +143,9 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         # 1. rollout, eval mode, no grad (inside generate)
         sync(device); t0 = time.perf_counter()
         model.eval(); counter.phase = "rollout"
-        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                       temperature=temperature, generator=g)  # (B, P + N)
+        with amp():
+            out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
+                           temperature=temperature, generator=g)  # (B, P + N)
         completion = out[:, prompt_len:]  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         mask = completion_mask(completion, cfg.eos_token_id)  # (B, N)
@@ -136,7 +154,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         # 2. old (and ref) log-probs for every mask seed, once, no grad
         t0 = time.perf_counter()
         old, ref = [], []
-        with torch.no_grad():
+        with torch.no_grad(), amp():
             for s in seeds:
                 kw = dict(p_mask_prompt=p_mask, generator=mask_generator(s, 0))
                 counter.phase = "old"
@@ -151,8 +169,9 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         t0 = time.perf_counter()
         model.train(); counter.phase = "policy"
         for j, s in enumerate(seeds):
-            logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
-                                     generator=mask_generator(s, 0))  # (B, N) with grad
+            with amp():
+                logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
+                                         generator=mask_generator(s, 0))  # (B, N) with grad
             loss, _ = grpo_loss(logp, old[j], ref[j] if beta > 0 else None, adv, mask, epsilon, beta)
             loss.backward()
             opt.step()
@@ -166,7 +185,9 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     res = {"device": device_label(device), "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
            "params": model.num_params(), "batch_size": batch_size, "prompt_len": prompt_len,
            "gen_length": gen_length, "steps": steps, "num_iterations": num_iterations, "beta": beta,
-           "lora_r": lora_r, "repeats": repeats,
+           "lora_r": lora_r, "repeats": repeats, "autocast": autocast,
+           "gradient_checkpointing": gradient_checkpointing,
+           "load_in_4bit": any(type(m).__name__ == "Linear4bit" for m in model.modules()),
            "passes": {k: per_round[0].get(k, 0) for k in keys},
            "analytic": analytic_passes(steps, num_iterations, beta),
            "seconds": {k: statistics.median(v) for k, v in times.items()}}
@@ -189,7 +210,8 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
 def format_table(res):
     """One aligned table: figure | value | device."""
     dev = res["device"]
-    rows = [("model", f"{res['params']:,} params, {res['dtype']}, lora_r {res['lora_r']}", dev),
+    flags = "".join(f", {k}" for k in ("load_in_4bit", "autocast", "gradient_checkpointing") if res.get(k))
+    rows = [("model", f"{res['params']:,} params, {res['dtype']}, lora_r {res['lora_r']}{flags}", dev),
             ("setup", f"B {res['batch_size']}, prompt {res['prompt_len']}, gen {res['gen_length']}, "
                       f"steps {res['steps']}, μ {res['num_iterations']}, β {res['beta']}", "")]
     for k, v in res["passes"].items():
@@ -205,6 +227,159 @@ def format_table(res):
         rows.append(("policy MFU", f"{100 * res['mfu']:.1f}% of {res['peak_tflops']:g} TFLOP/s peak", dev))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows)
+
+
+# -----------------------------------------------------------------------------
+# the samplers side by side: exact (d1's) vs the Fast-dLLM options of sample.generate
+
+SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
+    "exact": {},
+    "prefix cache": dict(cache="prefix"),
+    "dual cache": dict(cache="dual"),
+    "exact + threshold 0.9": dict(threshold=0.9),
+    "dual cache + threshold 0.9": dict(cache="dual", threshold=0.9),
+}
+
+
+def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, repeats=3, samplers=SAMPLERS):
+    """Greedy generation of the same prompts (B, P) with every sampler. Per sampler: median seconds
+    (after one warm-up call), generated tokens/s, model calls, canvas columns forwarded per sample
+    (the compute proxy: exact = steps x L), speed-up over exact, and greedy-token agreement with
+    exact (share of generated positions holding the same token; and of whole rows identical)."""
+    device = next(model.parameters()).device
+    calls = []  # input widths of every model call
+    handle = model.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[1]))
+    rows, ref = {}, None
+    try:
+        for name, kw in samplers.items():
+            run = lambda: generate(model, prompt, gen_length=gen_length, block_length=block_length,
+                                   steps=steps, **kw)
+            run()  # warm-up (allocator, kernels); also the tokens (greedy: every call is the same)
+            secs = []
+            for _ in range(repeats):
+                calls.clear()
+                sync(device); t0 = time.perf_counter()
+                out = run()[:, prompt.shape[1]:]  # (B, N)
+                sync(device); secs.append(time.perf_counter() - t0)
+            ref = out if ref is None else ref
+            s = statistics.median(secs)
+            rows[name] = {"seconds": s, "tokens_per_s": out.numel() / s, "model_calls": len(calls),
+                          "columns_per_sample": sum(calls),
+                          "agreement": (out == ref).float().mean().item(),
+                          "rows_identical": (out == ref).all(dim=1).float().mean().item()}
+    finally:
+        handle.remove()
+    for r in rows.values():
+        r["speedup"] = rows["exact"]["seconds"] / r["seconds"]
+    return rows
+
+
+def format_sampler_table(rows, device, setup):
+    head = ("sampler", "s/batch", "tok/s", "speed-up", "calls", "columns/sample", "agree", "rows same")
+    lines = [(name, f"{r['seconds']:.3f}", f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
+              str(r["model_calls"]), str(r["columns_per_sample"]), f"{100 * r['agreement']:.1f}%",
+              f"{100 * r['rows_identical']:.0f}%") for name, r in rows.items()]
+    w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
+    fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
+    return "\n".join([f"greedy sampling, {setup}, on {device}", fmt(head)] + [fmt(x) for x in lines])
+
+# -----------------------------------------------------------------------------
+# memory: measured saved activations of one policy forward, and the plan built on them
+
+
+def saved_bytes(model, prompt, completion, p_mask=0.15, autocast=False):
+    """Bytes autograd keeps for backward after ONE policy forward (one_step_logprobs with grad),
+    counted with saved_tensors_hooks, each storage once. Parameters (and 4-bit weights) are not
+    counted: they live anyway. Returns (activation bytes, parameter bytes)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    amp = torch.autocast(prompt.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), amp:
+        logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
+                                 generator=mask_generator(0, 0))
+    del logp
+    return sum(seen.values()), sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def quantize_blocks(model):
+    """Swap every block linear for bitsandbytes NF4 (as from_pretrained(load_in_4bit=True) does)."""
+    for block in model.transformer.blocks:
+        for name in BLOCK_LINEARS:
+            block.register_module(name, _linear_4bit(getattr(block, name).weight.data))
+    return model
+
+
+def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, load_in_4bit=True,
+                      device="cpu"):
+    """Measure the saved activation bytes of the policy forward for the real layer widths without
+    the real depth, from models of 1 and 2 blocks (random weights), with and without gradient
+    checkpointing. Blocks 2..n are identical, so n blocks save depth1 + (n - 1) * per_block.
+    (Block 1 can differ: under LoRA the frozen embedding's output needs no gradient.) Under
+    checkpointing a block keeps only its input, which is what per_block measures then."""
+    out = {}
+    for ckpt in (False, True):
+        for n in (1, 2):
+            cfg = LLaDAConfig(**{**config.to_dict(), "n_layers": n})
+            torch.manual_seed(0)
+            with torch.device(device):
+                m = LLaDA(cfg).to(dtype)
+            if load_in_4bit:
+                quantize_blocks(m)
+            if lora_r:
+                add_lora(m, r=lora_r, alpha=64.0, dropout=0.05)
+            m.gradient_checkpointing = ckpt
+            m.train()
+            g = torch.Generator().manual_seed(0)
+            prompt = torch.randint(0, cfg.mask_token_id, (batch, prompt_len), generator=g).to(device)
+            completion = torch.randint(0, cfg.mask_token_id, (batch, gen_length), generator=g).to(device)
+            out[n, ckpt] = saved_bytes(m, prompt, completion)[0]
+            del m
+    return {"depth1": out[1, False], "per_block": out[2, False] - out[1, False],
+            "depth1_ckpt": out[1, True], "per_block_ckpt": out[2, True] - out[1, True]}
+
+
+def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
+                gradient_checkpointing=False, world_size=8, beta=0.04):
+    """Peak-memory estimate (GiB per GPU) of one diffu-GRPO policy step, from the measured
+    activation probe (same lora_r / 4-bit setting) and counted parameter bytes:
+      LoRA (QLoRA with load_in_4bit): the frozen base (NF4 blocks: 4 bits + double-quantized scales;
+        or bf16), bf16 embedding / head, fp32 adapters on q, k, v, up + their grads + AdamW states;
+      full fine-tuning (lora_r = 0) under FSDP2 over world_size GPUs: fp32 master weights, fp32
+        grads and AdamW states, all sharded (16 bytes / param / world_size); the frozen bf16
+        reference sharded too (β > 0); and the bf16 parameters FSDP gathers at a time: the root
+        unit (embedding, head) and two blocks (the current one and the prefetched next one).
+    Activations: depth1 + (n - 1) * per_block (with checkpointing: block inputs only). Backward adds
+    at most one block's activations (freed as it goes; recomputed under checkpointing), the fp32
+    gradient of the completion log-softmax (B, N, V), and for full FT one block's fp32 gradients
+    before they are reduce-scattered."""
+    C, F, V, n = config.d_model, config.hidden_size, config.padded_vocab, config.n_layers
+    block_params = 4 * C * C + 3 * C * F     # q, k, v, out + gate, up, down (MHA: n_kv_heads = n_heads)
+    dense_params = 2 * V * C + (2 * n + 1) * C  # embedding, LM head, norms
+    total = n * block_params + dense_params   # 8,015,581,184 for LLaDA-8B (tested)
+    ck = "_ckpt" if gradient_checkpointing else ""
+    transient = probe["per_block"] + batch * gen_length * V * 4
+    if lora_r:
+        per_weight = 0.5 + 1 / 64 + 4 / (64 * 256) if load_in_4bit else 2.0
+        lora = n * lora_r * (3 * 2 * C + (C + F)) * 4  # fp32 A and B of q, k, v (C -> C), up (C -> F)
+        plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head": n * block_params * per_weight + 2 * dense_params,
+                "LoRA adapters (fp32)": lora, "LoRA grads + AdamW states (fp32)": 3 * lora}
+    else:
+        plan = {f"fp32 weights + grads + AdamW, sharded /{world_size}": 16 * total / world_size,
+                f"bf16 reference copy, sharded /{world_size}": 2 * total / world_size if beta else 0.0,
+                "gathered bf16 params: root + 2 blocks": 2 * (dense_params + 2 * block_params)}
+        transient += 4 * block_params
+    plan["saved activations (probe x depth)"] = probe["depth1" + ck] + (n - 1) * probe["per_block" + ck]
+    plan["backward transient"] = transient
+    plan = {k: v / 2**30 for k, v in plan.items()}
+    plan["total"] = sum(plan.values())
+    return plan
 
 
 # -----------------------------------------------------------------------------
@@ -227,25 +402,68 @@ if __name__ == "__main__":
     p.add_argument("--dtype", type=str, default="", help="default: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--repeats", type=int, default=1, help="rounds; times are medians")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
+    p.add_argument("--load-in-4bit", action="store_true", help="NF4 block linears (QLoRA; needs --lora-r > 0)")
+    p.add_argument("--autocast", action="store_true", help="every forward under bf16 autocast")
+    p.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in the policy backward")
+    p.add_argument("--samplers", action="store_true", help="instead of a round: exact vs cached samplers, greedy")
+    p.add_argument("--memory-plan", action="store_true",
+                   help="instead of a round: measure one policy forward's saved activations for the preset's "
+                        "layer shapes (1- and 2-layer models, runs on CPU) and print the peak-memory plan")
+    p.add_argument("--world-size", type=int, default=8, help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     p.set_defaults(**preset)
     args = p.parse_args()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
-    if args.preset == "8b" and not device.startswith("cuda"):
-        sys.exit("bench.py --preset 8b needs a GPU: LLaDA-8B's shape is ~16 GB of bf16 weights and a round "
-                 "is ~PFLOPs; on CPU use --preset tiny")
-    torch.manual_seed(0)
-    if args.model_dir:
-        model = load(args.model_dir, device=device, dtype=dtype)[0]
-    else:
-        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if args.preset == "tiny" else LLaDAConfig()
-        with torch.device(device):  # build in place: no 32 GB fp32 CPU copy of the 8B shape
-            model = LLaDA(config).to(dtype)
-    res = bench(model, batch_size=args.batch_size, prompt_len=args.prompt_len, gen_length=args.gen_length,
-                block_length=args.block_length, steps=args.steps, num_iterations=args.num_iterations,
-                beta=args.beta, lora_r=args.lora_r, repeats=args.repeats, peak_tflops=args.peak_tflops)
-    print(format_table(res))
+    config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if args.preset == "tiny" else LLaDAConfig()
+    if args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
+        probe = probe_activations(config, args.batch_size, args.prompt_len, args.gen_length,
+                                  torch.bfloat16, args.lora_r, args.load_in_4bit, device=device)
+        L = args.prompt_len + args.gen_length
+        res = {"probe": probe, "device": device_label(device)}
+        print(f"saved activations of one policy forward, B {args.batch_size}, L {L} (measured on "
+              f"{res['device']}, bf16): {probe['per_block'] / 2**30:.3f} GiB per block "
+              f"({probe['per_block_ckpt'] / 2**30:.3f} checkpointed), {probe['depth1'] / 2**30:.3f} GiB "
+              f"for a 1-block model")
+        for ckpt in (False, True):
+            plan = memory_plan(config, args.batch_size, args.gen_length, probe, args.lora_r,
+                               args.load_in_4bit, ckpt, args.world_size, args.beta)
+            res[f"plan_checkpointing_{ckpt}"] = plan
+            what = f"LoRA r {args.lora_r}" + (" on NF4" if args.load_in_4bit else "") if args.lora_r \
+                else f"full fine-tuning, FSDP2 over {args.world_size} GPUs"
+            print(f"\npeak memory per GPU, {what}, {config.n_layers} layers, gradient checkpointing "
+                  f"{'on' if ckpt else 'off'} (GiB):")
+            print("\n".join(f"  {k:<48} {v:6.2f}" for k, v in plan.items()))
+    else:  # a round (or the sampler table) on a real model
+        if args.preset == "8b" and not device.startswith("cuda"):
+            sys.exit("bench.py --preset 8b needs a GPU: LLaDA-8B's shape is ~16 GB of bf16 weights and a round "
+                     "is ~PFLOPs; on CPU use --preset tiny")
+        torch.manual_seed(0)
+        if args.model_dir:
+            model = load(args.model_dir, device=device, dtype=dtype)[0]
+        else:
+            with torch.device(device):  # build in place: no 32 GB fp32 CPU copy of the 8B shape
+                model = LLaDA(config).to(dtype)
+        if args.load_in_4bit:
+            if not args.lora_r:
+                sys.exit("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+            quantize_blocks(model)
+        if args.samplers:
+            model.eval()
+            g = torch.Generator().manual_seed(0)
+            prompt = torch.randint(0, model.config.mask_token_id, (args.batch_size, args.prompt_len), generator=g)
+            rows = compare_samplers(model, prompt.to(device), args.gen_length, args.block_length or args.gen_length,
+                                    args.steps, args.repeats)
+            setup = (f"B {args.batch_size}, prompt {args.prompt_len}, gen {args.gen_length}, block "
+                     f"{args.block_length or args.gen_length}, steps {args.steps}, median of {args.repeats}")
+            print(format_sampler_table(rows, device_label(device), setup))
+            res = {"samplers": rows, "setup": setup, "device": device_label(device)}
+        else:
+            res = bench(model, batch_size=args.batch_size, prompt_len=args.prompt_len, gen_length=args.gen_length,
+                        block_length=args.block_length, steps=args.steps, num_iterations=args.num_iterations,
+                        beta=args.beta, lora_r=args.lora_r, repeats=args.repeats, peak_tflops=args.peak_tflops,
+                        autocast=args.autocast, gradient_checkpointing=args.gradient_checkpointing)
+            print(format_table(res))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=2)

@@ -84,10 +84,11 @@ SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution")
 
 @torch.no_grad()
 def run_items(model, tokenizer, task, items, gen_length, block_length, steps, temperature=0.0,
-              remasking="low_confidence", batch_size=8, seed=0, progress=False):
+              remasking="low_confidence", batch_size=8, seed=0, progress=False, cache=None, threshold=None):
     """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
     left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
-    batch composition, which the manifest records)."""
+    batch composition, which the manifest records). cache / threshold: sample.generate's
+    approximate Fast-dLLM options (None = the exact sampler, d1's)."""
     model.eval()
     device = next(model.parameters()).device
     eos = model.config.eos_token_id
@@ -100,7 +101,8 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # one generator per batch, keyed by seed and position: reproducible at temperature > 0
         g = torch.Generator().manual_seed(seed * 1_000_003 + i)
         out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                       temperature=temperature, remasking=remasking, generator=g)
+                       temperature=temperature, remasking=remasking, generator=g, cache=cache,
+                       threshold=threshold)
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
         # verifier reads the text the way the RL reward does, specials stripped
         texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
@@ -224,7 +226,9 @@ def paired_bootstrap(a, b, n_boot=10_000, seed=0):
     return sum(diffs) / n, means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
 
 
-# settings that must agree for two result directories to be comparable item by item
+# settings that must agree for two result directories to be comparable item by item. The sampler's
+# cache / threshold are deliberately not here: comparing the exact sampler with a cached one on the
+# same items is exactly how their accuracy cost is measured (the difference is printed as a note)
 MUST_MATCH = ("task", "data_sha256", "item_ids", "gen_length", "block_length", "steps", "temperature",
               "remasking", "parser_version")
 
@@ -295,6 +299,9 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=0, help="diffusion steps, 0 = gen_length / 2 (d1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
+    parser.add_argument("--cache", type=str, default="", choices=["", "prefix", "dual"],
+                        help="'' = exact sampler (d1); prefix / dual = Fast-dLLM KV cache (approximate)")
+    parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")
     parser.add_argument("--batch-size", type=int, default=0, help="prompts per batch; 0 = d1's 8 (4 at gen 512), toy 100")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--seeds", type=int, default=1, help="run seeds seed .. seed+N-1; report mean and 95%% CI")
@@ -345,7 +352,8 @@ if __name__ == "__main__":
             t0 = time.time()
             bs = args.batch_size or (100 if args.task == "toy" else 4 if gen >= 512 else 8)
             recs = run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
-                             args.remasking, bs, seed, progress=rank == 0)
+                             args.remasking, bs, seed, progress=rank == 0, cache=args.cache or None,
+                             threshold=args.threshold or None)
             with open(os.path.join(out, f"generations.rank{rank}.jsonl"), "w") as f:
                 for r in recs:
                     f.write(json.dumps(r) + "\n")
@@ -358,7 +366,8 @@ if __name__ == "__main__":
                     "data_sha256": sha256_file(args.data) if args.data else None, "full": args.full,
                     "items": len(all_items), "item_ids": [i for i, _ in all_items], "gen_length": gen,
                     "block_length": block, "steps": steps, "temperature": args.temperature,
-                    "remasking": args.remasking, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
+                    "remasking": args.remasking, "cache": args.cache or None,
+                    "threshold": args.threshold or None, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
                     "batch_size": bs, "world_size": world, "parser_version": tasks.PARSER_VERSION,
                     "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
                     "time": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_seconds": round(time.time() - t0, 1)}

@@ -55,3 +55,73 @@ def test_cli_8b_refuses_cpu(monkeypatch):
     with pytest.raises(SystemExit) as e:
         run_cli(monkeypatch, "--preset", "8b", "--device", "cpu")
     assert "GPU" in str(e.value.code)
+
+
+def test_sampler_table_counts_the_columns_each_sampler_forwards():
+    # exact: every step runs the whole canvas (steps x L); prefix: each block's first step runs
+    # the canvas, later steps the block + everything right of it; dual: later steps the block only
+    from bench import compare_samplers
+    m = micro_model().eval()
+    prompt = torch.randint(0, 62, (2, 4), generator=torch.Generator().manual_seed(0))
+    rows = compare_samplers(m, prompt, gen_length=12, block_length=4, steps=6, repeats=1)
+    L, K, spb = 16, 4, 2
+    assert rows["exact"]["columns_per_sample"] == 6 * L
+    assert rows["prefix cache"]["columns_per_sample"] == sum(L + (spb - 1) * (L - 4 - b * K) for b in range(3))
+    assert rows["dual cache"]["columns_per_sample"] == 3 * (L + (spb - 1) * K)
+    assert rows["exact"]["agreement"] == 1.0 and rows["exact"]["speedup"] == 1.0
+    assert all(r["model_calls"] <= 6 for r in rows.values())
+
+
+def test_activation_probe_extrapolates_to_depth():
+    # the memory plan extrapolates a 1- and 2-block measurement to 32 blocks: check it on 3 blocks
+    from bench import probe_activations, saved_bytes
+    from model import add_lora
+    cfg = micro_model().config
+    probe = probe_activations(cfg, batch=2, prompt_len=5, gen_length=6, dtype=torch.float32,
+                              lora_r=4, load_in_4bit=False)
+    g = torch.Generator().manual_seed(0)
+    prompt, completion = torch.randint(0, 62, (2, 5), generator=g), torch.randint(0, 62, (2, 6), generator=g)
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        m = LLaDA(LLaDAConfig(**{**cfg.to_dict(), "n_layers": 3}))
+        add_lora(m, r=4, alpha=64.0, dropout=0.05)
+        m.gradient_checkpointing = ckpt
+        m.train()
+        act, _ = saved_bytes(m, prompt, completion)
+        ck = "_ckpt" if ckpt else ""
+        assert act == probe["depth1" + ck] + 2 * probe["per_block" + ck]
+    # checkpointing keeps only each block's input (B, T, C) fp32: far less than the whole block
+    assert probe["per_block_ckpt"] == 2 * 11 * 32 * 4 < probe["per_block"]
+
+
+def test_memory_plan_counts_every_8b_parameter():
+    # the plan's weight bytes come from a closed-form parameter count: it must cover LLaDA-8B exactly
+    from bench import memory_plan
+    cfg = LLaDAConfig()
+    with torch.device("meta"):
+        n_params = LLaDA(cfg).num_params()
+    C, F, V, n = cfg.d_model, cfg.hidden_size, cfg.padded_vocab, cfg.n_layers
+    assert n * (4 * C * C + 3 * C * F) + 2 * V * C + (2 * n + 1) * C == n_params
+    probe = {"per_block": 2**30, "depth1": 2**30, "per_block_ckpt": 2**20, "depth1_ckpt": 2**29}
+    off, on = (memory_plan(cfg, 6, 256, probe, 128, True, ck) for ck in (False, True))
+    assert 4.0 < off["NF4 blocks + bf16 embedding/head"] < 6.5  # ~7B weights at ~4.1 bits + 2 GB
+    assert abs(off["LoRA adapters (fp32)"] - n * 128 * (7 * C + F) * 4 / 2**30) < 1e-9
+    assert on["total"] < off["total"] and abs(off["total"] - sum(v for k, v in off.items() if k != "total")) < 1e-9
+    # full fine-tuning: 16 bytes per parameter (fp32 weight, grad, 2 AdamW moments) split over 8 GPUs
+    fsdp = memory_plan(cfg, 6, 256, probe, 0, False, True, world_size=8)
+    assert abs(fsdp["fp32 weights + grads + AdamW, sharded /8"] - 16 * n_params / 8 / 2**30) < 1e-9
+
+
+def test_cli_samplers_and_memory_plan_modes(monkeypatch, capsys, tmp_path):
+    small = ["--preset", "tiny", "--device", "cpu", "--prompt-len", "4", "--gen-length", "8",
+             "--block-length", "4", "--steps", "4", "--batch-size", "2"]
+    run_cli(monkeypatch, *small, "--samplers", "--repeats", "1")
+    out = capsys.readouterr().out
+    exact = next(line for line in out.splitlines() if line.startswith("exact "))
+    assert "1.00x" in exact and "100.0%" in exact and "dual cache" in out
+    run_cli(monkeypatch, *small, "--memory-plan", "--lora-r", "4", "--json", str(tmp_path / "m.json"))
+    out = capsys.readouterr().out
+    assert out.count("peak memory per GPU, LoRA r 4") == 2  # checkpointing off and on
+    import json
+    res = json.loads((tmp_path / "m.json").read_text())
+    assert res["plan_checkpointing_True"]["total"] < res["plan_checkpointing_False"]["total"]

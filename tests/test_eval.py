@@ -66,6 +66,15 @@ def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, t
     res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "s" / "toy_16_seed0")],
                          cwd=REPO, capture_output=True, text=True)
     assert res.returncode != 0 and "temperature" in res.stderr + res.stdout
+    # the cached sampler on the same items: recorded in the manifest, and comparable with the exact
+    # run (that is how its accuracy cost is measured), the difference printed as a note
+    run(ev + ["--out-dir", str(tmp_path / "c"), "--block-length", "8", "--cache", "dual", "--threshold", "0.9"], REPO)
+    man_c = json.loads((tmp_path / "c" / "toy_16" / "manifest.json").read_text())
+    assert (man_c["cache"], man_c["threshold"], man["cache"], man["threshold"]) == ("dual", 0.9, None, None)
+    run(ev + ["--out-dir", str(tmp_path / "e"), "--block-length", "8"], REPO)
+    out = run([sys.executable, str(REPO / "eval.py"), "--compare", str(tmp_path / "e" / "toy_16"),
+               str(tmp_path / "c" / "toy_16")], REPO)
+    assert "differ in ['cache', 'threshold']" in out and "over 12 items" in out
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
