@@ -78,6 +78,13 @@ def forward_flops(model, batch, seq_len):
     return batch * (2 * matmul_params(model) * seq_len + 4 * seq_len**2 * c.d_model * c.n_layers)
 
 
+def param_count(model):
+    """Parameters as the unquantized model has them: a packed NF4 weight stores 2 per byte, so its
+    tensor's numel is not the layer's size; its quant_state keeps the original shape."""
+    qshape = lambda p: getattr(getattr(p, "quant_state", None), "shape", None)
+    return sum(qshape(p).numel() if qshape(p) is not None else p.numel() for p in model.parameters())
+
+
 def device_label(device):
     if str(device).startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
@@ -183,7 +190,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         raise RuntimeError(f"pass counts differ between rounds: {per_round}")
     keys = ("rollout_fwd", "old_fwd", "ref_fwd", "policy_fwd", "policy_bwd")
     res = {"device": device_label(device), "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-           "params": model.num_params(), "batch_size": batch_size, "prompt_len": prompt_len,
+           "params": param_count(model), "batch_size": batch_size, "prompt_len": prompt_len,
            "gen_length": gen_length, "steps": steps, "num_iterations": num_iterations, "beta": beta,
            "lora_r": lora_r, "repeats": repeats, "autocast": autocast,
            "gradient_checkpointing": gradient_checkpointing,
