@@ -180,7 +180,9 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         kv = None  # the block's key/value cache (cached sampler only), made at its first step
         for i in range(steps_per_block):
             block_mask = x[:, start:end] == mask_id                         # (B, K)
-            if not block_mask.any():  # only with `threshold` can a block finish before its last step
+            # only with `threshold` can a block finish before its last step (checked only then: the
+            # check is a GPU -> CPU sync)
+            if threshold is not None and not block_mask.any():
                 break
             # Only masked positions inside this block can be written (LLaDA sets confidence to -inf
             # right of the block and on every unmasked position), so we work on the block's slice.

@@ -27,15 +27,19 @@ V, MASK, EOS = 64, 63, 62  # tiny vocab; the ids only live here, the sampler rea
 # fixtures and helpers
 
 
-@pytest.fixture(scope="module")
-def model():
+def small_llada(n_kv_heads=4, seed=0):
     # init_std 0.1: peaked enough that argmax is not a coin flip, flat enough that fp32
     # confidences do not saturate at 1.0 (saturation would create ties and make top-k ambiguous)
-    cfg = LLaDAConfig(d_model=32, n_heads=4, n_kv_heads=4, n_layers=2, mlp_hidden_size=64,
+    cfg = LLaDAConfig(d_model=32, n_heads=4, n_kv_heads=n_kv_heads, n_layers=2, mlp_hidden_size=64,
                       vocab_size=V, embedding_size=V, mask_token_id=MASK, eos_token_id=EOS,
                       max_sequence_length=256, init_std=0.1)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return LLaDA(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return small_llada()
 
 
 class Recorder(nn.Module):
@@ -418,11 +422,7 @@ def reference_cached_generate(model, prompt, gen_length, block_length, steps, ca
 
 @pytest.fixture(scope="module")
 def gqa_model():
-    cfg = LLaDAConfig(d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, mlp_hidden_size=64,
-                      vocab_size=V, embedding_size=V, mask_token_id=MASK, eos_token_id=EOS,
-                      max_sequence_length=256, init_std=0.1)
-    torch.manual_seed(1)
-    return LLaDA(cfg).eval()
+    return small_llada(n_kv_heads=2, seed=1)  # grouped-query attention: 2 kv heads for 4 heads
 
 
 @pytest.mark.parametrize("use_mask", [False, True])
