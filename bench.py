@@ -36,7 +36,6 @@ Run:
     python bench.py --model-dir LLaDA-8B-Instruct --preset 8b --samplers  # real weights: agreement means something
 """
 import argparse
-import contextlib
 import copy
 import json
 import resource
@@ -46,6 +45,7 @@ import time
 
 import torch
 
+from ddp import autocast_bf16
 from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
 from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig, _linear_4bit, add_lora, load, lora_disabled
@@ -127,7 +127,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     cfg = model.config
     block_length = block_length or gen_length
     model.gradient_checkpointing = gradient_checkpointing
-    amp = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+    amp = lambda: autocast_bf16(device.type, autocast)
     if lora_r > 0:
         params = add_lora(model, r=lora_r, alpha=64.0, dropout=0.05)
         ref_model, ref_ctx = None, lambda: lora_disabled(model)
@@ -294,10 +294,10 @@ def format_sampler_table(rows, device, setup):
 # memory: measured saved activations of one policy forward, and the plan built on them
 
 
-def saved_bytes(model, prompt, completion, p_mask=0.15, autocast=False):
+def saved_bytes(model, prompt, completion, p_mask=0.15):
     """Bytes autograd keeps for backward after ONE policy forward (one_step_logprobs with grad),
     counted with saved_tensors_hooks, each storage once. Parameters (and 4-bit weights) are not
-    counted: they live anyway. Returns (activation bytes, parameter bytes)."""
+    counted: they live anyway. Returns the activation bytes."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
 
@@ -307,12 +307,11 @@ def saved_bytes(model, prompt, completion, p_mask=0.15, autocast=False):
             seen[st.data_ptr()] = st.nbytes()
         return t
 
-    amp = torch.autocast(prompt.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), amp:
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
                                  generator=mask_generator(0, 0))
     del logp
-    return sum(seen.values()), sum(p.numel() * p.element_size() for p in model.parameters())
+    return sum(seen.values())
 
 
 def quantize_blocks(model):
@@ -346,7 +345,7 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
             g = torch.Generator().manual_seed(0)
             prompt = torch.randint(0, cfg.mask_token_id, (batch, prompt_len), generator=g).to(device)
             completion = torch.randint(0, cfg.mask_token_id, (batch, gen_length), generator=g).to(device)
-            out[n, ckpt] = saved_bytes(m, prompt, completion)[0]
+            out[n, ckpt] = saved_bytes(m, prompt, completion)
             del m
     return {"depth1": out[1, False], "per_block": out[2, False] - out[1, False],
             "depth1_ckpt": out[1, True], "per_block_ckpt": out[2, True] - out[1, True]}

@@ -51,6 +51,29 @@ def default_dtype(dtype, device_type):
     return getattr(torch, dtype) if dtype else (torch.bfloat16 if device_type == "cuda" else torch.float32)
 
 
+def train_precision(args, device_type):
+    """The precision flags shared by sft.py and grpo.py, checked, -> (dtype, save_dtype).
+    save_dtype is what a plain run trains in and what the checkpoint stores (LLaDA's bf16 on GPU,
+    fp32 on CPU); --fsdp trains fp32 master weights unless --dtype says otherwise and casts only
+    when it saves. --fsdp is the full fine-tuning option (LoRA's trainable state is small: it stays
+    on DDP), and on GPU FSDP's mixed precision already computes in bf16, so --autocast is refused
+    there: one bf16 mechanism per run."""
+    if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
+        raise ValueError("--fsdp is full fine-tuning: use --lora-r 0 and no 4-bit base (--no-load-in-4bit "
+                         "with grpo.py's 8b preset); LoRA runs on DDP")
+    if args.fsdp and args.autocast and device_type == "cuda":
+        raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
+                         "computes in bf16 from the fp32 masters")
+    save_dtype = default_dtype(args.dtype, device_type)
+    return (torch.float32 if args.fsdp and not args.dtype else save_dtype), save_dtype
+
+
+def autocast_bf16(device_type, enabled):
+    """The --autocast context for a forward pass (a no-op when not enabled): matmuls in bf16, the
+    weights themselves untouched. Backward runs outside it, as torch recommends."""
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=enabled)
+
+
 # -----------------------------------------------------------------------------
 # FSDP2
 

@@ -42,7 +42,7 @@ from tqdm import tqdm
 import tasks
 from ddp import compute_init, default_dtype
 from model import TINY_DIR, load
-from sample import generate
+from sample import CACHE_MODES, generate
 
 # -----------------------------------------------------------------------------
 # items and prompts
@@ -299,7 +299,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=0, help="diffusion steps, 0 = gen_length / 2 (d1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
-    parser.add_argument("--cache", type=str, default="", choices=["", "prefix", "dual"],
+    parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
                         help="'' = exact sampler (d1); prefix / dual = Fast-dLLM KV cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")
     parser.add_argument("--batch-size", type=int, default=0, help="prompts per batch; 0 = d1's 8 (4 at gen 512), toy 100")

@@ -51,8 +51,8 @@ from contextlib import nullcontext
 import torch
 from tqdm import tqdm
 
-from ddp import (compute_init, default_dtype, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state,
-                 plain_llada, shard_model)
+from ddp import (autocast_bf16, compute_init, full_optimizer_state, full_state_on_rank0,
+                 load_full_optimizer_state, plain_llada, shard_model, train_precision)
 from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict, save_merged
 from sample import generate
@@ -207,9 +207,6 @@ if __name__ == "__main__":
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
     parser.set_defaults(**preset)
     args = parser.parse_args()
-    # FSDP here is the full fine-tuning option; LoRA's trainable state is small, it stays on DDP
-    if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
-        raise ValueError("--fsdp is full fine-tuning: pass --lora-r 0 --no-load-in-4bit (LoRA runs on DDP)")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
@@ -220,9 +217,7 @@ if __name__ == "__main__":
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
     master = rank == 0
-    if args.fsdp and args.autocast and device_type == "cuda":  # one bf16 mechanism per run, not two
-        raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
-                         "computes in bf16 from the fp32 masters")
+    dtype, save_dtype = train_precision(args, device_type)  # checks --fsdp / --autocast / --dtype
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
     # every rank must run the same number of passes or DDP / FSDP hang: check divisibility up front
@@ -230,16 +225,7 @@ if __name__ == "__main__":
         raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
                          f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
-    # the saved model has the dtype a plain run would train in (LLaDA's bf16 on GPU, fp32 on CPU);
-    # FSDP trains fp32 masters unless --dtype says otherwise, and casts only when it saves
-    save_dtype = default_dtype(args.dtype, device_type)
-    dtype = torch.float32 if args.fsdp and not args.dtype else save_dtype
-
-    def amp():
-        """The --autocast context for a forward pass (a no-op without the flag): matmuls in bf16,
-        the weights themselves untouched. Backward runs outside it, as torch recommends."""
-        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.autocast)
-
+    amp = lambda: autocast_bf16(device_type, args.autocast)  # the --autocast context for forwards
     torch.manual_seed(args.seed)
     if master:
         print(json.dumps(vars(args)))
@@ -325,12 +311,11 @@ if __name__ == "__main__":
         LLaDA ships); the fp32 masters go to trainer_state.pt, so a resume continues exactly."""
         if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
             masters, optim_state = full_state_on_rank0(raw_model), full_optimizer_state(raw_model, optimizer)
-        if not master:
-            return
-        if args.fsdp:
-            to_save = plain_llada(raw_model.config, masters, save_dtype)
+            to_save = plain_llada(raw_model.config, masters, save_dtype) if master else None
         else:
             masters, to_save, optim_state = None, raw_model, optimizer.state_dict()
+        if not master:
+            return
         os.makedirs(args.out_dir, exist_ok=True)
         save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
         tokenizer.save_pretrained(args.out_dir)

@@ -236,7 +236,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=32, help="denoising steps, a multiple of #blocks")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; d1's RL rollouts use 0.9")
     parser.add_argument("--seed", type=int, default=1337, help="seed for sampling noise")
-    parser.add_argument("--cache", type=str, default="", choices=["", "prefix", "dual"],
+    parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
                         help="'' = exact sampler; prefix / dual = Fast-dLLM key-value cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0,
                         help="0 = off; else also write every token with confidence >= this (Fast-dLLM: 0.9)")

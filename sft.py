@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ddp import compute_init, default_dtype, full_model_on_rank0, shard_model
+from ddp import autocast_bf16, compute_init, full_model_on_rank0, shard_model, train_precision
 from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load, save_merged
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -162,9 +162,6 @@ if __name__ == "__main__":
                         "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
     args = parser.parse_args()
-    # FSDP here is the full fine-tuning option; LoRA's trainable state is small, it stays on DDP
-    if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
-        raise ValueError("--fsdp is full fine-tuning: drop --lora-r / --load-in-4bit (LoRA runs on DDP)")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
@@ -175,22 +172,11 @@ if __name__ == "__main__":
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
     master = rank == 0
-    if args.fsdp and args.autocast and device_type == "cuda":  # one bf16 mechanism per run, not two
-        raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
-                         "computes in bf16 from the fp32 masters")
+    dtype, save_dtype = train_precision(args, device_type)  # checks --fsdp / --autocast / --dtype
     if args.grad_accum % world_size:
         raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
-    # the saved model has the dtype a plain run would train in (LLaDA's bf16 on GPU, fp32 on CPU);
-    # FSDP trains fp32 masters unless --dtype says otherwise, and casts only when it saves
-    save_dtype = default_dtype(args.dtype, device_type)
-    dtype = torch.float32 if args.fsdp and not args.dtype else save_dtype
-
-    def amp():
-        """The --autocast context for a forward pass (a no-op without the flag): matmuls in bf16,
-        the weights themselves untouched. Backward runs outside it, as torch recommends."""
-        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.autocast)
-
+    amp = lambda: autocast_bf16(device_type, args.autocast)  # the --autocast context for forwards
     torch.manual_seed(args.seed)  # same seed on every rank: identical data order and init
     if master:
         print(json.dumps(vars(args)))

@@ -87,7 +87,7 @@ def test_activation_probe_extrapolates_to_depth():
         add_lora(m, r=4, alpha=64.0, dropout=0.05)
         m.gradient_checkpointing = ckpt
         m.train()
-        act, _ = saved_bytes(m, prompt, completion)
+        act = saved_bytes(m, prompt, completion)
         ck = "_ckpt" if ckpt else ""
         assert act == probe["depth1" + ck] + 2 * probe["per_block" + ck]
     # checkpointing keeps only each block's input (B, T, C) fp32: far less than the whole block
