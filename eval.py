@@ -98,8 +98,9 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         rows = [prompt_ids(tokenizer, task, ex) for _, ex in batch]
         P = max(len(r) for r in rows)
         prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
-        # one generator per batch, keyed by seed and position: reproducible at temperature > 0
-        g = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
+        # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
+        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
         out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
                        temperature=temperature, remasking=remasking, generator=g, cache=cache,
                        threshold=threshold)

@@ -54,7 +54,8 @@ from tqdm import tqdm
 from ddp import (autocast_bf16, compute_init, full_optimizer_state, full_state_on_rank0,
                  load_full_optimizer_state, plain_llada, shard_model, train_precision)
 from logprob import one_step_logprobs
-from model import BLOCK_LINEARS, LLaDA, add_lora, chat_ids, load, lora_disabled, lora_state_dict, save_merged
+from model import (BLOCK_LINEARS, LLaDA, add_lora, chat_ids, compile_blocks, load, lora_disabled,
+                   lora_state_dict, save_merged)
 from sample import generate
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
@@ -150,10 +151,12 @@ def load_rl_data(args):
 
 # -----------------------------------------------------------------------------
 
-if __name__ == "__main__":
+def parse_args(argv=None):
+    """The flags, flat, with the preset's values as defaults (any flag given overrides its preset
+    value). A function so that bench.py --preflight measures exactly what these flags would run."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
-    preset = PRESETS[pre.parse_known_args()[0].preset]
+    preset = PRESETS[pre.parse_known_args(argv)[0].preset]
     parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
     # data
     parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku, or a comma list")
@@ -171,6 +174,8 @@ if __name__ == "__main__":
     parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj,up_proj", help=f"comma list of {BLOCK_LINEARS}")
     parser.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, help="NF4 base weights (QLoRA)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each block: fuses the elementwise "
+                        "work, +30 %% policy throughput at 8B on an H100 (bench.py); first passes compile")
     parser.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and "
                         "AdamW state sharded over ranks, fp32 masters, bf16 compute on GPU (needs --lora-r 0 "
                         "and --no-load-in-4bit)")
@@ -206,7 +211,13 @@ if __name__ == "__main__":
                         "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
     parser.set_defaults(**preset)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+# -----------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    args = parse_args()
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
@@ -253,6 +264,10 @@ if __name__ == "__main__":
     else:
         ref_context = nullcontext  # full fine-tuning: a frozen copy of the start model, loaded below
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
+    if args.compile:
+        if args.fsdp:
+            raise ValueError("--compile with --fsdp is not supported yet (untested); drop one of them")
+        compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
     raw_model = model
     start_round, state = 0, None
     state_file = os.path.join(args.out_dir, "trainer_state.pt")
@@ -351,8 +366,10 @@ if __name__ == "__main__":
                 rows += [ids[-args.max_prompt_length:]] * G  # d1 keeps the last tokens
             prompt = pad_left(rows, eos_id).to(device)  # (b, P), b = groups_per_micro * G
             # the sampling noise is keyed by (seed, round, global micro-batch): same rollouts for any
-            # world size and after a resume
-            rollout_g = torch.Generator().manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
+            # world size and after a resume. The generator lives on the model's device: the sampler
+            # draws (b, block, V) float64 Gumbel noise every step, which on a CPU generator was 3/4
+            # of an 8B rollout's time on an H100 (128 steps: 53 s -> 20 s; bench.py, 2026-11-22)
+            rollout_g = torch.Generator(device=device).manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
             with amp():
                 out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                                steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)

@@ -487,6 +487,17 @@ def _dense_weight(layer):
     return layer.weight.data
 
 
+def compile_blocks(model):
+    """torch.compile every transformer block in place (nn.Module.compile: the module tree and the
+    state-dict keys stay as they are). Fuses each block's elementwise work (fp32 RMSNorm and RoPE
+    casts, SiLU·up, residual adds), which in eager mode is ~35 % of the CUDA time of an 8B
+    forward + backward on an H100 (torch.profiler): 43 % -> 57 % MFU (README, Performance).
+    The first passes compile. Call it after add_lora / 4-bit swaps."""
+    for block in model.transformer.blocks:
+        block.compile()
+    return model
+
+
 # -----------------------------------------------------------------------------
 # LoRA, by hand (Hu et al., arXiv 2106.09685): W x + (alpha / r) * B A dropout(x), with B = 0 at init
 
