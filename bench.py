@@ -38,6 +38,8 @@ Run:
 import argparse
 import copy
 import json
+import math
+import os
 import resource
 import statistics
 import sys
@@ -48,7 +50,8 @@ import torch
 from ddp import autocast_bf16
 from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
 from logprob import one_step_logprobs
-from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig, _linear_4bit, add_lora, load, lora_disabled
+from model import (BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig, _linear_4bit, add_lora, compile_blocks, load,
+                   lora_disabled)
 from sample import generate
 
 # preset defaults; any flag given overrides. tiny: the byte tokenizer's ids (256 bytes, then BOS,
@@ -117,7 +120,8 @@ def sync(device):
 
 def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, steps=8,
           num_iterations=2, beta=0.04, lora_r=0, epsilon=0.5, p_mask=0.15, temperature=0.9,
-          repeats=1, seed=0, peak_tflops=989.0, lr=1e-6, autocast=False, gradient_checkpointing=False):
+          repeats=1, seed=0, peak_tflops=989.0, lr=1e-6, autocast=False, gradient_checkpointing=False,
+          compile=False):
     """Run `repeats` diffu-GRPO rounds on random prompts and return a dict of measured numbers
     (pass counts per round, median seconds per phase, tokens/s, peak memory, FLOP/s on GPU).
     lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off).
@@ -136,9 +140,12 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         # full fine-tuning: a frozen copy is the reference (as grpo.py), only when β > 0
         ref_model = copy.deepcopy(model).eval().requires_grad_(False) if beta > 0 else None
         ref_ctx = lambda: torch.no_grad()  # a do-nothing-extra context
+    if compile:
+        compile_blocks(model)
     opt = torch.optim.AdamW(params, lr=lr)
     counter = PassCounter(model, ref_model)
     g = torch.Generator().manual_seed(seed)
+    rollout_g = torch.Generator(device=device).manual_seed(seed)  # as grpo.py: noise drawn on the device
     # random prompt ids below mask_id (the sampler refuses mask tokens in a prompt); G = batch:
     # one group of completions of the same prompt, as in d1
     prompt = torch.randint(0, cfg.mask_token_id, (1, prompt_len), generator=g).repeat(batch_size, 1).to(device)
@@ -152,7 +159,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         model.eval(); counter.phase = "rollout"
         with amp():
             out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                           temperature=temperature, generator=g)  # (B, P + N)
+                           temperature=temperature, generator=rollout_g)  # (B, P + N)
         completion = out[:, prompt_len:]  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         mask = completion_mask(completion, cfg.eos_token_id)  # (B, N)
@@ -192,7 +199,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     res = {"device": device_label(device), "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
            "params": param_count(model), "batch_size": batch_size, "prompt_len": prompt_len,
            "gen_length": gen_length, "steps": steps, "num_iterations": num_iterations, "beta": beta,
-           "lora_r": lora_r, "repeats": repeats, "autocast": autocast,
+           "lora_r": lora_r, "repeats": repeats, "autocast": autocast, "compile": compile,
            "gradient_checkpointing": gradient_checkpointing,
            "load_in_4bit": any(type(m).__name__ == "Linear4bit" for m in model.modules()),
            "passes": {k: per_round[0].get(k, 0) for k in keys},
@@ -203,6 +210,9 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     if str(device).startswith("cuda"):
         res["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         res["memory_kind"] = "torch.cuda.max_memory_allocated"
+        # what the caching allocator holds (allocated + cached free blocks): what nvidia-smi sees
+        res["peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+        res["device_memory_gib"] = torch.cuda.get_device_properties(device).total_memory / 2**30
         L = prompt_len + gen_length
         fwdbwd = (2 if lora_r > 0 else 3) * forward_flops(model, batch_size, L) * num_iterations
         res["policy_tflops"] = fwdbwd / res["seconds"]["update"] / 1e12
@@ -229,11 +239,134 @@ def format_table(res):
     for k, v in res["seconds"].items():
         rows.append((f"seconds {k}", f"{v:.3f} (median of {res['repeats']})", dev))
     rows.append(("peak memory GiB", f"{res['peak_memory_gib']:.2f} [{res['memory_kind']}]", dev))
+    if "peak_reserved_gib" in res:
+        rows.append(("peak reserved GiB", f"{res['peak_reserved_gib']:.2f} of {res['device_memory_gib']:.1f} "
+                                          f"[torch.cuda.max_memory_reserved]", dev))
     if "mfu" in res:
         rows.append(("policy fwd+bwd TFLOP/s", f"{res['policy_tflops']:.1f}", dev))
         rows.append(("policy MFU", f"{100 * res['mfu']:.1f}% of {res['peak_tflops']:g} TFLOP/s peak", dev))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows)
+
+
+def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, peak_tflops=989.0):
+    """The policy pass alone, as the MFU target defines it: one_step_logprobs forward + backward of
+    a (B, P + N) batch with gradients for every weight (full fine-tuning's compute; no optimizer
+    step, so it fits one GPU at 8B: bf16 weights + grads + activations). Median of `repeats` after
+    two warm-ups (the first also compiles, if the blocks are compiled). FLOPs: 3 x forward_flops."""
+    device = next(model.parameters()).device
+    cfg = model.config
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, cfg.mask_token_id, (batch_size, prompt_len), generator=g).to(device)
+    completion = torch.randint(0, cfg.mask_token_id, (batch_size, gen_length), generator=g).to(device)
+    model.train()
+
+    def step():
+        logp = one_step_logprobs(model, prompt, completion, generator=mask_generator(0, 0))  # (B, N)
+        logp.mean().backward()
+        model.zero_grad(set_to_none=False)  # keep the grad buffers: the steady state of training
+
+    for _ in range(2):
+        step()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    secs = []
+    for _ in range(repeats):
+        sync(device); t0 = time.perf_counter()
+        step()
+        sync(device); secs.append(time.perf_counter() - t0)
+    s = statistics.median(secs)
+    tflops = 3 * forward_flops(model, batch_size, prompt_len + gen_length) / s / 1e12
+    res = {"seconds": s, "tflops": tflops, "mfu": tflops / peak_tflops}
+    if device.type == "cuda":
+        res["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return res
+
+
+# d1's trained optimizer steps per task (d1-spec §4.3, its issue #25); a round is μ steps
+D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
+
+
+def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, groups_per_micro=1, n_gpus=1):
+    """Wall-clock hours of a diffu-GRPO run from one measured micro-batch round (rollout + old/ref +
+    μ updates of groups_per_micro groups, `round_seconds`): a round is μ optimizer steps, and each of
+    its prompts_per_step / groups_per_micro micro-batches runs on one of n_gpus GPUs in parallel
+    (grpo.py), so rounds x ceil(micro-batches / n_gpus) x round_seconds. Rewards, logging and
+    checkpoints are left out (seconds per round against minutes)."""
+    rounds = math.ceil(steps / num_iterations)
+    micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
+    return rounds * micro * round_seconds / 3600
+
+
+def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
+    """One diffu-GRPO micro-batch round for the configuration that grpo.py's flags `gargs` describe
+    (grpo.parse_args), measured on this machine's first device: seconds per phase, peak memory
+    against the device's total (a warning above 90 %), and the projected wall-clock of the run
+    (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
+    is gargs.model_dir if it holds one, else random weights of the preset's shape (n_layers > 0:
+    that many blocks, for a full fine-tuning step that would not fit with all of them).
+    The prompt is max_prompt_length tokens, the longest d1's left cut lets through: an upper bound."""
+    device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
+    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
+    if os.path.exists(os.path.join(gargs.model_dir, "config.json")):
+        model, source = load(gargs.model_dir, device=device, dtype=dtype)[0], gargs.model_dir
+    elif gargs.preset == "8b" and device == "cpu":
+        return {"model": "8B shape", "error": "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is "
+                                              "~PFLOPs); on CPU preflight the tiny preset"}
+    else:
+        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+        if n_layers:
+            config.n_layers = n_layers
+        torch.manual_seed(0)
+        with torch.device(device):  # built on the device: no fp32 CPU copy of the 8B shape
+            model = LLaDA(config).to(dtype)
+        source = f"random weights, {config.n_layers} blocks"
+    if gargs.load_in_4bit:
+        quantize_blocks(model)
+    res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
+                                                      "max_prompt_length", "gen_length", "block_length",
+                                                      "diffusion_steps", "num_iterations", "beta", "lora_r",
+                                                      "load_in_4bit", "gradient_checkpointing", "compile")},
+           "model": source}
+    try:
+        res.update(bench(model, batch_size=gargs.groups_per_micro * gargs.num_generations,
+                         prompt_len=gargs.max_prompt_length, gen_length=gargs.gen_length,
+                         block_length=gargs.block_length, steps=gargs.diffusion_steps,
+                         num_iterations=gargs.num_iterations, beta=gargs.beta, lora_r=gargs.lora_r,
+                         epsilon=gargs.epsilon, p_mask=gargs.p_mask, temperature=gargs.temperature,
+                         repeats=repeats, peak_tflops=peak_tflops, lr=gargs.lr, autocast=gargs.autocast,
+                         gradient_checkpointing=gargs.gradient_checkpointing, compile=gargs.compile))
+    except torch.cuda.OutOfMemoryError as e:
+        res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
+        return res
+    round_s = sum(res["seconds"].values())
+    n_gpus = n_gpus or max(1, torch.cuda.device_count())
+    steps = {"this run": gargs.rounds * gargs.num_iterations}
+    if gargs.task in D1_STEPS:
+        steps[f"d1's {gargs.task}"] = D1_STEPS[gargs.task]
+    res["round_seconds"] = round_s
+    unit = "GPU" if device == "cuda" else "CPU process"
+    res["projection_hours"] = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": project_hours(
+        round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
+        for name, n in steps.items() for g in sorted({1, n_gpus})}
+    if "device_memory_gib" in res:
+        res["memory_share"] = res["peak_reserved_gib"] / res["device_memory_gib"]
+    return res
+
+
+def format_preflight(res):
+    """The preflight report: the round's table, then memory and projection lines."""
+    if "error" in res:
+        return f"preflight ({res['model']}): {res['error']}"
+    lines = [f"model: {res['model']}", format_table(res), f"micro-batch round: {res['round_seconds']:.1f} s"]
+    if res.get("memory_share", 0) > 0.9:
+        lines.append(f"WARNING: peak reserved memory is {100 * res['memory_share']:.0f} % of the device: "
+                     f"a longer prompt or a fragmentation spike will run out; use --gradient-checkpointing "
+                     f"or a smaller --groups-per-micro")
+    elif "memory_share" in res:
+        lines.append(f"memory: peak reserved {100 * res['memory_share']:.0f} % of the device (warning above 90 %)")
+    lines += [f"projected wall-clock, {k}: {v:.1f} h" for k, v in res["projection_hours"].items()]
+    return "\n".join(lines)
 
 
 # -----------------------------------------------------------------------------
@@ -391,6 +524,22 @@ def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
+    if "--preflight" in sys.argv:  # every other flag is grpo.py's own, with grpo.py's defaults
+        import grpo
+        extra = argparse.ArgumentParser(description="bench.py --preflight [grpo.py flags]: measure one round "
+                                        "of the run those flags describe and project its wall-clock")
+        extra.add_argument("--preflight", action="store_true")
+        extra.add_argument("--gpus", type=int, default=0, help="GPUs of the run (default: all visible)")
+        extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
+        extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
+        extra.add_argument("--json", type=str, default="", help="also write the numbers here")
+        ex, rest = extra.parse_known_args()
+        res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops)
+        print(format_preflight(res))
+        if ex.json:
+            with open(ex.json, "w") as f:
+                json.dump(res, f, indent=2)
+        sys.exit(1 if "error" in res else 0)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
     preset = PRESETS[pre.parse_known_args()[0].preset]
@@ -411,7 +560,10 @@ if __name__ == "__main__":
     p.add_argument("--load-in-4bit", action="store_true", help="NF4 block linears (QLoRA; needs --lora-r > 0)")
     p.add_argument("--autocast", action="store_true", help="every forward under bf16 autocast")
     p.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in the policy backward")
+    p.add_argument("--compile", action="store_true", help="torch.compile each block (fuses the elementwise work)")
     p.add_argument("--samplers", action="store_true", help="instead of a round: exact vs cached samplers, greedy")
+    p.add_argument("--policy-mfu", action="store_true", help="instead of a round: the policy forward + backward "
+                   "alone, all weights with grads (full fine-tuning's compute), eager and, with --compile, compiled")
     p.add_argument("--memory-plan", action="store_true",
                    help="instead of a round: measure one policy forward's saved activations for the preset's "
                         "layer shapes (1- and 2-layer models, runs on CPU) and print the peak-memory plan")
@@ -454,8 +606,22 @@ if __name__ == "__main__":
             if not args.lora_r:
                 sys.exit("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
             quantize_blocks(model)
-        if args.samplers:
+        if args.policy_mfu:
+            res = {"device": device_label(device), "batch_size": args.batch_size,
+                   "seq_len": args.prompt_len + args.gen_length, "eager": policy_mfu(
+                       model, args.batch_size, args.prompt_len, args.gen_length, peak_tflops=args.peak_tflops)}
+            if args.compile:
+                res["compiled"] = policy_mfu(compile_blocks(model), args.batch_size, args.prompt_len,
+                                             args.gen_length, peak_tflops=args.peak_tflops)
+            for k in [k for k in ("eager", "compiled") if k in res]:
+                r = res[k]
+                print(f"policy fwd+bwd {k}, B {args.batch_size}, L {res['seq_len']}: {r['seconds']:.3f} s, "
+                      f"{r['tflops']:.1f} TFLOP/s, MFU {100 * r['mfu']:.1f} % of {args.peak_tflops:g}"
+                      + (f", peak {r['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in r else ""))
+        elif args.samplers:
             model.eval()
+            if args.compile:
+                compile_blocks(model)
             g = torch.Generator().manual_seed(0)
             prompt = torch.randint(0, model.config.mask_token_id, (args.batch_size, args.prompt_len), generator=g)
             rows = compare_samplers(model, prompt.to(device), args.gen_length, args.block_length or args.gen_length,
@@ -468,7 +634,8 @@ if __name__ == "__main__":
             res = bench(model, batch_size=args.batch_size, prompt_len=args.prompt_len, gen_length=args.gen_length,
                         block_length=args.block_length, steps=args.steps, num_iterations=args.num_iterations,
                         beta=args.beta, lora_r=args.lora_r, repeats=args.repeats, peak_tflops=args.peak_tflops,
-                        autocast=args.autocast, gradient_checkpointing=args.gradient_checkpointing)
+                        autocast=args.autocast, gradient_checkpointing=args.gradient_checkpointing,
+                        compile=args.compile)
             print(format_table(res))
     if args.json:
         with open(args.json, "w") as f:

@@ -125,3 +125,67 @@ def test_cli_samplers_and_memory_plan_modes(monkeypatch, capsys, tmp_path):
     import json
     res = json.loads((tmp_path / "m.json").read_text())
     assert res["plan_checkpointing_True"]["total"] < res["plan_checkpointing_False"]["total"]
+
+
+# -----------------------------------------------------------------------------
+# bench.py --preflight: one round of the configuration grpo.py's own flags describe, and the projection
+
+
+def test_project_hours_against_a_round_by_round_schedule():
+    # independent: walk the run round by round, handing each micro-batch to the least-loaded GPU
+    def schedule(round_s, steps, mu, prompts, groups, gpus):
+        done, hours = 0, 0.0
+        while done < steps:  # a round = μ optimizer steps, its rollout and updates for every micro-batch
+            load = [0] * gpus
+            for _ in range(-(-prompts // groups)):
+                load[load.index(min(load))] += 1
+            hours += max(load) * round_s / 3600
+            done += mu
+        return hours
+    from bench import D1_STEPS, project_hours
+    for steps, mu, prompts, groups, gpus in [(D1_STEPS["gsm8k"], 12, 16, 1, 8), (D1_STEPS["sudoku"], 8, 16, 2, 1),
+                                             (100, 12, 16, 1, 3), (7, 2, 5, 2, 2)]:
+        want = schedule(27.8, steps, mu, prompts, groups, gpus)
+        assert abs(project_hours(27.8, steps, mu, prompts, groups, gpus) - want) < 1e-9
+    # the README's example: 642 rounds x 2 micro-batches per GPU x 27.8 s on 8 GPUs
+    assert abs(project_hours(27.8, 7700, 12, 16, 1, 8) - 642 * 2 * 27.8 / 3600) < 1e-9
+
+
+def test_grpo_parse_args_preset_defaults_and_overrides():
+    import grpo
+    a = grpo.parse_args(["--preset", "8b"])
+    assert (a.num_iterations, a.num_generations, a.max_prompt_length, a.lora_r, a.load_in_4bit) == (12, 6, 200, 128, True)
+    b = grpo.parse_args(["--preset", "8b", "--num-iterations", "8", "--no-load-in-4bit"])
+    assert (b.num_iterations, b.load_in_4bit, b.gen_length) == (8, False, 256)
+
+
+def test_preflight_measures_the_run_its_flags_describe(tmp_path):
+    import grpo
+    from bench import format_preflight, preflight, project_hours
+    from model import make_tiny
+    make_tiny(str(tmp_path / "m"))
+    flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
+             "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
+             "--block-length", "2", "--diffusion-steps", "2", "--num-iterations", "3", "--beta", "0.04",
+             "--rounds", "5", "--task", "sudoku"]
+    res = preflight(grpo.parse_args(flags))
+    assert res["model"] == str(tmp_path / "m")
+    # the batch is groups_per_micro x G; the prompt is the longest the left cut lets through
+    assert (res["batch_size"], res["prompt_len"], res["gen_length"]) == (6, 6, 4)
+    assert res["passes"] == analytic_passes(2, 3, 0.04)
+    round_s = sum(res["seconds"].values())
+    hours = res["projection_hours"]
+    assert abs(hours["this run (15 steps), 1 CPU process"] - project_hours(round_s, 15, 3, 4, 2, 1)) < 1e-12
+    assert "d1's sudoku (3800 steps), 1 CPU process" in hours
+    report = format_preflight(res)
+    assert "projected wall-clock, d1's sudoku" in report and "WARNING" not in report
+    # the memory warning: above 90 % of the device's memory, and only then
+    for share, warned in [(0.95, True), (0.85, False)]:
+        fake = {**res, "memory_share": share}
+        assert ("WARNING" in format_preflight(fake)) == warned
+
+
+def test_preflight_cli_refuses_the_8b_shape_on_cpu(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_cli(monkeypatch, "--preflight", "--preset", "8b", "--model-dir", "none", "--device", "cpu")
+    assert e.value.code == 1 and "needs a GPU" in capsys.readouterr().out
