@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny clean
+.PHONY: install test run tiny gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -21,6 +21,12 @@ test: install                  ## the whole test suite, CPU, a few minutes on 2 
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) model.py
+
+# a GPU box's own Python (its CUDA torch), not the CPU venv; bitsandbytes for the 4-bit checks
+GPU_PY ?= python3
+GPU_CHECK_ARGS ?=
+gpu-check:                     ## on a CUDA machine: CUDA tests, every script on CUDA, the 8B shape measured (~10 min)
+	$(GPU_PY) gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) out

@@ -1,0 +1,211 @@
+"""
+gpu_check.py: ten minutes on one GPU box before renting eight for two days.
+
+Proves the CUDA path of every script and measures what d1's 8B recipe costs on this GPU:
+  1. cuda tests   pytest -m cuda tests/test_cuda.py: bf16 vs fp32, NF4 vs dequantized, greedy
+                  sampler CUDA == CPU, estimator + loss CUDA vs CPU, save -> load from CUDA
+  2. scripts      the tiny model for real on CUDA, a few steps each: sft.py, grpo.py (full, LoRA,
+                  4-bit + LoRA, --compile), eval.py, and sft / grpo / eval under
+                  torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
+  3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
+                  d1's QLoRA round (bench.py --preflight --preset 8b: G 6, prompt 200 + gen 256,
+                  block 32, 128 steps, μ 12, LoRA r 128 on NF4), the bf16 LoRA round (compiled),
+                  a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
+                  the policy forward + backward alone for MFU (eager and compiled), and the exact
+                  vs cached samplers at gen 256 (compiled)
+  4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
+                  on this one GPU and on 8
+Prints one line per check as it finishes, then a table; writes every log and JSON under
+--out-dir; exits 1 if any check failed. Each check is its own process, so one out-of-memory or
+crash does not take the rest down, and the 8B checks run one at a time on an otherwise idle GPU
+(the tiny scripts run side by side: they are startup-bound, ~20 s each).
+
+Needs torch with CUDA, transformers, safetensors, tqdm, numpy, pytest, and bitsandbytes for the
+4-bit checks; uses the Python it runs under (a GPU box's own torch, not the CPU venv).
+Run:
+    make gpu-check                         # = python3 gpu_check.py
+    python3 gpu_check.py --skip 8b         # CUDA correctness only, ~2 min
+    python3 gpu_check.py --skip tests,scripts --out-dir out/gpu-8b
+"""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+from bench import D1_STEPS, project_hours
+
+PARTS = ("tests", "scripts", "8b")
+N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
+
+
+def start(name, cmd, log_dir):
+    """Launch one check as a subprocess, its stdout + stderr into <log_dir>/<name>.log."""
+    env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+    log = open(os.path.join(log_dir, f"{name}.log"), "w")
+    log.write("$ " + " ".join(cmd) + "\n"); log.flush()
+    return name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time()
+
+
+def finish(job, summarize=None):
+    """Wait for a started check; return its result row and print its line."""
+    name, proc, log, t0 = job
+    rc = proc.wait()
+    log.close()
+    row = {"check": name, "ok": rc == 0, "seconds": time.time() - t0, "note": ""}
+    path = log.name
+    if rc != 0:  # the last non-empty log line is usually the error
+        tail = [ln.strip() for ln in open(path, errors="replace") if ln.strip()]
+        row["note"] = f"exit {rc}: {tail[-1][:150] if tail else ''} (log: {path})"
+    elif summarize:
+        row["note"] = summarize()
+    print(f"{'PASS' if row['ok'] else 'FAIL'}  {name:<22} {row['seconds']:6.1f} s  {row['note']}", flush=True)
+    return row
+
+
+def finish_all(jobs):
+    """Wait for checks running side by side; report each as it ends, with its own duration."""
+    rows, jobs = [], list(jobs)
+    while jobs:
+        done = [j for j in jobs if j[1].poll() is not None]
+        rows += [finish(j) for j in done]
+        jobs = [j for j in jobs if j not in done]
+        time.sleep(0.2)
+    return rows
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def summarize_round(path):
+    """One line from a bench.py --preflight JSON: phases, tokens/s, memory, MFU."""
+    def f():
+        r = read_json(path)
+        if "error" in r:
+            return r["error"]
+        s = r["seconds"]
+        return (f"rollout {s['rollout']:.1f} s ({r['sampler_tokens_per_s']:.0f} tok/s), old/ref {s['old_ref']:.1f} s, "
+                f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc / "
+                f"{r['peak_reserved_gib']:.1f} reserved, update MFU {100 * r['mfu']:.1f} %")
+    return f
+
+
+def summarize_mfu(path):
+    def f():
+        r = read_json(path)
+        return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, {r[k]['peak_memory_gib']:.1f} GiB)"
+                         for k in ("eager", "compiled") if k in r)
+    return f
+
+
+def summarize_samplers(path):
+    def f():
+        rows = read_json(path)["samplers"]
+        return ", ".join(f"{name} {r['tokens_per_s']:.0f} tok/s ({r['speedup']:.2f}x)" for name, r in rows.items())
+    return f
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description="prove the CUDA path and measure the 8B shape on this GPU box")
+    p.add_argument("--out-dir", type=str, default="out/gpu-check", help="logs, JSON and the tiny runs' outputs")
+    p.add_argument("--skip", type=str, default="", help=f"comma list of parts to skip: {','.join(PARTS)}")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (989 = H100/H200 SXM)")
+    args = p.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    if skip - set(PARTS):
+        sys.exit(f"--skip takes {','.join(PARTS)}, got {args.skip}")
+
+    # what the box must have, said before any work starts
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("gpu_check.py: no CUDA GPU visible (torch.cuda.is_available() is False); on CPU run `make test`")
+    missing = [m for m in ("transformers", "safetensors", "tqdm", "numpy", "pytest")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit(f"gpu_check.py: missing {', '.join(missing)}: pip install {' '.join(missing)}")
+    has_bnb = importlib.util.find_spec("bitsandbytes") is not None
+    n_gpus = torch.cuda.device_count()
+    import transformers
+    print(f"{n_gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, transformers "
+          f"{transformers.__version__}, bitsandbytes {'yes' if has_bnb else 'MISSING: the 4-bit checks will fail'}",
+          flush=True)
+    os.makedirs(args.out_dir, exist_ok=True)
+    out = lambda *parts: os.path.join(args.out_dir, *parts)
+    py, rows = sys.executable, []
+    torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
+
+    # 1. the CUDA tests: -rs prints why anything was skipped
+    if "tests" not in skip:
+        rows.append(finish(start("cuda tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-rs", "tests/test_cuda.py"],
+                                 args.out_dir)))
+
+    # 2. the scripts on the tiny model. The tiny checkpoint and the SFT model come first (the
+    # others start from them); then everything else at once
+    if "scripts" not in skip:
+        sft_dir = out("sft")
+        for name, cmd in [("tiny model", [py, "model.py"]),
+                          ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir])]:
+            rows.append(finish(start(name, cmd, args.out_dir)))
+        grpo = ["grpo.py", "--model-dir", sft_dir, "--rounds", "2"]
+        jobs = [start(name, cmd, args.out_dir) for name, cmd in [
+            ("grpo full", [py, *grpo, "--out-dir", out("grpo_full")]),
+            ("grpo lora", [py, *grpo, "--out-dir", out("grpo_lora"), "--lora-r", "8", "--beta", "0.04"]),
+            ("grpo 4bit+lora", [py, *grpo, "--out-dir", out("grpo_4bit"), "--lora-r", "8", "--beta", "0.04",
+                                "--load-in-4bit"]),
+            ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
+            ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval")]),
+            ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp")]),
+            ("torchrun grpo", [*torchrun, *grpo, "--out-dir", out("grpo_ddp"), "--lora-r", "8", "--beta", "0.04"]),
+            ("torchrun eval", [*torchrun, "eval.py", "--model-dir", sft_dir, "--limit", "40",
+                               "--out-dir", out("eval_ddp")]),
+            ("torchrun sft fsdp", [*torchrun, "sft.py", "--max-steps", "5", "--fsdp", "--out-dir", out("sft_fsdp")]),
+            ("torchrun grpo fsdp", [*torchrun, *grpo, "--fsdp", "--beta", "0.04", "--out-dir", out("grpo_fsdp")]),
+        ]]
+        rows += finish_all(jobs)
+
+    # 3. the 8B shape, one process at a time so each owns the GPU. --model-dir none: random
+    # weights even where an out/sft exists; the prompt is d1's longest (200), an upper bound
+    if "8b" not in skip:
+        bench = [py, "bench.py", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
+        pre = [*bench, "--preflight", "--model-dir", "none", "--task", "gsm8k"]
+        for name, cmd, summarize in [
+            ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
+            ("8b bf16 lora round", [*pre, "--no-load-in-4bit", "--compile", "--json", out("8b_lora.json")],
+             summarize_round(out("8b_lora.json"))),
+            ("8b full-ft round, 8L", [*pre, "--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile",
+                                      "--json", out("8b_full8.json")], summarize_round(out("8b_full8.json"))),
+            ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
+             summarize_mfu(out("8b_mfu.json"))),
+            ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
+                                     "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
+        ]:
+            rows.append(finish(start(name, cmd, args.out_dir), summarize))
+
+    # 4. the projection: d1's step counts at the measured QLoRA round (16 prompts per step, one
+    # group per micro-batch, μ 12: grpo.py's 8b preset)
+    proj = {}
+    qlora = out("8b_qlora.json")
+    if "8b" not in skip and os.path.exists(qlora) and "round_seconds" in read_json(qlora):
+        round_s = read_json(qlora)["round_seconds"]
+        proj = {task: {g: project_hours(round_s, steps, 12, 16, 1, g) for g in (1, N_GPUS_PROJECTED)}
+                for task, steps in D1_STEPS.items()}
+
+    # the table
+    print(f"\n{'check':<22} {'result':<6} {'seconds':>8}")
+    for r in rows:
+        print(f"{r['check']:<22} {'PASS' if r['ok'] else 'FAIL':<6} {r['seconds']:8.1f}")
+    if proj:
+        print(f"\nprojected d1 run (QLoRA round {round_s:.1f} s, μ 12, 16 prompts x G 6 per step):")
+        print(f"{'task':<10} {'steps':>6} {'1 GPU h':>9} {f'{N_GPUS_PROJECTED} GPUs h':>9}")
+        for task, h in proj.items():
+            print(f"{task:<10} {D1_STEPS[task]:>6} {h[1]:9.1f} {h[N_GPUS_PROJECTED]:9.1f}")
+    failed = [r["check"] for r in rows if not r["ok"]]
+    with open(out("gpu_check.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(0), "n_gpus": n_gpus, "torch": torch.__version__,
+                   "transformers": transformers.__version__, "checks": rows, "projection_hours": proj}, f, indent=2)
+    print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
