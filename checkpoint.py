@@ -1,0 +1,276 @@
+"""
+LLaDA's official checkpoint directory, read and written without transformers' model classes.
+
+The layout (../shared/docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
+
+    config.json                          the OLMo-style field names of model.LLaDAConfig
+    model-0000i-of-0000N.safetensors     bf16 tensors, keys "model.transformer.…"
+    model.safetensors.index.json         {"metadata": {"total_size"}, "weight_map": key -> shard}
+    tokenizer.json, tokenizer_config.json, generation_config.json
+
+Our state-dict keys are the official ones minus KEY_PREFIX, so reading and writing is a rename.
+  from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key or shape
+      mismatch in one error) and streamed: built on the meta device, then each tensor goes from its
+      shard straight into place, so the weights exist once (8B bf16: 16 GB); optional NF4 base.
+  save_pretrained(model, path): shards + index + config.json, LoRA merged on the fly, crash-safe.
+  save_merged(model, base_dir, out_dir): the same for a LoRA model on a 4-bit base: adapters go
+      onto the ORIGINAL bf16 weights re-read from base_dir.
+  make_tiny(path): a 0.9M-parameter random LLaDA + byte-level tokenizer in exactly this layout,
+      so the CPU pipeline and the tests load it through the same code as the 8B.
+  load(path) -> (model, tokenizer): what every script calls; creates the default tiny model.
+
+    from checkpoint import from_pretrained, save_pretrained, load
+    model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
+    qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
+
+`python model.py` writes the tiny model to out/tiny-llada with make_tiny.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
+from model import BLOCK_LINEARS, LLaDA, LLaDAConfig
+from tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
+
+KEY_PREFIX = "model."              # official key = KEY_PREFIX + our state-dict key ("transformer.…")
+INDEX_FILE = "model.safetensors.index.json"
+CONFIG_FILE = "config.json"
+MAX_SHARD_BYTES = 5 * 2**30        # shard size cap when writing; LLaDA-8B's own shards are 2-3 GB
+MAX_LISTED = 8                     # a load error spells out this many names of each kind
+
+# -----------------------------------------------------------------------------
+# Reading
+
+
+def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
+    """Load a local directory in the official layout (config.json + safetensors shards).
+
+    dtype: None keeps the stored dtype (bf16 for LLaDA-8B); device: None means CPU.
+    Strict: any missing or unexpected key, or a shape mismatch, is one ValueError naming them.
+    Streaming: the model is built on the meta device (no memory), then each tensor is read
+    from its shard straight onto `device` and put in place, so peak memory is one copy of the
+    weights (8B in bf16: 16 GB) plus one tensor.
+    load_in_4bit: the seven linear layers of every block become bitsandbytes NF4 with double
+    quantization and bf16 compute (d1's QLoRA RL setup), quantized tensor by tensor as they
+    are read; embeddings, norms and the LM head stay in `dtype` (bf16 by default), as
+    transformers' 4-bit loading leaves the output layer unquantized."""
+    from safetensors import safe_open
+    path = Path(path)
+    cfg_file = path / CONFIG_FILE
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected an official LLaDA directory)")
+    config = LLaDAConfig.from_dict(json.loads(cfg_file.read_text()))
+    device = torch.device(device or "cpu")
+    # with a 4-bit base the layers that stay dense default to bf16, as d1 loads them
+    if load_in_4bit:
+        dtype = dtype or torch.bfloat16
+    # no memory and no random init: every parameter is a placeholder until its tensor arrives
+    with torch.device("meta"):
+        model = LLaDA(config)
+    expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in model.state_dict().items()}
+    files = _shard_files(path)
+    # Check every key and shape from the file headers before reading a single tensor.
+    found = {}
+    for f in files:
+        with safe_open(f, framework="pt") as sf:
+            for k in sf.keys():
+                found[k] = tuple(sf.get_slice(k).get_shape())
+    _check_keys(path, expected, found)
+    # Now read for real: safetensors memory-maps the file and copies each tensor straight to
+    # `device`; the dtype cast (if any) makes a second copy of that one tensor only.
+    for f in files:
+        with safe_open(f, framework="pt", device=str(device)) as sf:
+            for k in sf.keys():
+                t = sf.get_tensor(k)
+                _put_tensor(model, k[len(KEY_PREFIX):], t.to(dtype) if dtype else t, load_in_4bit)
+    return model
+
+
+def _shard_files(path):
+    """The safetensors files of a checkpoint directory: those named by the index if there is one."""
+    if (path / INDEX_FILE).is_file():
+        weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+        files = [path / f for f in sorted(set(weight_map.values()))]
+        absent = [f.name for f in files if not f.is_file()]
+        if absent:
+            raise FileNotFoundError(f"{INDEX_FILE} in {path} names shards that are absent: {absent}")
+        return files
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors weights in {path}")
+    return files
+
+
+def _check_keys(path, expected, found):
+    """One ValueError naming every missing key, unexpected key and shape mismatch (MAX_LISTED of
+    each kind spelled out): a half-loaded model would compute something else without saying so."""
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    wrong = [f"{k}: checkpoint {found[k]} vs model {expected[k]}"
+             for k in sorted(set(found) & set(expected)) if found[k] != expected[k]]
+    if missing or unexpected or wrong:
+        msg = [f"checkpoint in {path} does not match the config:"]
+        for label, items in (("missing keys", missing), ("unexpected keys", unexpected),
+                             ("shape mismatches", wrong)):
+            if items:
+                more = f" … and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
+                msg.append(f"{label} ({len(items)}): {', '.join(items[:MAX_LISTED])}{more}")
+        raise ValueError("\n  ".join(msg))
+
+
+def _put_tensor(model, key, t, load_in_4bit):
+    """Install tensor t as parameter `key` (e.g. 'transformer.blocks.3.q_proj.weight')."""
+    module_name, _, attr = key.rpartition(".")      # 'transformer.blocks.3.q_proj', 'weight'
+    module = model.get_submodule(module_name)
+    parent_name, _, child = module_name.rpartition(".")  # 'transformer.blocks.3', 'q_proj'
+    # block linears are swapped for a quantized layer; the LM head (also named ff_out) is not
+    if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key:
+        model.get_submodule(parent_name).register_module(child, linear_4bit(t))
+    else:
+        setattr(module, attr, nn.Parameter(t))  # replaces the meta placeholder, no copy
+
+
+# -----------------------------------------------------------------------------
+# Writing
+
+
+def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
+    """Write config.json + model-0000i-of-0000N.safetensors + model.safetensors.index.json with
+    the official key names, so the directory loads here and in LLaDA's own loader.
+    LoRA adapters are merged on the fly, tensor by tensor (W + (alpha/r) B A), without touching
+    the model, so a training run can checkpoint and keep training its adapters. Shards are
+    written to a temporary name and renamed, and the index is written last, so a crash never
+    leaves a directory whose index points at half-written files."""
+    from safetensors.torch import save_file
+    for name, m in model.named_modules():
+        if is_4bit(m):
+            raise ValueError(f"{name} is 4-bit quantized; the official layout stores bf16 weights. "
+                             "Save lora_state_dict(model) instead, or load the base without "
+                             "load_in_4bit, add the adapters and save that.")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    # (official key, size in bytes, how to get the tensor): merged weights are computed only
+    # when their shard is written, so at most one shard of extra memory is ever used.
+    entries = []
+    for key, t in model.state_dict().items():  # 'transformer.…' -> official 'model.transformer.…'
+        if ".lora_A" in key or ".lora_B" in key:
+            continue
+        if key.endswith(".base.weight"):  # a LoRA-wrapped linear: save the merged weight
+            layer = model.get_submodule(key[:-len(".base.weight")])
+            entries.append((KEY_PREFIX + key.replace(".base.weight", ".weight"),
+                            t.numel() * t.element_size(), layer.merged_weight))
+        else:
+            entries.append((KEY_PREFIX + key, t.numel() * t.element_size(), lambda t=t: t))
+    shards = _group_shards(entries, max_shard_bytes)
+    n, weight_map, total = len(shards), {}, 0
+    for i, shard in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+        # safetensors writes host memory: each tensor goes to CPU, contiguous, one shard at a time
+        tensors = {k: get().detach().to("cpu").contiguous() for k, _, get in shard}
+        save_file(tensors, path / (fname + ".tmp"), metadata={"format": "pt"})  # HF wants format=pt
+        os.replace(path / (fname + ".tmp"), path / fname)
+        for k, t in tensors.items():
+            weight_map[k] = fname
+            total += t.numel() * t.element_size()
+        del tensors
+    # config.json records the stored dtype the way transformers does ("torch_dtype": "bfloat16")
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    _write_json(path / CONFIG_FILE, {**model.config.to_dict(), "torch_dtype": dtype})
+    _write_json(path / INDEX_FILE, {"metadata": {"total_size": total},
+                                    "weight_map": dict(sorted(weight_map.items()))})
+    # remove shards of an earlier save with a different shard count (never anything else)
+    for f in path.glob("model*.safetensors"):
+        if f.name not in weight_map.values():
+            f.unlink()
+
+
+def _group_shards(entries, max_shard_bytes):
+    """Greedy sharding in key order: a new shard starts when the next tensor would overflow."""
+    shards, current, size = [], [], 0
+    for entry in entries:
+        if current and size + entry[1] > max_shard_bytes:
+            shards.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += entry[1]
+    shards.append(current)
+    return shards
+
+
+def _write_json(file, obj):
+    """Write via a temporary name and rename, so a reader never sees a half-written file."""
+    tmp = Path(str(file) + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, file)
+
+
+def save_merged(model, base_dir, out_dir):
+    """save_pretrained for a model that may have a 4-bit base: the official layout stores the
+    full-precision weights, so adapters trained on an NF4 base are merged onto the ORIGINAL weights
+    re-read from base_dir (on CPU, streamed), never onto dequantized ones (d1 likewise evaluates its
+    QLoRA adapters on the bf16 base). Without 4-bit this is plain save_pretrained(model, out_dir)."""
+    if not any(is_4bit(m) for m in model.modules()):
+        return save_pretrained(model, out_dir)
+    adapters = lora_state_dict(model)
+    full = from_pretrained(base_dir)  # stored dtype, CPU: 16 GB of RAM for LLaDA-8B
+    # wrap the same layers of the full-precision copy, load the trained adapters into them, and let
+    # save_pretrained merge them (alpha is recovered as scaling * r)
+    for block, name, path in block_linears(full, BLOCK_LINEARS):
+        layer = model.get_submodule(path)
+        if isinstance(layer, LoRALinear):  # same rank / alpha as the trained adapter
+            setattr(block, name, LoRALinear(getattr(block, name), layer.lora_A.shape[0],
+                                            layer.scaling * layer.lora_A.shape[0]))
+    full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
+    save_pretrained(full, out_dir)
+
+
+# -----------------------------------------------------------------------------
+# The tiny model, and load()
+
+# A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
+TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
+                   max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
+OFFICIAL_EXTRAS = {  # carried so the saved config.json looks like LLaDA-8B's own
+    "model_type": "llada", "architectures": ["LLaDAModelLM"],
+    "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig",
+                 "AutoModel": "modeling_llada.LLaDAModelLM",
+                 "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"},
+    "use_cache": False,
+}
+TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
+
+
+def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, **overrides):
+    """Write a randomly initialised tiny LLaDA + its tokenizer to `path` in the official layout
+    (config.json, safetensors shards + index, tokenizer files, generation_config.json).
+    From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path."""
+    tok = make_tiny_tokenizer()
+    ids = {t: tok.convert_tokens_to_ids(t) for t in (BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)}
+    # the vocabulary and special ids come from the tokenizer, as config.json's do for the 8B
+    config = LLaDAConfig(**{**TINY_CONFIG, **overrides, "vocab_size": len(tok), "embedding_size": len(tok),
+                            "mask_token_id": ids[MASK_TOKEN], "eos_token_id": ids[EOS_TOKEN],
+                            "pad_token_id": ids[EOS_TOKEN]})
+    config.extra = dict(OFFICIAL_EXTRAS)
+    torch.manual_seed(seed)  # the random init is reproducible from the seed
+    model = LLaDA(config)
+    path = Path(path)
+    save_pretrained(model, path, max_shard_bytes=max_shard_bytes)
+    tok.save_pretrained(str(path))
+    _write_json(path / "generation_config.json",
+                {"bos_token_id": ids[BOS_TOKEN], "eos_token_id": ids[EOS_TOKEN]})
+    return path
+
+
+def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
+    """(model, tokenizer) from a checkpoint directory. Only the default tiny directory is created
+    when missing: a mistyped path to real weights must fail, not silently give a random model."""
+    # the scripts' default: a fresh clone runs end to end without downloading anything
+    if str(path) == TINY_DIR and not Path(path).exists():
+        make_tiny(path)
+    model = from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
+    return model, load_tokenizer(path)

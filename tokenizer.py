@@ -1,0 +1,130 @@
+"""
+LLaDA's tokenizer side: the special tokens, the chat template, their ids, and a tiny stand-in.
+
+LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer beside its weights (no remote code,
+../shared/docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
+the mask token every diffusion step writes, EOS (also the pad token and d1's "end of completion"),
+the end-of-turn token, and BOS, which only the chat template inserts (`tokenizer(text)` adds no
+BOS). Their ids are read from the tokenizer and config.json once (special_ids), never typed in.
+
+The tiny byte-level tokenizer (make_tiny_tokenizer) has the same special tokens in the same order
+and the same chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
+checkpoint.make_tiny saves it beside the tiny model.
+
+    from tokenizer import load_tokenizer, special_ids, chat_ids
+    tok = load_tokenizer("/path/to/LLaDA-8B-Instruct")
+    ids = special_ids(tok, model.config)          # mask / eos / eot / bos / pad
+    prompt = chat_ids(tok, "What is 2+3?")        # one user turn + the assistant header
+"""
+
+from dataclasses import dataclass
+
+# LLaDA's special tokens as strings; their ids are looked up in the tokenizer / config, never typed in.
+BOS_TOKEN = "<|startoftext|>"
+EOS_TOKEN = "<|endoftext|>"                # also the pad token, and d1's "end of completion"
+MASK_TOKEN = "<|mdm_mask|>"
+START_HEADER_TOKEN = "<|start_header_id|>"
+END_HEADER_TOKEN = "<|end_header_id|>"
+EOT_TOKEN = "<|eot_id|>"                   # end of turn
+# Llama-3 style chat template with trimmed content, as LLaDA-8B-Instruct renders it (d1-spec §1).
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+BYTE_VOCAB = 256  # the tiny tokenizer: one id per byte value, the special tokens after them
+
+# -----------------------------------------------------------------------------
+# The real tokenizer and the ids the algorithm needs
+
+
+@dataclass
+class SpecialIds:
+    mask: int   # <|mdm_mask|>, from config.json (mask_token_id)
+    eos: int    # <|endoftext|>, from config.json (eos_token_id); also the pad token
+    eot: int    # <|eot_id|>, from the tokenizer
+    bos: int    # <|startoftext|>, from the tokenizer
+    pad: int
+
+
+def load_tokenizer(path):
+    """The tokenizer stored beside the weights (LLaDA's is a plain fast tokenizer: no remote code).
+    Padding is on the left, as every batched LLaDA/d1 generation uses."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    # config.json's model_type "llada" is unknown to transformers, which only matters for models:
+    # silence its warning while the tokenizer loads; never run remote code for a tokenizer.
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    tok.padding_side = "left"
+    return tok
+
+
+def special_ids(tokenizer, config):
+    """The token ids the algorithm needs, read once from config and tokenizer and cross-checked."""
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (MASK_TOKEN, EOS_TOKEN, EOT_TOKEN, BOS_TOKEN)}
+    # a tokenizer from another model family would map these strings to unk (or None)
+    unknown = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
+    if unknown:
+        raise ValueError(f"tokenizer lacks LLaDA special tokens {unknown}")
+    # config.json is the authority for mask/eos (the sampler and estimators read them from there);
+    # a mismatch means tokenizer and weights come from different places
+    if ids[MASK_TOKEN] != config.mask_token_id or ids[EOS_TOKEN] != config.eos_token_id:
+        raise ValueError(f"tokenizer ids {ids} disagree with config mask_token_id="
+                         f"{config.mask_token_id}, eos_token_id={config.eos_token_id}")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.eos_token_id
+    return SpecialIds(mask=config.mask_token_id, eos=config.eos_token_id, eot=ids[EOT_TOKEN],
+                      bos=ids[BOS_TOKEN], pad=pad)
+
+
+def chat_ids(tokenizer, user_text):
+    """Token ids of one user turn rendered with the chat template, ready for generation (ends with
+    the assistant header). add_special_tokens=False: the template already holds BOS."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
+                                         add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# -----------------------------------------------------------------------------
+# The tiny byte-level tokenizer
+
+
+def _bytes_to_unicode():
+    """GPT-2's reversible byte -> printable character map used by byte-level BPE (byte b -> chr)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+        + list(range(ord("®"), ord("ÿ") + 1))
+    # bytes that are printable map to themselves; the rest are shifted past BYTE_VOCAB, in order
+    chars, extra = {}, 0
+    for b in range(BYTE_VOCAB):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(BYTE_VOCAB + extra)
+            extra += 1
+    return chars
+
+
+def make_tiny_tokenizer():
+    """A byte-level tokenizer: id b is byte b (so '7' is 55), then LLaDA's special tokens in
+    LLaDA's order (BOS, EOS, mask, header start/end, end of turn), and LLaDA's chat template.
+    Every string round-trips. Built with the `tokenizers` package that transformers installs."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {ch: b for b, ch in _bytes_to_unicode().items()}  # 256 entries, id == byte value
+    # BPE with no merges over a byte-level alphabet: exactly one token per UTF-8 byte
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    specials = [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN]
+    # BOS and EOS are the tokenizer's own bos/eos (EOS pads, left side, as LLaDA/d1 batch prompts)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
+                                  pad_token=EOS_TOKEN, additional_special_tokens=specials[2:],
+                                  padding_side="left")
+    tok.add_special_tokens({"additional_special_tokens": specials[2:]})  # ids 256.. in list order
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
