@@ -1,5 +1,5 @@
 """
-Tests for the d1 EVAL parsers in tasks.py (d1-spec §8.3): the "generous" parsers behind the paper's Table 1.
+Tests for the d1 EVAL parsers in parsers.py (d1-spec §8.3): the "generous" parsers behind the paper's Table 1.
 
   1. Reproduction: re-scoring d1's own released LLaDA-8B-Instruct generations
      (../shared/data/d1_eval_baselines, 85 files) gives the paper's LLaDA row for every task and
@@ -22,10 +22,11 @@ from functools import lru_cache
 import pytest
 
 import tasks
+from answers import first_tag_content
 from conftest import SHARED_DATA
-from tasks import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, first_tag_content,
-                   gsm8k_gold_eval, parse_countdown_eval, parse_gsm8k_eval, parse_math_eval, parse_sudoku_eval,
-                   score_eval, sudoku_eval_cells, sudoku_solved)
+from parsers import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, gsm8k_gold_eval,
+                     parse_countdown_eval, parse_gsm8k_eval, parse_math_eval, parse_sudoku_eval, score_eval,
+                     sudoku_eval_cells, sudoku_solved)
 
 BASELINES = SHARED_DATA / "d1_eval_baselines"
 needs_baselines = pytest.mark.skipif(not BASELINES.is_dir(), reason="../shared/data/d1_eval_baselines not present")

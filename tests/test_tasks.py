@@ -1,44 +1,32 @@
 """
-Tests for tasks.py: loaders on the real shared data, the exact d1 prompt strings, rendering, and the
-seeded Sudoku / Countdown generators. CPU only, a few seconds.
+Tests for tasks.py: loaders on the real shared data, the exact d1 prompt strings, prompt_ids (the one way a
+prompt becomes token ids) against the code paths it replaced at every call site, and d1's eval subsets.
+CPU only, a few seconds.
 
     python -m pytest tests/test_tasks.py -q
 
 The prompt strings are written out again below from d1-spec §5.1 / §7.1 / §8.2 in a different form
-(triple-quoted text where possible), so a typo in tasks.py cannot be copied into its own test. The
-generators are checked with independent code: a backtracking Sudoku solver, a permutation-based grid
-count and an `ast`-based exact evaluator for Countdown expressions. Data tests skip when
-../shared/data is absent.
+(triple-quoted text where possible; the RL system prompt is in tests/conftest.py), so a typo in tasks.py
+cannot be copied into its own test. Data tests skip when ../shared/data is absent. The generators are
+tested in tests/test_puzzles.py.
 """
-import ast
-import itertools
 import json
-import operator
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA
 import tasks
-from tasks import (TASKS, d1_eval_subset, encode, eval_message, eval_question, is_valid_grid, load_countdown,
-                   load_gsm8k, load_math, load_s1k, load_sudoku, load_task, make_countdown, make_sudoku, make_toy,
-                   render, render_eval, solve_sudoku, split_grids, sudoku_grids)
+from conftest import SHARED_DATA, RL_SYSTEM, countdown_rl, exact_eval, literals, valid_by_rules
+from puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
+from tasks import (EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
+                   load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task, prompt_ids)
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
 # -----------------------------------------------------------------------------
 # d1's prompt strings, re-typed from the spec
 
-RL_SYSTEM = """
-Respond in the following format:
-<reasoning>
-...
-</reasoning>
-<answer>
-...
-</answer>
-"""
 SFT_SYSTEM = RL_SYSTEM.replace("<reasoning>\n...\n", "<reasoning>\nYour reasoning here\n")
 MATH_RL_MIDDLE = ("\n\nYou are a math expert. You will be given a question to solve. Solve it step by step. "
                   "Wrap the final answer in a \\boxed{}. \n\n")
@@ -75,76 +63,12 @@ HEAD = "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\n"
 TAIL = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 
 
-def countdown_rl(nums, target):
-    return RL_SYSTEM + (
-        f"\nUsing only the numbers {nums}, create an arithmetic expression that evaluates to exactly {target}. "
-        "You must use all numbers from the list, and each number must be used exactly once. You may use the "
-        "operations +, -, *, and / as needed. After reasoning, provide only your final expression inside "
-        "<answer></answer> tags without including an equals sign or the target number. For example, if the "
-        "numbers are [2, 3, 4] and the target is 5, a valid answer is: <answer>\n2*4-3\n</answer>")
-
-
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     # the tiny LLaDA written to disk and loaded back exactly like the 8B's tokenizer
-    from model import load_tokenizer, make_tiny
+    from checkpoint import make_tiny
+    from tokenizer import load_tokenizer
     return load_tokenizer(make_tiny(tmp_path_factory.mktemp("tiny") / "tiny-llada"))
-
-
-# -----------------------------------------------------------------------------
-# independent checkers
-
-
-def solutions_by_backtracking(puzzle, limit=2):
-    """Count-limited solutions of a 4x4 puzzle by plain backtracking (no use of the 288-grid list)."""
-    cells, found = list(puzzle), []
-
-    def ok(i, d):
-        r, c = divmod(i, 4)
-        box = [4 * (r // 2 * 2 + a) + c // 2 * 2 + b for a in range(2) for b in range(2)]
-        peers = [4 * r + k for k in range(4)] + [4 * k + c for k in range(4)] + box
-        return all(cells[j] != d for j in peers if j != i)
-
-    def go():
-        if len(found) >= limit:
-            return
-        if "0" not in cells:
-            found.append("".join(cells))
-            return
-        i = cells.index("0")
-        for d in "1234":
-            if ok(i, d):
-                cells[i] = d
-                go()
-                cells[i] = "0"
-    if all(ch == "0" or ok(i, ch) for i, ch in enumerate(puzzle)):
-        go()
-    return found
-
-
-def valid_by_rules(s):
-    rows = [s[4 * r:4 * r + 4] for r in range(4)]
-    cols = ["".join(row[c] for row in rows) for c in range(4)]
-    boxes = [rows[r][c:c + 2] + rows[r + 1][c:c + 2] for r in (0, 2) for c in (0, 2)]
-    return len(s) == 16 and all(sorted(u) == list("1234") for u in rows + cols + boxes)
-
-
-OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-
-
-def exact_eval(expr):
-    """Evaluate + - * / over integer literals with Fractions; anything else is rejected."""
-    def ev(node):
-        if isinstance(node, ast.BinOp) and type(node.op) in OPS:
-            return OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return Fraction(node.value)
-        raise ValueError(f"unexpected node {ast.dump(node)}")
-    return ev(ast.parse(expr, mode="eval").body)
-
-
-def literals(expr):
-    return sorted(n.value for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Constant))
 
 
 # -----------------------------------------------------------------------------
@@ -191,7 +115,7 @@ def test_countdown_files():
     assert len(load_countdown(rows_file, n_numbers=None)) == 11264
     # every d1 test problem is solvable, and the enumerator's expression checks out independently
     for e in d1:
-        expr = tasks.countdown_values(e["nums"])[Fraction(e["target"])]
+        expr = countdown_values(e["nums"])[Fraction(e["target"])]
         assert exact_eval(expr) == e["target"] and literals(expr) == sorted(e["nums"])
 
 
@@ -275,7 +199,6 @@ def test_content_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown task"):
         load_task("gsm9k", tmp_path / "g.jsonl")
 
-
 # -----------------------------------------------------------------------------
 # prompts and rendering
 
@@ -307,25 +230,19 @@ def test_eval_messages_exact():
 
 
 def test_rendering(tok):
+    # the tiny tokenizer maps every ASCII character to one token, so decoding gives the rendered text back
     for task, ex in EXAMPLES.items():
-        rl = render(tok, tasks.rl_prompt(task, ex))
-        ev = render_eval(tok, task, ex)
+        rl = tok.decode(prompt_ids(tok, tasks.rl_prompt(task, ex)))
+        ev = tok.decode(prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task)))
         assert rl.startswith(HEAD) and rl.endswith(TAIL)
         # the template trims the message: the system prompt's leading "\n" (and Sudoku's trailing one) vanish
         assert rl == HEAD + tasks.rl_prompt(task, ex).strip() + TAIL
         prefill = "" if task == "toy" else "<reasoning>"
         assert ev == HEAD + eval_message(task, ex).strip() + TAIL + prefill
-    assert render(tok, RL_SYSTEM + "\n\nQ?").startswith(HEAD + "Respond in the following format:\n<reasoning>")
-    assert render_eval(tok, "gsm8k", EXAMPLES["gsm8k"]).endswith(
+    assert tok.decode(prompt_ids(tok, RL_SYSTEM + "\n\nQ?")).startswith(
+        HEAD + "Respond in the following format:\n<reasoning>")
+    assert tok.decode(prompt_ids(tok, eval_message("gsm8k", EXAMPLES["gsm8k"]), prefill=EVAL_PREFILL)).endswith(
         "<|start_header_id|>assistant<|end_header_id|>\n\n<reasoning>")
-
-
-def test_encode_left_truncates(tok):
-    text = render(tok, tasks.rl_prompt("sudoku", EXAMPLES["sudoku"]))
-    ids = encode(tok, text)
-    assert tok.decode(ids) == text and ids[0] == tok.convert_tokens_to_ids("<|startoftext|>")
-    assert encode(tok, text, max_length=200) == ids[-200:] and len(ids) > 200  # BOS and instructions cut off
-    assert encode(tok, text, max_length=10 ** 6) == ids
 
 
 @needs_data
@@ -348,89 +265,96 @@ def test_eval_questions_match_d1_baseline_files():
 
 
 # -----------------------------------------------------------------------------
-# Sudoku generators
+# prompt_ids against the paths it replaced (model.chat_ids; tasks.render / render_eval + encode; the
+# cuts in grpo.py and eval.py), for real examples of every task
 
 
-def test_grids_are_the_288():
-    grids = sudoku_grids()
-    # independent count: stack row permutations, pruning stacks whose columns repeat a digit, then
-    # keep the complete 4-row stacks that pass the full row/column/box rules
-    perms = ["".join(p) for p in itertools.permutations("1234")]
-    stacks = [""]
-    for _ in range(4):
-        stacks = [s + p for s in stacks for p in perms
-                  if all(p[c] not in s[c::4] for c in range(4))]
-    brute = sorted(s for s in stacks if valid_by_rules(s))
-    assert len(grids) == 288 and grids == brute and len(set(grids)) == 288
-    assert all(is_valid_grid(g) for g in grids)
-    for bad in ["1234341221434321"[:15], "1234341221434312", "0234341221434321", 1234]:
-        assert not is_valid_grid(bad)
+def old_prompt_ids(tok, user_text, prefill=""):
+    """The ids every old path produced: the chat template rendered to TEXT, the prefill appended, then
+    tokenized without special tokens (the template already holds BOS). Written out here, not imported."""
+    text = tok.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False,
+                                   add_generation_prompt=True)
+    return tok(text + prefill, add_special_tokens=False)["input_ids"]
 
 
-def test_split_grids():
-    train, test = split_grids(seed=0)
-    assert not set(train) & set(test) and sorted(train + test) == sudoku_grids()
-    assert len(test) == round(288 * 0.2)
-    assert split_grids(seed=0) == (train, test) and split_grids(seed=1) != (train, test)
+def spread(rows, k=4):
+    """k rows spread over a file, plus its longest RL prompt (the one d1's cut most likely bites)."""
+    picked = [rows[i * (len(rows) - 1) // (k - 1)] for i in range(k)]
+    return picked + [max(rows, key=lambda ex: len(ex["prompt"]))]
 
 
-def test_make_sudoku_unique_and_seeded():
-    train, test = split_grids()
-    exs = make_sudoku(test, 50, seed=3, min_blanks=6, max_blanks=10)
-    assert len(exs) == 50
-    for e in exs:
-        assert e["solution"] in test and 6 <= e["puzzle"].count("0") <= 10
-        assert all(p in ("0", s) for p, s in zip(e["puzzle"], e["solution"]))
-        assert solutions_by_backtracking(e["puzzle"]) == [e["solution"]]  # unique, by an independent solver
-        assert e["answer"] == e["solution"] and e["prompt"] == tasks.rl_prompt("sudoku", e)
-    assert make_sudoku(test, 50, seed=3) == make_sudoku(test, 50, seed=3)
-    assert make_sudoku(test, 50, seed=3) != make_sudoku(test, 50, seed=4)
-    # unique=False may return ambiguous puzzles; the stored solution is still one of them
-    loose = make_sudoku(train, 30, seed=0, min_blanks=12, max_blanks=12, unique=False)
-    assert all(e["solution"] in solutions_by_backtracking(e["puzzle"], limit=100) for e in loose)
-    assert any(len(solve_sudoku(e["puzzle"])) > 1 for e in loose)
+def real_examples(tmp_path):
+    """{task: examples}: rows of the real test files when present (else the in-file EXAMPLES), the
+    generated toy / Sudoku / Countdown sets the scripts use, and SFT prompts built by load_s1k around
+    real s1K questions (the shipped copy has no traces, so a placeholder trace and attempt)."""
+    train_grids, test_grids = split_grids()
+    exs = {"toy": make_toy(train_grids, 3, seed=1), "sudoku": make_sudoku(test_grids, 2, seed=0),
+           "countdown": make_countdown(2, seed=0)}
+    exs.update({t: exs.get(t, []) + [{**ex, "prompt": tasks.rl_prompt(t, ex)}] for t, ex in EXAMPLES.items()})
+    files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl", "toy": "d1_sudoku/4x4_test_sudoku.csv",
+             "countdown": "d1_countdown/countdown_cd3_test.jsonl", "sudoku": "d1_sudoku/4x4_test_sudoku.csv"}
+    for task, rel in files.items():
+        if (SHARED_DATA / rel).is_file():
+            exs[task] += spread(load_task(task, SHARED_DATA / rel))
+    s1k = SHARED_DATA / "s1k_questions_no_traces/s1k.json"
+    questions = [r["problem"] for r in json.loads(s1k.read_text())] if s1k.is_file() else ["What is 1+1?"]
+    rows = [{"question": q, "thinking_trajectories": ["t"], "attempt": "a"} for q in questions]
+    (tmp_path / "s1k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    exs["s1k"] = spread(load_task("s1k", tmp_path / "s1k.jsonl"))
+    return exs
 
 
-def test_make_toy():
-    train, _ = split_grids()
-    exs = make_toy(train, 40, seed=0, min_blanks=4, max_blanks=8)
-    for e in exs:
-        assert e["completion"] == e["solution"] == e["answer"] and e["solution"] in train
-        assert e["prompt"] == "Sudoku: " + e["puzzle"] and 4 <= e["puzzle"].count("0") <= 8
-        assert solutions_by_backtracking(e["puzzle"]) == [e["solution"]]
-    assert make_toy(train, 40, 0, 4, 8) == exs and make_toy(train, 40, 1, 4, 8) != exs
+def test_prompt_ids_equal_the_old_paths(tok, tmp_path):
+    n = 0
+    for task, exs in real_examples(tmp_path).items():
+        for ex in exs:
+            full = old_prompt_ids(tok, ex["prompt"])
+            # RL, SFT and the demos: the RL (or SFT) user message, no prefill, uncut
+            assert prompt_ids(tok, ex["prompt"]) == full, (task, ex["prompt"][:60])
+            # RL as d1 runs it: the last MAX_PROMPT_LENGTH ids (grpo.py used ids[-max_prompt_length:])
+            assert prompt_ids(tok, ex["prompt"], max_length=MAX_PROMPT_LENGTH) == full[-MAX_PROMPT_LENGTH:]
+            if task != "s1k":  # eval: d1's eval message + "<reasoning>"; the toy: its bare prompt, no prefill
+                old = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
+                assert prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task)) == old
+            n += 1
+    assert n >= 20
 
 
-# -----------------------------------------------------------------------------
-# Countdown generator
+def test_rl_prompt_is_cut_from_the_left(tok):
+    """d1 keeps the LAST 200 prompt tokens (§2.4): a long GSM8K prompt loses BOS and the start of the
+    instructions, keeps its question's end and the assistant header; a short prompt is untouched."""
+    gsm8k = SHARED_DATA / "gsm8k/test.jsonl"
+    question = (max((ex["question"] for ex in load_gsm8k(gsm8k)), key=len) if gsm8k.is_file()
+                else "How many eggs? " * 40)
+    prompt = tasks.rl_prompt("gsm8k", {"question": question})
+    full, cut = prompt_ids(tok, prompt), prompt_ids(tok, prompt, max_length=MAX_PROMPT_LENGTH)
+    assert MAX_PROMPT_LENGTH == 200 and len(full) > 200
+    assert cut == full[-200:] and len(cut) == 200
+    bos = tok.convert_tokens_to_ids("<|startoftext|>")
+    assert full[0] == bos and bos not in cut
+    assert tok.decode(cut).endswith(question.strip()[-50:] + TAIL)
+    short = tasks.rl_prompt("toy", EXAMPLES["toy"])
+    assert len(prompt_ids(tok, short)) < 200 and prompt_ids(tok, short, max_length=200) == prompt_ids(tok, short)
+    assert prompt_ids(tok, prompt, max_length=10 ** 6) == full
 
 
-def test_make_countdown():
-    exs = make_countdown(40, seed=0)
-    for e in exs:
-        assert len(e["nums"]) == 3 and all(1 <= x <= 100 for x in e["nums"]) and 1 <= e["target"] <= 100
-        assert exact_eval(e["expression"]) == e["target"]          # reachable, checked independently
-        assert literals(e["expression"]) == sorted(e["nums"])     # each number used exactly once
-        assert e["answer"] == str(e["target"]) and e["prompt"] == countdown_rl(str(e["nums"]), e["target"])
-    assert make_countdown(40, seed=0) == exs and make_countdown(40, seed=1) != exs
-    assert all(max(e["nums"]) <= 10 for e in make_countdown(10, seed=0, max_num=10))
-    with pytest.raises(ValueError, match="could not draw"):
-        make_countdown(1, seed=0, max_num=1, min_target=50)  # 1, 1, 1 never reach 50
-
-
-def test_countdown_values_small_case():
-    values = tasks.countdown_values([2, 3, 4])
-    assert exact_eval(values[Fraction(5)]) == 5 and Fraction(24) in values and Fraction(3, 2) in values
-    # brute force over orderings and both tree shapes agrees on the set of integers reached
-    want = set()
-    for a, b, c in itertools.permutations([2, 3, 4]):
-        for o1, o2 in itertools.product("+-*/", repeat=2):
-            for expr in (f"({a}{o1}{b}){o2}{c}", f"{a}{o1}({b}{o2}{c})"):
-                try:
-                    want.add(exact_eval(expr))
-                except ZeroDivisionError:
-                    pass
-    assert set(values) == want
+def test_call_sites_use_prompt_ids(tok, tmp_path):
+    """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
+    G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
+    import eval as evaluation
+    import grpo
+    import sft
+    eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    for task, exs in real_examples(tmp_path).items():
+        for ex in exs:
+            full = old_prompt_ids(tok, ex["prompt"])
+            if task != "s1k":
+                rows, n_cut = grpo.group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
+                assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
+                old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
+                assert evaluation.prompt_ids(tok, task, ex) == old_eval
+            ids, plen = sft.encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
+            assert ids[:plen] == full and ids[plen:plen + 3] == [ord("4"), ord("2"), eot]
 
 
 # -----------------------------------------------------------------------------
@@ -449,22 +373,3 @@ def test_d1_eval_subset():
     # the global numpy RNG is left alone
     assert np.random.get_state()[1].tolist() == state[1].tolist()
 
-
-def test_partial_label_leaves_blanks_open_at_the_given_rate():
-    from tasks import partial_label
-    train, _ = split_grids()
-    exs = make_toy(train, 400, seed=0, min_blanks=4, max_blanks=8)
-    labelled = [partial_label(e, 0.55, seed=1) for e in exs]
-    open_cells = filled = 0
-    for e, lab in zip(exs, labelled):
-        assert lab["solution"] == e["solution"] and lab["puzzle"] == e["puzzle"]
-        for p, c, s in zip(e["puzzle"], lab["completion"], e["solution"]):
-            if p != "0":
-                assert c == s  # givens are always copied
-            else:
-                assert c in ("0", s)  # a blank is left open or filled correctly, never wrong
-                open_cells += c == "0"
-                filled += c == s
-    assert abs(open_cells / (open_cells + filled) - 0.55) < 0.03
-    assert [partial_label(e, 0.55, seed=1) for e in exs] == labelled  # deterministic
-    assert [partial_label(e, 0.55, seed=2) for e in exs] != labelled

@@ -1,0 +1,289 @@
+"""
+d1's "generous" EVAL parsers (d1-spec §8.3), the ones behind every accuracy in the paper's Table 1
+(d1's eval/parse_and_get_acc.py @ 837888f), and score_eval(), the one scorer eval.py uses.
+
+They are NOT the RL rewards of rewards.py:
+  GSM8K      first \\boxed{} (then <answer>), compared as a float   (RL: exact string in <answer>)
+  MATH       last \\boxed{} anywhere, else first <answer>           (RL: the same last box, else the text)
+  Countdown  last \\boxed{}, \\times/\\div/\\cdot -> * /, "a+b=c" -> a+b (RL: last <answer> only)
+  Sudoku     5 fallback patterns, non-digits KEPT, cell micro-average (RL: digits of the last <answer>)
+so eval accuracy and training reward can disagree on the same text. Both read answers with the same
+helpers (answers.py: tags, \\boxed{}, MATH equality, numbers; arith.py: Countdown arithmetic). Each
+parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct generations
+(../shared/data/d1_eval_baselines) with these reproduces Table 1's LLaDA row exactly
+(tests/test_parsers.py; `python eval.py --rescore ../shared/data/d1_eval_baselines/*.json` prints it).
+
+    from parsers import score_eval
+    score_eval("math", r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
+"""
+import re
+
+from answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
+from arith import evaluate_equation, reaches_target, uses_exactly
+from rewards import toy_reward, toy_solved
+from tasks import TASKS, rl_prompt
+
+# Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
+# Those that begin with a literal tag and then ".*?" are run with .match() at the FIRST occurrence of
+# the tag instead of .search(): the lazy ".*?" from there already reaches every later position, so the
+# result is identical, but a text without a match costs one scan instead of one scan per occurrence
+# (quadratic). "<answer>(.*?)</answer>" is a plain find() (answers.first_tag_content) for the same
+# reason. What stays quadratic is bounded by a line or a run of blanks: < 0.1 s even on 8k-character
+# hostile text (a 512-token generation is ~2k characters); tests/test_parsers.py times it.
+
+PARSER_VERSION = "d1-837888f"  # recorded in eval manifests: numbers from different parsers don't compare
+
+_GSM8K_BOX = re.compile(r"\\boxed{(.*?)}")  # no DOTALL (as in d1): a box's content stays on one line
+_ONLY_DOTS = re.compile(r"\.+")
+# d1's gold: the first "#### N" of the GSM8K solution. No minus sign, so "#### -3" has NO gold (see below).
+_GSM8K_GOLD = re.compile(r"####\s*\$?([\d,]+(?:\.\d+)?)")
+_GSM8K_GOLD_SIGNED = re.compile(r"####\s*\$?(-?[\d,]+(?:\.\d+)?)")  # ours, opt-in: keeps the sign
+
+
+def parse_gsm8k_eval(generation):
+    """d1's GSM8K prediction (a float) or None.
+    1. The boxes \\boxed{...} in order (each on one line), skipping empty / "..." / only-dots ones:
+       the FIRST usable box wins, as float(content), else the FIRST number inside it
+       ("\\boxed{\\$18}" -> 18.0; quirk: "\\boxed{1,000}" -> 1.0; a box without a number is skipped).
+    2. No usable box: the FIRST <answer>...</answer>, stripped, as float(text), else the LAST number in it."""
+    for content in _GSM8K_BOX.findall(generation):
+        content = content.strip()
+        if not content or _ONLY_DOTS.fullmatch(content):  # the prompt's "\boxed{...}" template, copied
+            continue
+        value = float_or_none(content)
+        if value is None:
+            numbers = find_numbers(content)
+            if not numbers:
+                continue  # e.g. "\boxed{x}": try the next box
+            value = float(numbers[0])
+        return value
+    answer = first_tag_content(generation)
+    answer = answer.strip() if answer is not None else ""
+    if not answer:
+        return None
+    value = float_or_none(answer)
+    if value is None:
+        numbers = find_numbers(answer)
+        value = float(numbers[-1]) if numbers else None
+    return value
+
+
+def gsm8k_gold_eval(answer, signed=False):
+    """The gold float d1 compares against, from the full GSM8K solution ("... #### 1,000"), the bare text
+    after "####" ("1,000", as load_gsm8k stores it) or an already parsed number (d1's released files).
+    d1 takes the first r"####\\s*\\$?([\\d,]+(?:\\.\\d+)?)" match and drops the commas. It has no minus
+    sign, so the 2 GSM8K test items with a negative answer (-10 and -3) get NO gold (None) and d1 counts
+    them as processed and always wrong, even when the model answers -10: its released files store
+    ground_truth = null for them (both are among the 1,130 released questions: 6 nulls over the 3
+    lengths), and only counting them as wrong reproduces 69.29 / 76.37 / 78.14 (dropping them from
+    the denominator gives 69.41 / 76.51 / 78.28). signed=True (ours, not d1) keeps the sign: LLaDA
+    then scores 69.47 / 76.55 / 78.23 on the same files."""
+    if answer is None:
+        return None
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        return float(answer)
+    text = str(answer)
+    if "####" not in text:
+        text = "#### " + text  # a bare answer goes through the same pattern as a full solution
+    match = (_GSM8K_GOLD_SIGNED if signed else _GSM8K_GOLD).search(text)
+    if match is None:
+        return None
+    return float_or_none(match.group(1).replace(",", ""))  # None for a degenerate "#### ,"
+
+
+def _d1_last_box(text):
+    """What d1's eval gets from remove_boxed(last_boxed_only_string(text)): the content of the LAST box
+    (answers.py's d1 helpers, "\\boxed 5" special case included); None when that box is unbalanced
+    (d1: an exception); and the WHOLE TEXT when there is no box at all. The last case is how d1's eval
+    helpers behave, not a guess: falling back to <answer> there instead makes MATH500@128 26.2 (one
+    unboxed "<answer>\\frac{1}{4}</answer>" counted) and Countdown@128 21.09 (one unboxed
+    "<answer>96 - 48  + 26</answer>"), while d1 reports 26.0 and 20.7 (tests/test_parsers.py)."""
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return text
+    try:
+        return remove_boxed(last_boxed_only_string(text))
+    except ValueError:  # unbalanced box (None), or an \fbox{} (no released generation has one)
+        return None
+
+
+def parse_math_eval(generation):
+    """d1's MATH500 prediction: the content of the LAST \\boxed{} in the whole generation; if that box
+    is unbalanced or empty, the FIRST <answer>...</answer>, stripped (None if there is none; "" for an
+    empty box and no answer tag, as in d1; neither ever equals a gold answer). Quirk kept from d1: a
+    generation with NO box at all is its own prediction (so it is wrong unless it is just the answer),
+    its <answer> tag is NOT consulted."""
+    pred = _d1_last_box(generation)
+    if not pred:
+        answer = first_tag_content(generation)
+        if answer is not None:
+            pred = answer.strip()
+    return pred
+
+
+_COUNTDOWN_LHS = re.compile(r"([0-9+\-*/() ]+)=[0-9. ]+")  # "49 + 55 - 53 = 51" -> "49 + 55 - 53"
+
+
+def parse_countdown_eval(generation):
+    """d1's Countdown expression (a string, possibly not an expression at all):
+    the content of the LAST \\boxed{}; if that box is unbalanced, the FIRST <answer>...</answer>
+    stripped, else the whole generation; with NO box at all, the whole generation (d1: <answer> is
+    not consulted then; see _d1_last_box). Then \\div -> /, \\times -> *, \\cdot -> *, and if it
+    contains "<digits, + - * / ( ) and spaces>=<number>", only that left side, stripped."""
+    expr = _d1_last_box(generation)
+    if expr is None:
+        answer = first_tag_content(generation)
+        expr = answer.strip() if answer is not None else generation
+    expr = expr.replace("\\div", "/").replace("\\times", "*").replace("\\cdot", "*")
+    match = _COUNTDOWN_LHS.search(expr) if "=" in expr else None  # the check only skips a futile search
+    return match.group(1).strip() if match else expr
+
+
+def countdown_expression_correct(expr, nums, target):
+    """d1's check of a parsed expression: the integers written in it (r"\\d+", so "2.5" is 2 and 5) are
+    exactly the multiset `nums`, and its value is within 1e-5 of `target`.
+    Deliberate difference: d1 evaluates with a restricted Python eval(); we use arith.evaluate_equation
+    (exact Fractions, never executes text). They agree on + - * / ( ) arithmetic; they differ only on
+    "**" and "//" (d1 computes them, we reject them; d1's prompt allows only + - * /) and on values far
+    beyond anything 3 numbers <= 100 can reach."""
+    if not uses_exactly(expr, nums):  # no length limit here, unlike the reward: d1's eval has none
+        return False
+    value = evaluate_equation(expr.strip())  # None where d1's eval raises (d1's value is then inf)
+    return reaches_target(value, target)
+
+
+def countdown_eval_correct(generation, nums, target):
+    """True iff d1's eval parser finds in `generation` a correct expression for (nums, target)."""
+    return countdown_expression_correct(parse_countdown_eval(generation), nums, target)
+
+
+# d1's Sudoku patterns in d1's order; the first whose FIRST match has a non-blank group wins. Verbatim,
+# except that pattern 1 drops d1's "\s*" before the group (d1: r"<answer>.*?```\s*([\d\s]+)```"): it
+# only moves leading blanks out of the group, which is stripped anyway, so the parse is the same, but
+# its overlap with [\d\s] made a failed match quadratic in a run of blanks (1 s for 8k spaces).
+_SUDOKU_PATTERNS = (
+    re.compile(r"<answer>.*?```([\d\s]+)```", re.DOTALL),                             # fenced digits
+    re.compile(r"<answer>(.*?)(?:<\|eot_id\|>|<\|endoftext\|>|</answer>)", re.DOTALL),  # tag content
+    re.compile(r"</answer>\s*(.*?)(?:<\|eot_id\|>|<\|endoftext\|>|$)", re.DOTALL),    # text AFTER </answer>
+    re.compile(r".*?(\d{16})\s*</answer>", re.DOTALL),                               # 16 digits before </answer>
+    re.compile(r"\b(\d{16})\b", re.DOTALL),                                          # any 16-digit word
+)
+# Where the first match of each pattern can start: the first occurrence of its leading literal, or the
+# text start for the leading ".*?" of pattern 4; pattern 5 is searched. Each pattern also needs the text
+# to contain `needs`, which skips a futile scan.
+_SUDOKU_ANCHORS = ("<answer>", "<answer>", "</answer>", None, None)
+_SUDOKU_NEEDS = ("```", "<answer>", "</answer>", "</answer>", "")
+SUDOKU_CELLS = 16
+
+
+def parse_sudoku_eval(generation):
+    """d1's Sudoku guess: the first non-blank group among the 5 patterns above, with all whitespace
+    removed; anything else (letters, "\\", "</answer") is KEPT, unlike the RL reward. Right-padded with
+    "0" / cut to 16 characters; "" when no pattern finds anything (d1 then scores 0 cells)."""
+    found = ""
+    for i, pattern in enumerate(_SUDOKU_PATTERNS):
+        if _SUDOKU_NEEDS[i] not in generation:
+            continue
+        if i == 4:
+            match = pattern.search(generation)
+        else:  # identical to d1's .search (see the section header), minus the quadratic failure
+            start = generation.find(_SUDOKU_ANCHORS[i]) if _SUDOKU_ANCHORS[i] else 0
+            match = pattern.match(generation, start) if start >= 0 else None
+        if match and match.group(1).strip():
+            found = match.group(1).strip()
+            break
+    found = re.sub(r"\s", "", found)
+    if not found:
+        return ""
+    return found[:SUDOKU_CELLS].ljust(SUDOKU_CELLS, "0")  # "0" never equals a solution digit
+
+
+def sudoku_eval_cells(generation, puzzle, solution):
+    """(correct_cells, empty_cells): how many of the puzzle's blanks ("0") the guess fills with the
+    solution's digit. d1 reports sum(correct_cells) / sum(empty_cells) over the test set."""
+    guess = parse_sudoku_eval(generation)
+    blanks = [i for i, c in enumerate(puzzle) if c == "0"]
+    correct = sum(guess[i] == solution[i] for i in blanks) if guess else 0
+    return correct, len(blanks)
+
+
+def sudoku_solved(generation, puzzle, solution):
+    """Every blank cell right (our per-puzzle solve rate, reported beside d1's cell score)."""
+    correct, total = sudoku_eval_cells(generation, puzzle, solution)
+    return total > 0 and correct == total
+
+
+def score_eval(task, generation, example):
+    """Score one generation with d1's eval parser of `task`. Returns a dict with
+      pred     what the parser extracted (float / str / None)
+      correct  bool: the item counts as solved (Sudoku and toy: every blank cell right)
+      score    the item's share of the headline metric: float(correct), except Sudoku, where it is the
+               cell accuracy; aggregate Sudoku as sum(cells_correct) / sum(cells_total) (d1's micro
+               average; it equals mean(score) only when every puzzle has the same number of blanks)
+    and for Sudoku and toy also cells_correct, cells_total, solved.
+    `example` keys: gsm8k answer (text after "####", a full solution, or a number); math answer;
+    countdown nums, target; sudoku / toy puzzle, solution."""
+    if task == "gsm8k":
+        pred, gold = parse_gsm8k_eval(generation), gsm8k_gold_eval(example["answer"])
+        correct = pred is not None and gold is not None and pred == gold  # float equality, as d1
+    elif task == "math":
+        pred = parse_math_eval(generation)
+        correct = pred is not None and is_equiv(pred, str(example["answer"]))
+    elif task == "countdown":
+        pred = parse_countdown_eval(generation)
+        correct = countdown_expression_correct(pred, example["nums"], example["target"])
+    elif task == "sudoku":
+        pred = parse_sudoku_eval(generation)
+        cells, total = sudoku_eval_cells(generation, example["puzzle"], example["solution"])
+        solved = total > 0 and cells == total
+        return {"pred": pred, "correct": solved, "score": cells / total if total else 0.0,
+                "cells_correct": cells, "cells_total": total, "solved": solved}
+    elif task == "toy":  # ours: the completion IS the grid (rewards.toy_reward / toy_solved)
+        puzzle = example["puzzle"]
+        total = puzzle.count("0")
+        solved = bool(toy_solved(generation, example))
+        return {"pred": generation.lstrip()[:len(puzzle)], "correct": solved, "score": float(solved),
+                "cells_correct": round(toy_reward(generation, example) * total), "cells_total": total,
+                "solved": solved}
+    else:
+        raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+    return {"pred": pred, "correct": bool(correct), "score": float(bool(correct))}
+
+
+_SUDOKU_PUZZLE_IN_QUESTION = re.compile(r"Sudoku puzzle: ([0-9]{16})")
+D1_RELEASED_TASK_NAMES = {"gsm8k": "gsm8k", "math500": "math", "math": "math", "countdown": "countdown",
+                          "sudoku": "sudoku"}  # d1's file-name task -> ours
+
+
+def d1_example_from_released(task, item):
+    """Our example dict from one item {question, generations, ground_truth} of d1's released eval JSON
+    (`{task}_instruct_{gen_length}_{steps}_{rank}_generations.json`; task may be d1's "math500").
+      gsm8k      ground_truth is d1's parsed float, or null for the 2 negative answers -> answer "18"
+                 ("0.5" for non-integers), or None: no gold, always wrong, as in d1 (gsm8k_gold_eval)
+      math500    ground_truth = MATH-500's answer string -> answer
+      countdown  ground_truth = [[n1, n2, n3], target] -> nums, target
+      sudoku     the puzzle is read from the question ("Solve the following Sudoku puzzle: <16 digits>"),
+                 solution = ground_truth
+    `question` is d1's eval question text; `prompt` is our RL prompt, as for every example."""
+    if task not in D1_RELEASED_TASK_NAMES:
+        raise ValueError(f"unknown d1 task {task!r}; expected one of {sorted(D1_RELEASED_TASK_NAMES)}")
+    task = D1_RELEASED_TASK_NAMES[task]
+    question, gold = item["question"], item["ground_truth"]
+    if task == "gsm8k":
+        if gold is None:
+            answer = None
+        else:  # "18", not "18.0": the same string load_gsm8k stores, and it parses back to the same float
+            gold = float(gold)
+            answer = str(int(gold)) if gold.is_integer() else repr(gold)
+        ex = {"question": question, "answer": answer}
+    elif task == "math":
+        ex = {"question": question, "answer": str(gold)}
+    elif task == "countdown":
+        nums, target = gold
+        ex = {"nums": list(nums), "target": target, "answer": str(target)}
+    else:  # sudoku
+        match = _SUDOKU_PUZZLE_IN_QUESTION.search(question)
+        if match is None:
+            raise ValueError(f"no 16-digit Sudoku puzzle in question {question[:80]!r}")
+        ex = {"puzzle": match.group(1), "solution": str(gold), "answer": str(gold)}
+    return {"prompt": rl_prompt(task, ex), **ex}
+
