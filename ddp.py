@@ -3,9 +3,10 @@ torchrun set-up shared by sft.py, grpo.py and eval.py (nanochat's compute_init, 
 few FSDP2 helpers that sft.py and grpo.py share.
 
 torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; without them the script runs as one process.
-nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The scripts themselves keep the
-parts that differ: sft.py and grpo.py wrap the model in DDP or shard it with FSDP, eval.py only
-shards items by rank.
+nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The two trainers start the same way:
+  init_training       process group, device, the precision flags checked, the seed -> a Run
+  wrap_for_training   DDP around the model, or FSDP2 sharding in place (--fsdp), or nothing
+eval.py only needs compute_init: it shards items by rank and never wraps the model.
 
 FSDP2 (torch.distributed.fsdp.fully_shard) in a few functions:
   shard_model               every block, then the root: each rank keeps 1/world_size of each weight
@@ -16,7 +17,9 @@ FSDP2 (torch.distributed.fsdp.fully_shard) in a few functions:
   load_full_optimizer_state the reverse: rank 0's dict is broadcast and re-sharded
 The gathers are collectives: every rank must call them, even though only rank 0 writes.
 """
+import json
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -72,6 +75,64 @@ def autocast_bf16(device_type, enabled):
     """The --autocast context for a forward pass (a no-op when not enabled): matmuls in bf16, the
     weights themselves untouched. Backward runs outside it, as torch recommends."""
     return torch.autocast(device_type, dtype=torch.bfloat16, enabled=enabled)
+
+
+@dataclass
+class Run:
+    """Where this training process runs and in what precision (init_training fills it in)."""
+    distributed: bool        # a process group exists (torchrun, or --fsdp in one process)
+    rank: int
+    local_rank: int
+    world_size: int
+    device: str              # "cuda:<local_rank>" or "cpu"
+    device_type: str         # "cuda" or "cpu"
+    dtype: torch.dtype       # the weights' dtype while training (fp32 masters under --fsdp)
+    save_dtype: torch.dtype  # the checkpoint's dtype (bf16 on GPU, as LLaDA ships; fp32 on CPU)
+    autocast: bool           # --autocast: every forward under bf16 autocast
+
+    @property
+    def master(self):
+        return self.rank == 0  # rank 0 prints and writes
+
+    def amp(self):
+        """The --autocast context for a forward pass."""
+        return autocast_bf16(self.device_type, self.autocast)
+
+
+def init_training(args):
+    """The first lines of sft.py and grpo.py: process group and device (compute_init; FSDP needs a
+    group even for one process), the precision flags checked (train_precision), the global seed,
+    the same on every rank (identical init and data order), and the flags printed by rank 0."""
+    distributed, rank, local_rank, world_size, device, device_type = compute_init(
+        args.device, args.backend, need_group=args.fsdp)
+    dtype, save_dtype = train_precision(args, device_type)
+    torch.manual_seed(args.seed)
+    run = Run(distributed, rank, local_rank, world_size, device, device_type, dtype, save_dtype, args.autocast)
+    if run.master:
+        print(json.dumps(vars(args)))
+    return run
+
+
+def wrap_for_training(model, run, fsdp):
+    """The model the training passes go through. --fsdp: sharded in place (the same object, so
+    every direct call of it, sampler and eval included, goes through FSDP). torchrun without it:
+    DDP, which averages the trainable parameters' gradients across ranks. One process: as is."""
+    if fsdp:
+        return shard_model(model, run.device_type)
+    if run.distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        return DDP(model, device_ids=[run.local_rank] if run.device_type == "cuda" else None)
+    return model
+
+
+def set_grad_sync(model, on):
+    """Gradient accumulation under DDP / FSDP: all-reduce (reduce-scatter) only on the last
+    micro-batch of an optimizer step (nanoGPT's trick); until then gradients add up locally. A
+    plain model has neither switch: nothing to do."""
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        model.set_requires_gradient_sync(on)
+    elif hasattr(model, "require_backward_grad_sync"):  # DDP
+        model.require_backward_grad_sync = on
 
 
 # -----------------------------------------------------------------------------

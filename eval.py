@@ -5,7 +5,7 @@ d1 evaluates zero-shot and greedy: the eval prompt (tasks.eval_message, NOT the 
 rendered with the chat template and prefilled with "<reasoning>", prompts are left-padded in
 batches, and the sampler runs with block 32, steps = gen_length / 2 (two tokens per step),
 low-confidence remasking, at gen lengths 128 / 256 / 512. Countdown and Sudoku use d1's fixed
-256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (tasks.score_eval):
+256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (parsers.score_eval):
 first \\boxed{} for GSM8K, last for MATH and Countdown, Sudoku scored per empty cell and
 micro-averaged over all puzzles.
 
@@ -39,9 +39,11 @@ import time
 import torch
 from tqdm import tqdm
 
+import parsers
+import puzzles
 import tasks
+from checkpoint import TINY_DIR, load
 from ddp import compute_init, default_dtype
-from model import TINY_DIR, load
 from sample import CACHE_MODES, generate
 
 # -----------------------------------------------------------------------------
@@ -51,8 +53,8 @@ from sample import CACHE_MODES, generate
 def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
     """Held-out toy puzzles: from the test GRIDS of the split sft.py and grpo.py train on, so a
     test puzzle's solution grid was never seen in training (measures generalisation)."""
-    _, test_grids = tasks.split_grids(seed=data_seed)
-    return tasks.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
+    _, test_grids = puzzles.split_grids(seed=data_seed)
+    return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
 
 
 def eval_items(task, data, full=False, toy_items=200):
@@ -71,8 +73,7 @@ def eval_items(task, data, full=False, toy_items=200):
 
 def prompt_ids(tokenizer, task, example):
     """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
-    text = tasks.render(tokenizer, example["prompt"]) if task == "toy" else tasks.render_eval(tokenizer, task, example)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return tasks.prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
 
 
 # -----------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # verifier reads the text the way the RL reward does, specials stripped
         texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
         for (item_id, ex), text in zip(batch, texts):
-            scored = tasks.score_eval(task, text, ex)
+            scored = parsers.score_eval(task, text, ex)
             # the fields the parsers need travel with the record, so --rescore needs no data file
             gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
             records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
@@ -161,7 +162,7 @@ def load_results(paths):
                     recs += [json.loads(line) for line in f if line.strip()]
             task = man["task"]
             # re-score from the stored generation, so a parser fix applies to old runs too
-            recs = [{**r, **tasks.score_eval(task, r["generation"], r["example"])} for r in recs]
+            recs = [{**r, **parsers.score_eval(task, r["generation"], r["example"])} for r in recs]
             groups.setdefault((task, man["gen_length"]), []).extend(recs)
             continue
         # d1's released files: task, gen length, steps and rank are in the file name
@@ -172,9 +173,9 @@ def load_results(paths):
         with open(path) as f:
             items = json.load(f)["generations"]
         for it in items:
-            ex = tasks.d1_example_from_released(task, it)
+            ex = parsers.d1_example_from_released(task, it)
             groups.setdefault((task, gen), []).append({"generation": it["generations"],
-                                                       **tasks.score_eval(task, it["generations"], ex)})
+                                                       **parsers.score_eval(task, it["generations"], ex)})
     return groups
 
 
@@ -206,7 +207,9 @@ def mean_and_spread(values):
     if n < 2:
         return mean, 0.0, float("nan")
     sd = statistics.stdev(values)
-    t975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 8: 2.365, 10: 2.262}.get(n, 1.96 + 2.4 / n)
+    # Student t 97.5 % quantiles by sample count n (n - 1 degrees of freedom), 3 decimals
+    t975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306,
+            10: 2.262}.get(n, 1.96 + 2.4 / n)
     return mean, sd, t975 * sd / math.sqrt(n)
 
 
@@ -369,7 +372,7 @@ if __name__ == "__main__":
                     "block_length": block, "steps": steps, "temperature": args.temperature,
                     "remasking": args.remasking, "cache": args.cache or None,
                     "threshold": args.threshold or None, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
-                    "batch_size": bs, "world_size": world, "parser_version": tasks.PARSER_VERSION,
+                    "batch_size": bs, "world_size": world, "parser_version": parsers.PARSER_VERSION,
                     "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
                     "time": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_seconds": round(time.time() - t0, 1)}
                 with open(os.path.join(out, "manifest.json"), "w") as f:

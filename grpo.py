@@ -42,21 +42,24 @@ Run:
         --model-dir out/sft-s1k-full --out-dir out/grpo-gsm8k-full     # full fine-tuning, sharded
 """
 import argparse
-import json
 import os
 import random
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 from tqdm import tqdm
 
-from ddp import (autocast_bf16, compute_init, full_optimizer_state, full_state_on_rank0,
-                 load_full_optimizer_state, plain_llada, shard_model, train_precision)
+from adapters import add_lora, lora_disabled, lora_state_dict
+from checkpoint import from_pretrained, load, save_merged
+from ddp import (full_optimizer_state, full_state_on_rank0, init_training, load_full_optimizer_state, plain_llada,
+                 set_grad_sync, shard_model, wrap_for_training)
 from logprob import one_step_logprobs
-from model import (BLOCK_LINEARS, LLaDA, add_lora, chat_ids, compile_blocks, load, lora_disabled,
-                   lora_state_dict, save_merged)
+from model import BLOCK_LINEARS, compile_blocks
 from sample import generate
+from tasks import prompt_ids
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
 # Any flag given on the command line overrides its preset value.
@@ -117,10 +120,69 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     return loss, stats
 
 
+def round_metrics(batches, G, update_stats, reward_parts):
+    """One round's log line, this rank's share: mean reward, the mean within-group std of the
+    rewards, the share of groups whose rewards are all equal (zero advantage: no learning signal),
+    the mean completion length (tokens up to the first EOS), the update's loss / KL / clip
+    fraction, and each reward function's mean (`reward_parts`: sums over the completions)."""
+    rewards = torch.cat([b.rewards for b in batches])  # (local completions,)
+    group_std = rewards.view(-1, G).std(dim=1)  # (local groups,)
+    return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
+            "zero_std_groups": (group_std < 1e-6).float().mean().item(),
+            "completion_len": torch.cat([b.mask.sum(1) for b in batches]).mean().item(),
+            **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
+
+
+# -----------------------------------------------------------------------------
+# Seeds. Every random stream of a run is keyed by what it is for (run seed, round, mask seed,
+# global micro-batch index), never by rank or by how many draws came before, so a run gives the
+# same numbers on any world size and after a resume (both tested). Strides are primes larger than
+# any count they multiply, so two keys never collide.
+
+SEED_STRIDE = 1_000_003    # between run seeds, and between mask seeds: > micro-batches per round
+ROUND_STRIDE = 10_007      # between rounds of one run's rollout noise: > micro-batches per round
+MASK_SEED_STRIDE = 7_919   # the μ mask seeds of round r come from generator seed * 7919 + r
+MASK_SEED_RANGE = 2**12    # d1 draws its mask seeds in [0, 4096)
+FIXED_MASK_SEED = 42       # d1's fixed-mask ablation (Fig. 4): seed 42 at every step
+
+
 def mask_generator(seed, micro_index):
     """The generator behind one micro-batch's prompt mask under mask seed `seed`. Keyed by the
     GLOBAL micro-batch index, so θ, θ_old and θ_ref (and any world size) get identical masks."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + micro_index)
+    return torch.Generator().manual_seed(seed * SEED_STRIDE + micro_index)
+
+
+def rollout_generator(seed, rnd, micro_index, device):
+    """The sampling noise of one micro-batch's rollout. On the model's device: the sampler draws
+    (b, block, V) float64 Gumbel noise every step, which from a CPU generator was 3/4 of an 8B
+    rollout's time on an H100 (128 steps: 53 s -> 20 s; bench.py, 2026-11-22)."""
+    return torch.Generator(device=device).manual_seed(seed * SEED_STRIDE + rnd * ROUND_STRIDE + micro_index)
+
+
+def mask_seeds(seed, rnd, num_iterations, fixed=False):
+    """The μ mask seeds of round `rnd`; inner step j uses seed j for every micro-batch."""
+    if fixed:
+        return [FIXED_MASK_SEED] * num_iterations
+    g = torch.Generator().manual_seed(seed * MASK_SEED_STRIDE + rnd)
+    return torch.randint(0, MASK_SEED_RANGE, (num_iterations,), generator=g).tolist()
+
+
+@dataclass
+class MicroBatch:
+    """groups_per_micro prompt groups of G completions each: the unit of every pass. The rollout
+    (step 1) fills the first five fields; the others are filled by steps 2-4 of the round."""
+    index: int                # global micro-batch index of the round: keys its noise and masks
+    examples: list            # (b,) the task examples, each repeated G times, b = groups_per_micro * G
+    prompt: torch.Tensor      # (b, P) left-padded prompt ids
+    completion: torch.Tensor  # (b, N) sampled completion ids
+    mask: torch.Tensor        # (b, N) 1 up to and including the first EOS (completion_mask)
+    rewards: torch.Tensor = None  # (b,) summed task rewards (step 2)
+    adv: torch.Tensor = None      # (b,) group-relative advantages (step 3)
+    old: list = field(default_factory=list)  # μ x (b, N) log-probs under θ_old, one per mask seed (step 4)
+    ref: list = field(default_factory=list)  # μ x (b, N) under θ_ref; empty when β = 0 (step 4)
+
+
+STATE_FILE = "trainer_state.pt"  # beside the checkpoint in --out-dir: round, optimizer, adapters
 
 
 def pad_left(rows, pad_id):
@@ -132,14 +194,15 @@ def pad_left(rows, pad_id):
 def load_rl_data(args):
     """Examples (each with `task`) for one or several tasks: `--task gsm8k,math --data a.jsonl,b.jsonl`
     trains d1's unified model. The toy task generates unlabelled puzzles from the training grids."""
+    import puzzles
     import tasks
     names = args.task.split(",")
     paths = args.data.split(",") if args.data else []
     examples = []
     for i, name in enumerate(names):
         if name == "toy":
-            train_grids, _ = tasks.split_grids(seed=args.data_seed)
-            exs = tasks.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
+            train_grids, _ = puzzles.split_grids(seed=args.data_seed)
+            exs = puzzles.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
         elif i < len(paths):
             exs = tasks.load_task(name, paths[i])
         else:
@@ -147,6 +210,177 @@ def load_rl_data(args):
         examples += [{**ex, "task": name} for ex in exs]
     random.Random(42).shuffle(examples)  # d1 shuffles with seed 42
     return examples
+
+
+def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
+    """The prompt rows of one micro-batch: each example's chat-rendered prompt G times, cut from
+    the left to max_prompt_length (d1 keeps the last tokens), left-padded. -> ((b, P), cut count)"""
+    rows, n_cut = [], 0
+    for ex in exs:
+        # the uncut length only counts what the cut drops (a warning); tokenizing twice costs
+        # microseconds next to a rollout, and the cut itself stays in tasks.prompt_ids
+        n_cut += len(prompt_ids(tokenizer, ex["prompt"])) > max_prompt_length
+        ids = prompt_ids(tokenizer, ex["prompt"], max_length=max_prompt_length)
+        rows += [ids] * G  # consecutive G rows share a prompt: one group
+    return pad_left(rows, pad_id), n_cut
+
+
+# -----------------------------------------------------------------------------
+# Set-up, in the order FSDP needs: load -> LoRA -> resumed weights -> wrap (DDP or FSDP) ->
+# reference -> optimizer -> resumed optimizer state, because sharding replaces every parameter by
+# a DTensor, and the optimizer must hold those.
+
+
+def load_policy(args, run):
+    """The start model (d1: the merged SFT model) with its LoRA adapters, not yet wrapped.
+    -> (model, tokenizer, ref_context): the context in which `model` is the reference policy
+    (adapters off), or a do-nothing context for full fine-tuning (a frozen copy, load_reference)."""
+    if not os.path.exists(os.path.join(args.model_dir, "config.json")):
+        raise FileNotFoundError(f"no model in {args.model_dir}: diffu-GRPO starts from the SFT model; run "
+                                f"`python sft.py` first (it writes out/sft) or pass --model-dir")
+    model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
+    ref_context = nullcontext
+    if args.lora_r > 0:
+        add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
+                 targets=tuple(args.lora_targets.split(",")))
+        ref_context = lambda: lora_disabled(model)  # reference = the base, adapters off
+    elif args.load_in_4bit:
+        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
+    if args.compile:
+        if args.fsdp:
+            raise ValueError("--compile with --fsdp is not supported yet (untested); drop one of them")
+        compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
+    return model, tokenizer, ref_context
+
+
+def resume_weights(args, run, model):
+    """--resume: the run's weights put into the unwrapped `model`, before any sharding.
+    -> (start_round, trainer state or None). LoRA: the adapters live in the state file (the base is
+    --model-dir); full FT: the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in
+    the state file, memory-mapped, so ranks other than 0 never read the optimizer state that rank
+    0 broadcasts (restore_optimizer)."""
+    state_file = os.path.join(args.out_dir, STATE_FILE)
+    if not (args.resume and os.path.exists(state_file)):
+        return 0, None
+    state = torch.load(state_file, map_location="cpu" if args.fsdp else run.device, weights_only=False,
+                       mmap=args.fsdp)
+    if state.get("fsdp", False) != args.fsdp:  # the two optimizer layouts differ (names vs indices)
+        raise ValueError(f"{state_file} was written {'with' if state.get('fsdp') else 'without'} --fsdp; "
+                         f"resume it the same way")
+    if args.lora_r > 0:
+        unexpected = model.load_state_dict(state["lora"], strict=False).unexpected_keys
+        if unexpected or len(state["lora"]) != len(lora_state_dict(model)):
+            raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
+    elif args.fsdp:
+        model.load_state_dict(state["masters"])  # copied onto this rank's device
+    else:
+        ckpt = from_pretrained(args.out_dir, dtype=run.dtype, device=run.device)
+        model.load_state_dict(ckpt.state_dict())
+        del ckpt
+    return state["round"], state
+
+
+def load_reference(args, run):
+    """Full fine-tuning with β > 0: a frozen copy of the start model, loaded after the policy is
+    sharded so that a GPU never holds two full copies, and sharded the same way. It never trains,
+    so it needs no fp32 masters: save_dtype (bf16 on GPU, what FSDP's mixed precision computes in
+    anyway). LoRA (the reference is the base, adapters off) or β = 0: None."""
+    if args.lora_r > 0 or not args.beta:
+        return None
+    ref_model = from_pretrained(args.model_dir, dtype=run.save_dtype, device=run.device).eval()
+    if args.fsdp:  # no optimizer, no gradients
+        shard_model(ref_model.requires_grad_(False), run.device_type)
+    return ref_model
+
+
+def restore_optimizer(args, run, model, optimizer, state):
+    """--resume: the optimizer state. FSDP: rank 0's full state re-sharded onto this world size
+    (a collective); otherwise each rank loads the same file."""
+    if args.fsdp:
+        load_full_optimizer_state(model, optimizer, state["optimizer"] if run.master else {})
+    else:
+        optimizer.load_state_dict(state["optimizer"])
+
+
+def save_checkpoint(args, run, model, optimizer, tokenizer, round_idx):
+    """Official-layout weights (LoRA merged on the fly) + what --resume needs. Called on EVERY
+    rank: under FSDP the weights and the optimizer state are gathered first (collectives), then
+    rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on GPU, as LLaDA
+    ships); the fp32 masters go to the state file, so a resume continues exactly."""
+    if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
+        masters, optim_state = full_state_on_rank0(model), full_optimizer_state(model, optimizer)
+        to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
+    else:
+        masters, to_save, optim_state = None, model, optimizer.state_dict()
+    if not run.master:
+        return
+    os.makedirs(args.out_dir, exist_ok=True)
+    save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
+    tokenizer.save_pretrained(args.out_dir)
+    state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
+             "masters": masters, "lora": lora_state_dict(model) if args.lora_r > 0 else None}
+    state_file = os.path.join(args.out_dir, STATE_FILE)
+    torch.save(state, state_file + ".tmp")
+    os.replace(state_file + ".tmp", state_file)  # never a half-written state file
+
+
+# -----------------------------------------------------------------------------
+# The phases of a round that touch the model, as functions: the loop below calls them, and so
+# does bench.py, so the benchmark times (and its pass-count test checks) the trainer itself.
+
+
+def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temperature):
+    """Step 1: one completion per prompt row, (b, P) -> (b, N). Eval mode: no LoRA dropout in the
+    sampler (d1 leaves it on), so the old policy that scores these samples is the sampling one."""
+    model.eval()
+    with amp():
+        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
+                       temperature=temperature, generator=generator)  # (b, P + N); no grad inside
+    return out[:, prompt.shape[1]:]
+
+
+@torch.no_grad()
+def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, amp):
+    """Step 4: for every mask seed and micro-batch, the old policy's per-token log-probs and, when
+    β > 0, the reference's, once per round, under the very same masked prompt q' (a generator
+    rebuilt from the same key). ref_model None: the reference is `model` inside ref_context
+    (LoRA adapters off). Appends (b, N) tensors to each batch's .old / .ref, one per seed."""
+    model.eval()
+    for b in batches:
+        for s in seeds:
+            with amp():
+                b.old.append(one_step_logprobs(model, b.prompt, b.completion, p_mask_prompt=p_mask,
+                                               generator=mask_generator(s, b.index)))  # (b, N)
+                if beta:
+                    with ref_context():
+                        b.ref.append(one_step_logprobs(ref_model if ref_model is not None else model,
+                                                       b.prompt, b.completion, p_mask_prompt=p_mask,
+                                                       generator=mask_generator(s, b.index)))  # (b, N)
+
+
+def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilon, beta, p_mask, grad_clip, accum):
+    """Step 5, inner step j of μ: the policy's log-probs of every micro-batch under mask seed
+    `seed` (one forward + one backward each), gradients accumulated over the micro-batches and,
+    under DDP / FSDP, averaged over ranks on the last one; then one clipped optimizer step.
+    `model` is the wrapped policy (DDP / FSDP / plain; a DDP wrapper has no .config, hence
+    mask_id). Returns the loss, KL and clip fraction averaged over this rank's micro-batches."""
+    model.train()  # LoRA dropout (if any) only in the policy pass
+    stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+    for i, b in enumerate(batches):
+        set_grad_sync(model, i == len(batches) - 1)  # reduce only on the last micro-batch
+        with amp():
+            logp = one_step_logprobs(model, b.prompt, b.completion, mask_id=mask_id,
+                                     p_mask_prompt=p_mask, generator=mask_generator(seed, b.index))  # (b, N)
+        loss, st = grpo_loss(logp, b.old[j], b.ref[j] if beta else None, b.adv, b.mask, epsilon, beta)
+        (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
+        for k, v in (("loss", loss.item()), ("kl", st["kl"]), ("clip_frac", st["clip_frac"])):
+            stats[k] += v / accum
+    if grad_clip > 0:  # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards)
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
+    optimizer.zero_grad(set_to_none=True)
+    return stats
 
 
 # -----------------------------------------------------------------------------
@@ -220,15 +454,9 @@ if __name__ == "__main__":
     args = parse_args()
 
     # -------------------------------------------------------------------------
-    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    # FSDP needs a process group even for one process; compute_init then makes a 1-rank group
-    distributed, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend,
-                                                                                  need_group=args.fsdp)
-    if distributed:
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
-    master = rank == 0
-    dtype, save_dtype = train_precision(args, device_type)  # checks --fsdp / --autocast / --dtype
+    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
+    run = init_training(args)
+    device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
     # every rank must run the same number of passes or DDP / FSDP hang: check divisibility up front
@@ -236,108 +464,30 @@ if __name__ == "__main__":
         raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
                          f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
-    amp = lambda: autocast_bf16(device_type, args.autocast)  # the --autocast context for forwards
-    torch.manual_seed(args.seed)
-    if master:
-        print(json.dumps(vars(args)))
 
     # -------------------------------------------------------------------------
-    # data
-    if not os.path.exists(os.path.join(args.model_dir, "config.json")):
-        raise FileNotFoundError(f"no model in {args.model_dir}: diffu-GRPO starts from the SFT model; run "
-                                f"`python sft.py` first (it writes out/sft) or pass --model-dir")
-    model, tokenizer = load(args.model_dir, device=device, dtype=dtype, load_in_4bit=args.load_in_4bit)
-    from rewards import REWARDS, total_reward
+    # data: the prompts of every task, shuffled once (d1: seed 42); rewards by task
     examples = load_rl_data(args)
-    mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
+    from rewards import REWARDS, total_reward
+    comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
 
     # -------------------------------------------------------------------------
-    # model: policy (+ LoRA) and reference. The order matters for FSDP: load -> LoRA -> resumed
-    # weights -> wrap (DDP or FSDP) -> optimizer -> resumed optimizer state, because sharding
-    # replaces every parameter by a DTensor, and the optimizer must hold those.
-    if args.lora_r > 0:
-        params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
-                          targets=tuple(args.lora_targets.split(",")))
-        ref_context = lambda: lora_disabled(raw_model)  # reference = the base, adapters off
-    elif args.load_in_4bit:
-        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
-    else:
-        ref_context = nullcontext  # full fine-tuning: a frozen copy of the start model, loaded below
-    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
-    if args.compile:
-        if args.fsdp:
-            raise ValueError("--compile with --fsdp is not supported yet (untested); drop one of them")
-        compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
-    raw_model = model
-    start_round, state = 0, None
-    state_file = os.path.join(args.out_dir, "trainer_state.pt")
-    if args.resume and os.path.exists(state_file):
-        # LoRA: the adapters live in the state file (the base is --model-dir); full FT: the weights
-        # are the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in the state file.
-        # Weights are read before any sharding. FSDP maps the file (mmap): pages are read only when
-        # used, so ranks other than 0 never read the optimizer state that rank 0 broadcasts.
-        state = torch.load(state_file, map_location="cpu" if args.fsdp else device, weights_only=False,
-                           mmap=args.fsdp)
-        if state.get("fsdp", False) != args.fsdp:  # the two optimizer layouts differ (names vs indices)
-            raise ValueError(f"{state_file} was written {'with' if state.get('fsdp') else 'without'} --fsdp; "
-                             f"resume it the same way")
-        if args.lora_r > 0:
-            unexpected = raw_model.load_state_dict(state["lora"], strict=False).unexpected_keys
-            if unexpected or len(state["lora"]) != len(lora_state_dict(raw_model)):
-                raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
-        elif args.fsdp:
-            raw_model.load_state_dict(state["masters"])  # copied onto this rank's device
-        else:
-            ckpt = LLaDA.from_pretrained(args.out_dir, dtype=dtype, device=device)
-            raw_model.load_state_dict(ckpt.state_dict())
-            del ckpt
-        start_round = state["round"]
-    if args.fsdp:  # shard in place: raw_model IS the sharded model, so rollouts go through FSDP too
-        shard_model(model, device_type)
-    elif distributed:  # DDP averages the gradients of the trainable parameters across ranks
-        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
-    if args.lora_r == 0 and args.beta:
-        # The frozen reference copy of the start model (skipped when β = 0), loaded after the policy
-        # is sharded so a GPU never holds two full copies. It never trains, so it needs no fp32
-        # masters: save_dtype (bf16 on GPU, what FSDP's mixed precision computes in anyway)
-        ref_model = LLaDA.from_pretrained(args.model_dir, dtype=save_dtype, device=device).eval()
-        if args.fsdp:  # sharded the same way as the policy; no optimizer, no gradients
-            shard_model(ref_model.requires_grad_(False), device_type)
-    else:
-        ref_model = None
-    if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
-        params = list(raw_model.parameters())
+    # model: policy (+ LoRA), resumed weights, DDP / FSDP, reference, optimizer (set-up helpers above)
+    raw_model, tokenizer, ref_context = load_policy(args, run)
+    mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
+    start_round, state = resume_weights(args, run, raw_model)
+    model = wrap_for_training(raw_model, run, args.fsdp)  # raw_model: the unwrapped (or sharded) policy
+    ref_model = load_reference(args, run)
+    # the trainable tensors: the LoRA matrices, or every parameter, read AFTER sharding (DTensors)
+    params = [p for p in raw_model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
     if state is not None:
-        if args.fsdp:  # rank 0's full state, re-sharded onto this world size (a collective)
-            load_full_optimizer_state(raw_model, optimizer, state["optimizer"] if master else {})
-        else:
-            optimizer.load_state_dict(state["optimizer"])
+        restore_optimizer(args, run, raw_model, optimizer, state)
         del state
         if master:
-            print(f"resumed from {state_file} at round {start_round}")
+            print(f"resumed from {os.path.join(args.out_dir, STATE_FILE)} at round {start_round}")
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
-
-    def save_checkpoint(round_idx):
-        """Official-layout weights (LoRA merged on the fly) + what --resume needs. Called on EVERY
-        rank: under FSDP the weights and the optimizer state are gathered first (collectives),
-        then rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on GPU, as
-        LLaDA ships); the fp32 masters go to trainer_state.pt, so a resume continues exactly."""
-        if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
-            masters, optim_state = full_state_on_rank0(raw_model), full_optimizer_state(raw_model, optimizer)
-            to_save = plain_llada(raw_model.config, masters, save_dtype) if master else None
-        else:
-            masters, to_save, optim_state = None, raw_model, optimizer.state_dict()
-        if not master:
-            return
-        os.makedirs(args.out_dir, exist_ok=True)
-        save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
-        tokenizer.save_pretrained(args.out_dir)
-        state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
-                 "masters": masters, "lora": lora_state_dict(raw_model) if args.lora_r > 0 else None}
-        torch.save(state, state_file + ".tmp")
-        os.replace(state_file + ".tmp", state_file)  # never a half-written state file
 
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
@@ -350,106 +500,58 @@ if __name__ == "__main__":
         # rank + world_size, ... (each micro-batch = groups_per_micro whole groups of G)
         first = rnd * args.prompts_per_step  # walk the (shuffled) data in order; resume-safe
         round_examples = [examples[(first + i) % len(examples)] for i in range(args.prompts_per_step)]
-        micro_ids = [m * world_size + rank for m in range(accum)]  # global micro-batch indices
         batches = []
 
-        # 1. rollout (eval mode: no dropout; no gradients inside generate)
+        # 1. rollout: G completions per prompt, noise keyed by (seed, round, global micro-batch)
         t0 = time.time()
-        raw_model.eval()
         n_cut = 0
-        for m in micro_ids:
+        for m in [m * world_size + rank for m in range(accum)]:  # this rank's global micro-batch indices
             exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
-            rows = []
-            for ex in exs:
-                ids = chat_ids(tokenizer, ex["prompt"])
-                n_cut += len(ids) > args.max_prompt_length
-                rows += [ids[-args.max_prompt_length:]] * G  # d1 keeps the last tokens
-            prompt = pad_left(rows, eos_id).to(device)  # (b, P), b = groups_per_micro * G
-            # the sampling noise is keyed by (seed, round, global micro-batch): same rollouts for any
-            # world size and after a resume. The generator lives on the model's device: the sampler
-            # draws (b, block, V) float64 Gumbel noise every step, which on a CPU generator was 3/4
-            # of an 8B rollout's time on an H100 (128 steps: 53 s -> 20 s; bench.py, 2026-11-22)
-            rollout_g = torch.Generator(device=device).manual_seed(args.seed * 1_000_003 + rnd * 10_007 + m)
-            with amp():
-                out = generate(raw_model, prompt, gen_length=args.gen_length, block_length=args.block_length,
-                               steps=args.diffusion_steps, temperature=args.temperature, generator=rollout_g)
-            completion = out[:, prompt.shape[1]:]  # (b, N)
-            batches.append(dict(m=m, exs=[ex for ex in exs for _ in range(G)], prompt=prompt,
-                                completion=completion, mask=completion_mask(completion, eos_id)))
+            prompt, cut = group_prompts(tokenizer, exs, G, args.max_prompt_length, eos_id)
+            prompt, n_cut = prompt.to(device), n_cut + cut  # (b, P), b = groups_per_micro * G
+            completion = rollout(raw_model, prompt, rollout_generator(args.seed, rnd, m, device), run.amp,
+                                 args.gen_length, args.block_length, args.diffusion_steps, args.temperature)
+            batches.append(MicroBatch(m, [ex for ex in exs for _ in range(G)], prompt, completion,
+                                      completion_mask(completion, eos_id)))  # (b, N) each
         timing["rollout"] = time.time() - t0
         if n_cut and master:
             tqdm.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")
 
         # 2. rewards and 3. advantages (groups never span ranks, so this is local)
         t0 = time.time()
-        comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
         comp_sum = {name: 0.0 for name in comp_names}
         for b in batches:
-            texts = tokenizer.batch_decode(b["completion"], skip_special_tokens=True)
+            texts = tokenizer.batch_decode(b.completion, skip_special_tokens=True)
             rewards = []
-            for text, ex in zip(texts, b["exs"]):
+            for text, ex in zip(texts, b.examples):
                 total, parts = total_reward(ex["task"], text, ex)
                 rewards.append(total)
                 for name, v in parts.items():
                     comp_sum[name] += v
-            b["rewards"] = torch.tensor(rewards)  # (b,)
+            b.rewards = torch.tensor(rewards)  # (b,)
             # consecutive G rows share a prompt, so groups are rows [0:G], [G:2G], ...
-            b["adv"] = group_advantages(b["rewards"], G, args.scale_std).to(device)
+            b.adv = group_advantages(b.rewards, G, args.scale_std).to(device)  # (b,)
         timing["reward"] = time.time() - t0
 
-        # 4. mask seeds, then old and reference log-probs for every seed, once, without gradients
+        # 4. μ mask seeds, then old and reference log-probs for every seed, once, without gradients
         t0 = time.time()
-        seed_g = torch.Generator().manual_seed(args.seed * 7919 + rnd)
-        # d1 draws mask seeds in [0, 4096); the fixed-mask ablation uses 42 for every step
-        seeds = [42] * args.num_iterations if args.fixed_mask_seed else \
-            torch.randint(0, 2**12, (args.num_iterations,), generator=seed_g).tolist()
-        with torch.no_grad(), amp():
-            for b in batches:
-                b["old"], b["ref"] = [], []
-                for s in seeds:
-                    kw = dict(mask_id=mask_id, p_mask_prompt=args.p_mask, generator=mask_generator(s, b["m"]))
-                    b["old"].append(one_step_logprobs(raw_model, b["prompt"], b["completion"], **kw))
-                    if args.beta:
-                        with ref_context():
-                            kw["generator"] = mask_generator(s, b["m"])  # the very same mask
-                            scorer = ref_model if ref_model is not None else raw_model
-                            b["ref"].append(one_step_logprobs(scorer, b["prompt"], b["completion"], **kw))
+        seeds = mask_seeds(args.seed, rnd, args.num_iterations, args.fixed_mask_seed)
+        score_old_ref(raw_model, ref_model, ref_context, batches, seeds, args.p_mask, args.beta, run.amp)
         timing["old_ref"] = time.time() - t0
 
         # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
         t0 = time.time()
-        raw_model.train()  # LoRA dropout (if any) only in the policy pass
         stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
-            for i, b in enumerate(batches):
-                # sync gradients only on the last micro-step (FSDP: its reduce-scatter waits till then)
-                if args.fsdp:
-                    model.set_requires_gradient_sync(i == len(batches) - 1)
-                elif distributed:
-                    model.require_backward_grad_sync = i == len(batches) - 1
-                with amp():
-                    logp = one_step_logprobs(model, b["prompt"], b["completion"], mask_id=mask_id,
-                                             p_mask_prompt=args.p_mask, generator=mask_generator(s, b["m"]))  # (b, N)
-                loss, st = grpo_loss(logp, b["old"][j], b["ref"][j] if args.beta else None, b["adv"],
-                                     b["mask"], args.epsilon, args.beta)
-                (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
-                stats_sum["loss"] += loss.item() / accum / len(seeds)
-                stats_sum["kl"] += st["kl"] / accum / len(seeds)
-                stats_sum["clip_frac"] += st["clip_frac"] / accum / len(seeds)
-            if args.grad_clip > 0:  # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards)
-                torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
-            optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
-            optimizer.zero_grad(set_to_none=True)
+            st = policy_step(model, batches, j, s, optimizer, params, run.amp, mask_id, args.epsilon,
+                             args.beta, args.p_mask, args.grad_clip, accum)
+            for k, v in st.items():
+                stats_sum[k] += v / len(seeds)
         timing["update"] = time.time() - t0
 
         # 6. logging: every metric is averaged over ranks first
-        all_r = torch.cat([b["rewards"] for b in batches])  # (local completions,)
-        grouped = all_r.view(-1, G)
-        metrics = {"reward": all_r.mean().item(), "reward_std": grouped.std(dim=1).mean().item(),
-                   "zero_std_groups": (grouped.std(dim=1) < 1e-6).float().mean().item(),
-                   "completion_len": torch.cat([b["mask"].sum(1) for b in batches]).mean().item(),
-                   **stats_sum, **{f"r/{k}": v / len(all_r) for k, v in comp_sum.items()}}
-        if distributed:
+        metrics = round_metrics(batches, G, stats_sum, comp_sum)
+        if run.distributed:
             vals = torch.tensor(list(metrics.values()), device=device)
             dist.all_reduce(vals, op=dist.ReduceOp.AVG)
             metrics = dict(zip(metrics, vals.tolist()))
@@ -459,8 +561,8 @@ if __name__ == "__main__":
                        " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
             bar.set_postfix(reward=f"{metrics['reward']:.3f}")
         if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
-            save_checkpoint(rnd + 1)  # on every rank (FSDP gathers); rank 0 writes
+            save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes
     if master:
         print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}")
-    if distributed:
+    if run.distributed:
         dist.destroy_process_group()

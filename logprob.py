@@ -183,7 +183,8 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
 # demo: python logprob.py [--model-dir PATH]
 
 if __name__ == "__main__":
-    from model import TINY_DIR, chat_ids, load
+    from checkpoint import TINY_DIR, load
+    from tasks import prompt_ids
 
     parser = argparse.ArgumentParser(description="one-step log-probs and the MC ELBO of one answer")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,
@@ -198,7 +199,7 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tok = load(args.model_dir, device=device)
     model.eval()
-    prompt = torch.tensor(chat_ids(tok, args.prompt), device=device)  # (P,)
+    prompt = torch.tensor(prompt_ids(tok, args.prompt), device=device)  # (P,)
     answer = torch.tensor(tok(args.answer, add_special_tokens=False)["input_ids"], device=device)  # (L,)
     with torch.no_grad():  # old/ref-style pass; a GRPO policy pass would keep the graph
         g = torch.Generator().manual_seed(args.seed)  # CPU generator: same mask on any device

@@ -225,7 +225,8 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 # a small CLI demo, in the spirit of nanoGPT's sample.py
 
 if __name__ == "__main__":
-    from model import TINY_DIR, chat_ids, load
+    from checkpoint import TINY_DIR, load
+    from tasks import prompt_ids
 
     parser = argparse.ArgumentParser(description="Sample a completion from LLaDA with the semi-AR sampler")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,
@@ -246,7 +247,7 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tokenizer = load(args.model_dir, device=device)
     model.eval()
-    prompt = torch.tensor([chat_ids(tokenizer, args.prompt)], device=device)  # (1, P)
+    prompt = torch.tensor([prompt_ids(tokenizer, args.prompt)], device=device)  # (1, P)
     generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
     out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                    steps=args.steps, temperature=args.temperature, generator=generator, progress=True,

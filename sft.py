@@ -46,11 +46,16 @@ import random
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ddp import autocast_bf16, compute_init, full_model_on_rank0, shard_model, train_precision
-from model import BLOCK_LINEARS, EOT_TOKEN, TINY_DIR, add_lora, chat_ids, load, save_merged
+from adapters import add_lora
+from checkpoint import TINY_DIR, load, save_merged
+from ddp import full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
+from model import BLOCK_LINEARS
+from tasks import prompt_ids
+from tokenizer import EOT_TOKEN
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 
@@ -62,7 +67,7 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id):
     """One SFT sequence: (ids (max_length,) list, prompt_length). The prompt is the chat-rendered
     user turn with the assistant header; the answer is the completion, <|eot_id|>, then EOS
     padding up to max_length (d1: padding="max_length"). Too long -> the answer is cut."""
-    prompt = chat_ids(tokenizer, example["prompt"])
+    prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error below
     if len(prompt) >= max_length:
         raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_length={max_length}")
     answer = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eot_id]
@@ -103,11 +108,12 @@ def get_lr(step, max_steps, lr, warmup_steps):
 def load_sft_data(args, seed):
     """Examples with `prompt` and `completion`. The toy task is generated (few labelled puzzles);
     s1K is read from --data."""
+    import puzzles
     import tasks
     if args.task == "toy":
-        train_grids, _ = tasks.split_grids(seed=args.data_seed)
-        examples = tasks.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
-        return [tasks.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
+        train_grids, _ = puzzles.split_grids(seed=args.data_seed)
+        examples = puzzles.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
+        return [puzzles.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
     examples = tasks.load_task(args.task, args.data)
@@ -164,26 +170,16 @@ if __name__ == "__main__":
     args = parser.parse_args()
 
     # -------------------------------------------------------------------------
-    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE)
-    # FSDP needs a process group even for one process; compute_init then makes a 1-rank group
-    distributed, rank, local_rank, world_size, device, device_type = compute_init(args.device, args.backend,
-                                                                                  need_group=args.fsdp)
-    if distributed:
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
-    master = rank == 0
-    dtype, save_dtype = train_precision(args, device_type)  # checks --fsdp / --autocast / --dtype
+    # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
+    run = init_training(args)
+    device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
     if args.grad_accum % world_size:
         raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
-    amp = lambda: autocast_bf16(device_type, args.autocast)  # the --autocast context for forwards
-    torch.manual_seed(args.seed)  # same seed on every rank: identical data order and init
-    if master:
-        print(json.dumps(vars(args)))
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
-    model, tokenizer = load(args.model_dir, device=device, dtype=dtype, load_in_4bit=args.load_in_4bit)
+    model, tokenizer = load(args.model_dir, device=device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
     mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
     examples = load_sft_data(args, args.seed)
@@ -213,10 +209,7 @@ if __name__ == "__main__":
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
     model.train()
     raw_model = model  # the unwrapped model: for eval, saving and parameter counts
-    if args.fsdp:  # shard in place: raw_model IS the sharded model (eval calls go through FSDP too)
-        shard_model(model, device_type)
-    elif distributed:  # DDP averages the gradients of the trainable parameters across ranks
-        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    model = wrap_for_training(model, run, args.fsdp)  # DDP, FSDP2 in place (raw_model is then sharded), or as is
     if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
         params = list(raw_model.parameters())
     # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning);
@@ -238,7 +231,7 @@ if __name__ == "__main__":
         for i in range(0, n_eval, args.batch_size):
             x, pl = eval_ids[i:i + args.batch_size].to(device), eval_plen[i:i + args.batch_size].to(device)
             noisy, masked, p = sft_noise(x, pl, mask_id, g, t=t[i:i + args.batch_size])
-            with amp():
+            with run.amp():
                 logits = raw_model(noisy)  # (b, L, V)
             total += sft_loss(logits, x, masked, p, pl).item() * len(x)
         raw_model.train()
@@ -265,13 +258,8 @@ if __name__ == "__main__":
             sl = slice(j, j + args.batch_size)  # this rank's micro-batch
             x, pl, noisy = X[sl].to(device), PL[sl].to(device), noisy_all[sl].to(device)
             masked, p = masked_all[sl].to(device), p_all[sl].to(device)
-            # sync gradients only on the last micro-step (nanoGPT's trick); FSDP's switch does the
-            # same: its reduce-scatter waits and the unsharded gradients accumulate until then
-            if args.fsdp:
-                model.set_requires_gradient_sync(micro == accum - 1)
-            elif distributed:
-                model.require_backward_grad_sync = micro == accum - 1
-            with amp():
+            set_grad_sync(model, micro == accum - 1)  # DDP / FSDP: reduce only on the last micro-step
+            with run.amp():
                 logits = model(noisy)  # (b, L, V); bf16 under --autocast, sft_loss upcasts
             # divide by the micro-steps: gradients add up over them, and DDP/FSDP average over ranks
             loss = sft_loss(logits, x, masked, p, pl) / accum
@@ -281,7 +269,7 @@ if __name__ == "__main__":
             torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if distributed:  # the logged loss is the mean over ranks
+        if run.distributed:  # the logged loss is the mean over ranks
             loss_t = torch.tensor(loss_sum, device=device)
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
@@ -289,7 +277,7 @@ if __name__ == "__main__":
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
             ev = eval_loss()  # on every rank, the whole eval set
-            if distributed:  # rank 0's value everywhere: the save below is a collective under FSDP,
+            if run.distributed:  # rank 0's value everywhere: the save below is a collective under FSDP,
                 ev_t = torch.tensor(ev, device=device)  # so every rank must take the same decision
                 dist.broadcast(ev_t, src=0)
                 ev = ev_t.item()
@@ -300,7 +288,7 @@ if __name__ == "__main__":
             if n_eval == 0 or ev < best:
                 best = ev
                 # FSDP: every rank sends its shards, rank 0 builds a plain CPU model in save_dtype
-                to_save = full_model_on_rank0(raw_model, save_dtype) if args.fsdp else raw_model
+                to_save = full_model_on_rank0(raw_model, run.save_dtype) if args.fsdp else raw_model
                 if master:
                     save_merged(to_save, args.model_dir, args.out_dir)  # LoRA merged on the fly
                     tokenizer.save_pretrained(args.out_dir)
@@ -309,5 +297,5 @@ if __name__ == "__main__":
                 del to_save  # rank 0 frees its gathered copy before training on
     if master:
         print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f}; model in {args.out_dir}")
-    if distributed:
+    if run.distributed:
         dist.destroy_process_group()

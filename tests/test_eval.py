@@ -6,15 +6,15 @@ Tests for eval.py: a generation run on the tiny model writes the JSONL + manifes
 Run: python -m pytest tests/test_eval.py -q
 """
 import json
+import math
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SHARED_DATA
-from eval import D1_FILE, mean_and_spread, paired_bootstrap, rescore
-from model import make_tiny
-from test_grpo import REPO, run, torchrun
+from checkpoint import make_tiny
+from conftest import REPO, SHARED_DATA, run, torchrun
+from eval import D1_FILE, mean_and_spread, paired_bootstrap, rescore, summarize
 
 
 def test_paired_bootstrap_and_mean_ci():
@@ -105,3 +105,24 @@ def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
     two = rescore([str(tmp_path / "two" / "toy_16")])
     assert one == two and one[0]["items"] == 10
     assert len((tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").read_text().splitlines()) == 5
+
+
+def test_summarize_prints_the_make_run_table(tmp_path, capsys):
+    # the table runs/toy.sh prints, from per-seed eval JSONs; checked against statistics + the t table
+    import statistics
+    sft, grpo = [0.5, 2.0, 0.5], [16.0, 28.0, 17.0]
+    for i, (a, b) in enumerate(zip(sft, grpo)):
+        d = tmp_path / f"seed{i}"
+        d.mkdir()
+        (d / "eval_sft.json").write_text(json.dumps([{"task": "toy", "accuracy": a}]))
+        (d / "eval_grpo.json").write_text(json.dumps([{"task": "toy", "accuracy": b}]))
+    stats = summarize(str(tmp_path))
+    gains = [b - a for a, b in zip(sft, grpo)]
+    T_975_DF2 = 4.302652729911275  # Student t, 97.5 % quantile, 2 degrees of freedom
+    want = (statistics.mean(gains), statistics.stdev(gains), T_975_DF2 * statistics.stdev(gains) / math.sqrt(3))
+    for got, w in zip(stats["gain"], want):
+        assert abs(got - w) < 1e-4 * abs(w)  # the table's t has 3 decimals
+    out = capsys.readouterr().out
+    assert "   seed1     2.0      28.0   +26.0" in out and "    mean     1.0      20.3   +19.3" in out
+    with pytest.raises(FileNotFoundError):
+        summarize(str(tmp_path / "empty"))

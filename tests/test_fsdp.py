@@ -15,9 +15,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from checkpoint import from_pretrained, make_tiny
 from logprob import one_step_logprobs
-from model import LLaDA, make_tiny
-from test_grpo import REPO, run, tiny_model, torchrun, write_digit_model
+from conftest import REPO, run, tiny_model, torchrun, write_digit_model
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: bf16's spacing just above 1.0 (8 significant bits)
 
@@ -54,7 +54,7 @@ def test_sft_fsdp_two_processes_equal_plain_one_process(tmp_path):
     assert json.loads((tmp_path / "fsdp" / "config.json").read_text()) == \
         json.loads((tmp_path / "plain" / "config.json").read_text())  # fp32 on CPU, as the plain run
     # and it loads (strictly: any missing or extra key raises) with the plain run's weights
-    start, plain, fsdp = (LLaDA.from_pretrained(p).state_dict()
+    start, plain, fsdp = (from_pretrained(p).state_dict()
                           for p in (model_dir, tmp_path / "plain", tmp_path / "fsdp"))
     assert max_diff(plain, start) > 1e-3  # it trained
     for k in plain:
@@ -79,11 +79,11 @@ def test_grpo_fsdp_with_reference_and_resume_across_world_sizes_equals_plain_run
     run([sys.executable, str(REPO / "grpo.py"), *common, "--fsdp", "--rounds", "1", "--out-dir", fsdp_dir], REPO)
     state = torch.load(tmp_path / "fsdp" / "trainer_state.pt", weights_only=False)
     assert state["fsdp"] and state["round"] == 1
-    assert set(state["masters"]) == set(LLaDA.from_pretrained(model_dir).state_dict())  # full, unsharded
+    assert set(state["masters"]) == set(from_pretrained(model_dir).state_dict())  # full, unsharded
     out = run(torchrun(2) + [str(REPO / "grpo.py"), *common, "--fsdp", "--gradient-checkpointing", "--rounds", "2",
                              "--resume", "--out-dir", fsdp_dir], REPO)
     assert "resumed from" in out and "round 2:" in out and "round 1:" not in out
-    start, plain, fsdp = (LLaDA.from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "plain", fsdp_dir))
+    start, plain, fsdp = (from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "plain", fsdp_dir))
     assert max_diff(plain, start) > 1e-3, out[-2000:]  # it trained
     for k in plain:
         torch.testing.assert_close(fsdp[k], plain[k], atol=1e-5, rtol=1e-4)
@@ -124,7 +124,7 @@ def test_sft_fsdp_autocast_one_process_trains(tmp_path):
                "--out-dir", str(tmp_path / "out")], REPO)
     evals = [float(v) for v in re.findall(r"eval loss ([0-9.]+),", out)]  # fixed noise: comparable
     assert len(evals) == 4 and evals[-1] < evals[0], out[-2000:]
-    start, trained = (LLaDA.from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "out"))
+    start, trained = (from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "out"))
     assert all(torch.isfinite(v).all() for v in trained.values())
     assert max_diff(trained, start) > 1e-3
 

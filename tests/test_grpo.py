@@ -4,21 +4,21 @@ equivalence of a 2-process gloo run with 1 process on the same global batch.
 
 Run: python -m pytest tests/test_grpo.py -q
 """
+import argparse
 import math
-import os
-import subprocess
 import sys
-from pathlib import Path
+from contextlib import nullcontext
 
 import pytest
 import torch
 
-from grpo import completion_mask, grpo_loss, group_advantages, mask_generator, pad_left
+import grpo
+from adapters import add_lora, lora_disabled
+from checkpoint import from_pretrained
+from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_model
+from grpo import (FIXED_MASK_SEED, MicroBatch, completion_mask, grpo_loss, group_advantages, load_rl_data,
+                  mask_generator, mask_seeds, pad_left, policy_step, round_metrics, score_old_ref)
 from logprob import one_step_logprobs
-from model import LLaDA, LLaDAConfig, add_lora, lora_disabled
-
-REPO = Path(__file__).resolve().parents[1]
-
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():
     E = 9
@@ -81,14 +81,6 @@ def test_zero_variance_group_gives_zero_gradient_and_sign_is_right():
     assert torch.all(logp.grad[3] < 0) and torch.all(logp.grad[4:] > 0)
 
 
-def tiny_model(seed=0):
-    cfg = LLaDAConfig(d_model=32, n_heads=4, n_kv_heads=4, n_layers=2, mlp_hidden_size=64, vocab_size=50,
-                      embedding_size=50, mask_token_id=49, eos_token_id=48, pad_token_id=48,
-                      max_sequence_length=64, init_std=0.3)
-    torch.manual_seed(seed)
-    return LLaDA(cfg)
-
-
 class Spy(torch.nn.Module):
     """Records every input the wrapped model sees."""
 
@@ -135,28 +127,6 @@ def test_pad_left():
     assert pad_left([[1, 2], [3], [4, 5, 6]], 0).tolist() == [[0, 1, 2], [0, 0, 3], [4, 5, 6]]
 
 
-def write_digit_model(path):
-    """A tiny model whose LM head favours the digits 1-4, so toy rollouts get varied rewards and
-    the update is not trivially zero."""
-    from model import make_tiny
-    make_tiny(path, d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
-    model = LLaDA.from_pretrained(path)
-    with torch.no_grad():
-        model.transformer.ff_out.weight[ord("1"):ord("5")] += torch.randn(4, 32)
-    model.save_pretrained(path)
-
-
-def run(cmd, cwd):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res.stdout
-
-
-def torchrun(n):
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}"]
-
-
 @pytest.mark.parametrize("lora", [False, True])
 def test_ddp_two_processes_equal_one_process(tmp_path, lora):
     model_dir = tmp_path / "tiny"
@@ -169,7 +139,7 @@ def test_ddp_two_processes_equal_one_process(tmp_path, lora):
         common += ["--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0"]
     out1 = run([sys.executable, str(REPO / "grpo.py"), *common, "--out-dir", str(tmp_path / "one")], REPO)
     run(torchrun(2) + [str(REPO / "grpo.py"), *common, "--out-dir", str(tmp_path / "two")], REPO)
-    start, one, two = (LLaDA.from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "one", tmp_path / "two"))
+    start, one, two = (from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "one", tmp_path / "two"))
     moved = max((one[k] - start[k]).abs().max().item() for k in one)
     assert moved > 1e-3, out1[-2000:]  # the run really trained
     for k in one:
@@ -188,6 +158,67 @@ def test_resume_continues_the_same_run(tmp_path):
     run(grpo + common + ["--rounds", "1", "--out-dir", str(tmp_path / "resumed")], REPO)
     out = run(grpo + common + ["--rounds", "2", "--resume", "--out-dir", str(tmp_path / "resumed")], REPO)
     assert "resumed from" in out and "round 2:" in out and "round 1:" not in out
-    a, b = (LLaDA.from_pretrained(tmp_path / p).state_dict() for p in ("straight", "resumed"))
+    a, b = (from_pretrained(tmp_path / p).state_dict() for p in ("straight", "resumed"))
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+
+
+def test_mask_seeds_fixed_ablation_and_keys():
+    assert mask_seeds(0, 5, 4, fixed=True) == [FIXED_MASK_SEED] * 4  # d1 Fig. 4: seed 42 at every step
+    a, b, c = mask_seeds(0, 5, 12), mask_seeds(0, 6, 12), mask_seeds(1, 5, 12)
+    assert a == mask_seeds(0, 5, 12) and all(0 <= s < 4096 for s in a)  # keyed, in d1's range
+    assert a != b and a != c  # another round or run seed: other masks
+
+
+def test_inner_step_j_uses_mask_seed_j(monkeypatch):
+    # score_old_ref stores old log-probs per seed; policy_step j must score under seed j, so that
+    # the ratio is exactly 1 before the first update (and is not for any other seed)
+    model = tiny_model()
+    g = torch.Generator().manual_seed(0)
+    prompt, completion = torch.randint(0, 48, (3, 10), generator=g), torch.randint(0, 49, (3, 6), generator=g)
+    batch = MicroBatch(7, [], prompt, completion, torch.ones(3, 6), adv=torch.tensor([1.0, -1.0, 0.0]))
+    seeds = [11, 12, 13]
+    score_old_ref(model, None, None, [batch], seeds, 0.5, 0.0, torch.no_grad)
+    assert len(batch.old) == 3 and not torch.equal(batch.old[0], batch.old[1])
+    seen = []
+    monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, *a: (seen.append((logp.detach(), old)),
+                                                                   grpo_loss(logp, old, *a))[1])
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # weights stay θ_old
+    for j in range(3):
+        policy_step(model, [batch], j, seeds[j], opt, list(model.parameters()), nullcontext,
+                    model.config.mask_token_id, epsilon=0.5, beta=0.0, p_mask=0.5, grad_clip=0.0, accum=1)
+        logp, old = seen[-1]
+        assert torch.equal(logp, batch.old[j]) and torch.equal(old, batch.old[j])
+    assert not torch.equal(seen[0][0], batch.old[1])
+
+
+def test_load_rl_data_several_tasks_shuffled_with_d1_seed():
+    if not (SHARED_DATA / "gsm8k").exists():
+        pytest.skip("needs ../shared/data")
+    from tasks import load_countdown, load_gsm8k
+    paths = [SHARED_DATA / "gsm8k/test.jsonl", SHARED_DATA / "d1_countdown/countdown_cd3_test.jsonl"]
+    args = argparse.Namespace(task="gsm8k,countdown", data=",".join(map(str, paths)))
+    exs = load_rl_data(args)
+    n_gsm, n_cd = len(load_gsm8k(paths[0])), len(load_countdown(paths[1]))
+    assert len(exs) == n_gsm + n_cd
+    assert sum(ex["task"] == "gsm8k" for ex in exs) == n_gsm  # every example tagged with its task
+    # shuffled (not one task after the other), the same way every time (d1: seed 42)
+    assert {ex["task"] for ex in exs[:50]} == {"gsm8k", "countdown"}
+    assert [ex["prompt"] for ex in load_rl_data(args)] == [ex["prompt"] for ex in exs]
+    with pytest.raises(ValueError, match="needs a file"):
+        load_rl_data(argparse.Namespace(task="gsm8k,math", data=str(paths[0])))
+
+
+def test_round_metrics_against_a_hand_count():
+    # two micro-batches of two groups of G = 3; group rewards (1, 0, 0), (1, 1, 1) | (0.5, 0.5, 0.5), (2, 0, 1)
+    def mb(rewards, lengths):
+        mask = torch.tensor([[1.0] * n + [0.0] * (4 - n) for n in lengths])  # (6, 4)
+        return MicroBatch(0, [], None, None, mask, rewards=torch.tensor(rewards))
+    batches = [mb([1, 0, 0, 1, 1, 1], [4, 1, 2, 3, 4, 4]), mb([0.5, 0.5, 0.5, 2, 0, 1], [1, 1, 1, 2, 2, 2])]
+    m = round_metrics(batches, 3, {"loss": 0.25}, {"correctness": 6.0})
+    std = lambda xs: math.sqrt(sum((x - sum(xs) / 3) ** 2 for x in xs) / 2)  # sample std, as torch
+    assert abs(m["reward"] - 8.5 / 12) < 1e-6
+    assert abs(m["reward_std"] - (std([1, 0, 0]) + 0 + 0 + std([2, 0, 1])) / 4) < 1e-6
+    assert m["zero_std_groups"] == 0.5  # two of four groups carry no signal
+    assert abs(m["completion_len"] - 27 / 12) < 1e-6
+    assert m["loss"] == 0.25 and m["r/correctness"] == 0.5

@@ -8,9 +8,10 @@ import sys
 
 import torch
 
-from model import LLaDA, load_tokenizer, make_tiny
+from checkpoint import from_pretrained, make_tiny
 from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
-from test_grpo import REPO, run, torchrun
+from conftest import REPO, run, torchrun
+from tokenizer import load_tokenizer
 
 MASK = 99
 
@@ -81,7 +82,7 @@ def test_ddp_two_processes_equal_one_process(tmp_path):
               "--lr", "1e-2", "--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0"]
     run([sys.executable, str(REPO / "sft.py"), *common, "--out-dir", str(tmp_path / "one")], REPO)
     run(torchrun(2) + [str(REPO / "sft.py"), *common, "--out-dir", str(tmp_path / "two")], REPO)
-    start, one, two = (LLaDA.from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "one", tmp_path / "two"))
+    start, one, two = (from_pretrained(p).state_dict() for p in (model_dir, tmp_path / "one", tmp_path / "two"))
     assert max((one[k] - start[k]).abs().max().item() for k in one) > 1e-3  # it trained
     for k in one:
         torch.testing.assert_close(one[k], two[k], atol=1e-5, rtol=1e-4)
