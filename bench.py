@@ -38,28 +38,39 @@ Run:
 import argparse
 import copy
 import json
-import math
-import os
 import resource
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 
 import torch
 
+import grpo
+from adapters import add_lora, lora_disabled, quantize_blocks
+from checkpoint import TINY_CONFIG, load
 from ddp import autocast_bf16
-from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
+from grpo import MicroBatch, completion_mask, group_advantages, mask_generator, policy_step, rollout, score_old_ref
 from logprob import one_step_logprobs
-from model import (BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig, _linear_4bit, add_lora, compile_blocks, load,
-                   lora_disabled)
+from memplan import memory_plan, probe_activations
+from model import LLaDA, LLaDAConfig, compile_blocks
 from sample import generate
 
-# preset defaults; any flag given overrides. tiny: the byte tokenizer's ids (256 bytes, then BOS,
-# EOS, mask), as make_tiny writes them. 8b: d1's recipe (prompt ≤ 200, gen 256, 128 steps, μ = 12).
-PRESETS = {
-    "tiny": dict(prompt_len=47, gen_length=16, block_length=16, steps=8, num_iterations=2, lora_r=0, beta=0.04),
-    "8b": dict(prompt_len=200, gen_length=256, block_length=32, steps=128, num_iterations=12, lora_r=128, beta=0.04),
-}
+# The benchmark's defaults per preset are grpo.py's own (one micro-batch: one group of G), so
+# the 8B figures are d1's recipe as the trainer runs it. The toy's prompts are 47 tokens long
+# ("Sudoku: " + 16 digits in the chat template, byte tokenizer); the 8B's are d1's longest, 200.
+TOY_PROMPT_LEN = 47
+
+
+def preset_defaults(name):
+    """bench.py's flag defaults from grpo.PRESETS[name]."""
+    p = grpo.PRESETS[name]
+    return dict(prompt_len=TOY_PROMPT_LEN if name == "tiny" else p["max_prompt_length"],
+                gen_length=p["gen_length"], block_length=p["block_length"], steps=p["diffusion_steps"],
+                num_iterations=p["num_iterations"], lora_r=p["lora_r"], beta=p["beta"],
+                batch_size=p["num_generations"])
+
+
 TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
 
 
@@ -98,14 +109,18 @@ class PassCounter:
     """Counts forward calls of each hooked model, per phase; a backward is counted when gradient
     flows back into a forward's logits (a tensor hook), i.e. once per loss.backward()."""
 
-    def __init__(self, *models):
-        self.phase, self.counts = None, {}
-        self.handles = [m.register_forward_hook(self._hook) for m in models if m is not None]
+    def __init__(self, model, ref_model=None):
+        self.phase, self.counts, self.ref = None, {}, ref_model
+        self.handles = [m.register_forward_hook(self._hook) for m in (model, ref_model) if m is not None]
 
     def _hook(self, module, args, output):
-        self.counts[self.phase + "_fwd"] = self.counts.get(self.phase + "_fwd", 0) + 1
-        if output.requires_grad:
-            phase = self.phase  # the phase of the forward, not of whenever backward runs
+        phase = self.phase
+        if phase == "old_ref":  # grpo.score_old_ref runs both: the reference is a frozen copy
+            # (a second hooked model) or the policy with its LoRA adapters switched off
+            ref = module is self.ref or any(getattr(m, "enabled", True) is False for m in module.modules())
+            phase = "ref" if ref else "old"
+        self.counts[phase + "_fwd"] = self.counts.get(phase + "_fwd", 0) + 1
+        if output.requires_grad:  # counted under the phase of the forward, not of the backward
             output.register_hook(lambda g: self.counts.__setitem__(phase + "_bwd", self.counts.get(phase + "_bwd", 0) + 1))
 
     def remove(self):
@@ -121,8 +136,9 @@ def sync(device):
 def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, steps=8,
           num_iterations=2, beta=0.04, lora_r=0, epsilon=0.5, p_mask=0.15, temperature=0.9,
           repeats=1, seed=0, peak_tflops=989.0, lr=1e-6, autocast=False, gradient_checkpointing=False,
-          compile=False):
-    """Run `repeats` diffu-GRPO rounds on random prompts and return a dict of measured numbers
+          compile=False, grad_clip=0.2):
+    """Run `repeats` diffu-GRPO rounds on random prompts, through grpo.py's own phase functions
+    (rollout, score_old_ref, policy_step), and return a dict of measured numbers
     (pass counts per round, median seconds per phase, tokens/s, peak memory, FLOP/s on GPU).
     lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off).
     autocast: every forward under torch.autocast(bf16), as grpo.py --autocast;
@@ -139,7 +155,7 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         params = list(model.parameters())
         # full fine-tuning: a frozen copy is the reference (as grpo.py), only when β > 0
         ref_model = copy.deepcopy(model).eval().requires_grad_(False) if beta > 0 else None
-        ref_ctx = lambda: torch.no_grad()  # a do-nothing-extra context
+        ref_ctx = nullcontext
     if compile:
         compile_blocks(model)
     opt = torch.optim.AdamW(params, lr=lr)
@@ -154,42 +170,26 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     times, per_round = {"rollout": [], "old_ref": [], "update": []}, []
     for r in range(repeats):
         counter.counts = {}
-        # 1. rollout, eval mode, no grad (inside generate)
+        # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
-        model.eval(); counter.phase = "rollout"
-        with amp():
-            out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                           temperature=temperature, generator=rollout_g)  # (B, P + N)
-        completion = out[:, prompt_len:]  # (B, N)
+        counter.phase = "rollout"
+        completion = rollout(model, prompt, rollout_g, amp, gen_length, block_length, steps, temperature)  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
-        mask = completion_mask(completion, cfg.eos_token_id)  # (B, N)
-        adv = group_advantages(torch.randn(batch_size, generator=g), batch_size).to(device)  # (B,) random rewards
+        # random rewards stand in for step 2; their group advantages for step 3
+        adv = group_advantages(torch.randn(batch_size, generator=g), batch_size).to(device)  # (B,)
+        batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, cfg.eos_token_id), adv=adv)
         seeds = list(range(r * num_iterations, (r + 1) * num_iterations))
-        # 2. old (and ref) log-probs for every mask seed, once, no grad
+        # 2. old (and ref) log-probs for every mask seed, once, no grad (grpo.score_old_ref)
         t0 = time.perf_counter()
-        old, ref = [], []
-        with torch.no_grad(), amp():
-            for s in seeds:
-                kw = dict(p_mask_prompt=p_mask, generator=mask_generator(s, 0))
-                counter.phase = "old"
-                old.append(one_step_logprobs(model, prompt, completion, **kw))
-                if beta > 0:
-                    counter.phase = "ref"
-                    with ref_ctx():
-                        kw["generator"] = mask_generator(s, 0)  # the very same prompt mask
-                        ref.append(one_step_logprobs(ref_model or model, prompt, completion, **kw))
+        counter.phase = "old_ref"
+        score_old_ref(model, ref_model, ref_ctx, [batch], seeds, p_mask, beta, amp)
         sync(device); times["old_ref"].append(time.perf_counter() - t0)
-        # 3. μ policy steps: forward with grad, loss, backward, optimizer step
+        # 3. μ policy steps: forward with grad, loss, backward, clip, optimizer step (grpo.policy_step)
         t0 = time.perf_counter()
-        model.train(); counter.phase = "policy"
+        counter.phase = "policy"
         for j, s in enumerate(seeds):
-            with amp():
-                logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
-                                         generator=mask_generator(s, 0))  # (B, N) with grad
-            loss, _ = grpo_loss(logp, old[j], ref[j] if beta > 0 else None, adv, mask, epsilon, beta)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            policy_step(model, [batch], j, s, opt, params, amp, cfg.mask_token_id, epsilon, beta, p_mask,
+                        grad_clip, accum=1)
         sync(device); times["update"].append(time.perf_counter() - t0)
         per_round.append(dict(counter.counts))
     counter.remove()
@@ -283,92 +283,6 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
     return res
 
 
-# d1's trained optimizer steps per task (d1-spec §4.3, its issue #25); a round is μ steps
-D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
-
-
-def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, groups_per_micro=1, n_gpus=1):
-    """Wall-clock hours of a diffu-GRPO run from one measured micro-batch round (rollout + old/ref +
-    μ updates of groups_per_micro groups, `round_seconds`): a round is μ optimizer steps, and each of
-    its prompts_per_step / groups_per_micro micro-batches runs on one of n_gpus GPUs in parallel
-    (grpo.py), so rounds x ceil(micro-batches / n_gpus) x round_seconds. Rewards, logging and
-    checkpoints are left out (seconds per round against minutes)."""
-    rounds = math.ceil(steps / num_iterations)
-    micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
-    return rounds * micro * round_seconds / 3600
-
-
-def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
-    """One diffu-GRPO micro-batch round for the configuration that grpo.py's flags `gargs` describe
-    (grpo.parse_args), measured on this machine's first device: seconds per phase, peak memory
-    against the device's total (a warning above 90 %), and the projected wall-clock of the run
-    (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
-    is gargs.model_dir if it holds one, else random weights of the preset's shape (n_layers > 0:
-    that many blocks, for a full fine-tuning step that would not fit with all of them).
-    The prompt is max_prompt_length tokens, the longest d1's left cut lets through: an upper bound."""
-    device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
-    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
-    if os.path.exists(os.path.join(gargs.model_dir, "config.json")):
-        model, source = load(gargs.model_dir, device=device, dtype=dtype)[0], gargs.model_dir
-    elif gargs.preset == "8b" and device == "cpu":
-        return {"model": "8B shape", "error": "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is "
-                                              "~PFLOPs); on CPU preflight the tiny preset"}
-    else:
-        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
-        if n_layers:
-            config.n_layers = n_layers
-        torch.manual_seed(0)
-        with torch.device(device):  # built on the device: no fp32 CPU copy of the 8B shape
-            model = LLaDA(config).to(dtype)
-        source = f"random weights, {config.n_layers} blocks"
-    if gargs.load_in_4bit:
-        quantize_blocks(model)
-    res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
-                                                      "max_prompt_length", "gen_length", "block_length",
-                                                      "diffusion_steps", "num_iterations", "beta", "lora_r",
-                                                      "load_in_4bit", "gradient_checkpointing", "compile")},
-           "model": source}
-    try:
-        res.update(bench(model, batch_size=gargs.groups_per_micro * gargs.num_generations,
-                         prompt_len=gargs.max_prompt_length, gen_length=gargs.gen_length,
-                         block_length=gargs.block_length, steps=gargs.diffusion_steps,
-                         num_iterations=gargs.num_iterations, beta=gargs.beta, lora_r=gargs.lora_r,
-                         epsilon=gargs.epsilon, p_mask=gargs.p_mask, temperature=gargs.temperature,
-                         repeats=repeats, peak_tflops=peak_tflops, lr=gargs.lr, autocast=gargs.autocast,
-                         gradient_checkpointing=gargs.gradient_checkpointing, compile=gargs.compile))
-    except torch.cuda.OutOfMemoryError as e:
-        res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
-        return res
-    round_s = sum(res["seconds"].values())
-    n_gpus = n_gpus or max(1, torch.cuda.device_count())
-    steps = {"this run": gargs.rounds * gargs.num_iterations}
-    if gargs.task in D1_STEPS:
-        steps[f"d1's {gargs.task}"] = D1_STEPS[gargs.task]
-    res["round_seconds"] = round_s
-    unit = "GPU" if device == "cuda" else "CPU process"
-    res["projection_hours"] = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": project_hours(
-        round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
-        for name, n in steps.items() for g in sorted({1, n_gpus})}
-    if "device_memory_gib" in res:
-        res["memory_share"] = res["peak_reserved_gib"] / res["device_memory_gib"]
-    return res
-
-
-def format_preflight(res):
-    """The preflight report: the round's table, then memory and projection lines."""
-    if "error" in res:
-        return f"preflight ({res['model']}): {res['error']}"
-    lines = [f"model: {res['model']}", format_table(res), f"micro-batch round: {res['round_seconds']:.1f} s"]
-    if res.get("memory_share", 0) > 0.9:
-        lines.append(f"WARNING: peak reserved memory is {100 * res['memory_share']:.0f} % of the device: "
-                     f"a longer prompt or a fragmentation spike will run out; use --gradient-checkpointing "
-                     f"or a smaller --groups-per-micro")
-    elif "memory_share" in res:
-        lines.append(f"memory: peak reserved {100 * res['memory_share']:.0f} % of the device (warning above 90 %)")
-    lines += [f"projected wall-clock, {k}: {v:.1f} h" for k, v in res["projection_hours"].items()]
-    return "\n".join(lines)
-
-
 # -----------------------------------------------------------------------------
 # the samplers side by side: exact (d1's) vs the Fast-dLLM options of sample.generate
 
@@ -427,125 +341,18 @@ def format_sampler_table(rows, device, setup):
 # memory: measured saved activations of one policy forward, and the plan built on them
 
 
-def saved_bytes(model, prompt, completion, p_mask=0.15):
-    """Bytes autograd keeps for backward after ONE policy forward (one_step_logprobs with grad),
-    counted with saved_tensors_hooks, each storage once. Parameters (and 4-bit weights) are not
-    counted: they live anyway. Returns the activation bytes."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            seen[st.data_ptr()] = st.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
-                                 generator=mask_generator(0, 0))
-    del logp
-    return sum(seen.values())
-
-
-def quantize_blocks(model):
-    """Swap every block linear for bitsandbytes NF4 (as from_pretrained(load_in_4bit=True) does)."""
-    for block in model.transformer.blocks:
-        for name in BLOCK_LINEARS:
-            block.register_module(name, _linear_4bit(getattr(block, name).weight.data))
-    return model
-
-
-def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, load_in_4bit=True,
-                      device="cpu"):
-    """Measure the saved activation bytes of the policy forward for the real layer widths without
-    the real depth, from models of 1 and 2 blocks (random weights), with and without gradient
-    checkpointing. Blocks 2..n are identical, so n blocks save depth1 + (n - 1) * per_block.
-    (Block 1 can differ: under LoRA the frozen embedding's output needs no gradient.) Under
-    checkpointing a block keeps only its input, which is what per_block measures then."""
-    out = {}
-    for ckpt in (False, True):
-        for n in (1, 2):
-            cfg = LLaDAConfig(**{**config.to_dict(), "n_layers": n})
-            torch.manual_seed(0)
-            with torch.device(device):
-                m = LLaDA(cfg).to(dtype)
-            if load_in_4bit:
-                quantize_blocks(m)
-            if lora_r:
-                add_lora(m, r=lora_r, alpha=64.0, dropout=0.05)
-            m.gradient_checkpointing = ckpt
-            m.train()
-            g = torch.Generator().manual_seed(0)
-            prompt = torch.randint(0, cfg.mask_token_id, (batch, prompt_len), generator=g).to(device)
-            completion = torch.randint(0, cfg.mask_token_id, (batch, gen_length), generator=g).to(device)
-            out[n, ckpt] = saved_bytes(m, prompt, completion)
-            del m
-    return {"depth1": out[1, False], "per_block": out[2, False] - out[1, False],
-            "depth1_ckpt": out[1, True], "per_block_ckpt": out[2, True] - out[1, True]}
-
-
-def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
-                gradient_checkpointing=False, world_size=8, beta=0.04):
-    """Peak-memory estimate (GiB per GPU) of one diffu-GRPO policy step, from the measured
-    activation probe (same lora_r / 4-bit setting) and counted parameter bytes:
-      LoRA (QLoRA with load_in_4bit): the frozen base (NF4 blocks: 4 bits + double-quantized scales;
-        or bf16), bf16 embedding / head, fp32 adapters on q, k, v, up + their grads + AdamW states;
-      full fine-tuning (lora_r = 0) under FSDP2 over world_size GPUs: fp32 master weights, fp32
-        grads and AdamW states, all sharded (16 bytes / param / world_size); the frozen bf16
-        reference sharded too (β > 0); and the bf16 parameters FSDP gathers at a time: the root
-        unit (embedding, head) and two blocks (the current one and the prefetched next one).
-    Activations: depth1 + (n - 1) * per_block (with checkpointing: block inputs only). Backward adds
-    at most one block's activations (freed as it goes; recomputed under checkpointing), the fp32
-    gradient of the completion log-softmax (B, N, V), and for full FT one block's fp32 gradients
-    before they are reduce-scattered."""
-    C, F, V, n = config.d_model, config.hidden_size, config.padded_vocab, config.n_layers
-    block_params = 4 * C * C + 3 * C * F     # q, k, v, out + gate, up, down (MHA: n_kv_heads = n_heads)
-    dense_params = 2 * V * C + (2 * n + 1) * C  # embedding, LM head, norms
-    total = n * block_params + dense_params   # 8,015,581,184 for LLaDA-8B (tested)
-    ck = "_ckpt" if gradient_checkpointing else ""
-    transient = probe["per_block"] + batch * gen_length * V * 4
-    if lora_r:
-        per_weight = 0.5 + 1 / 64 + 4 / (64 * 256) if load_in_4bit else 2.0
-        lora = n * lora_r * (3 * 2 * C + (C + F)) * 4  # fp32 A and B of q, k, v (C -> C), up (C -> F)
-        plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head": n * block_params * per_weight + 2 * dense_params,
-                "LoRA adapters (fp32)": lora, "LoRA grads + AdamW states (fp32)": 3 * lora}
-    else:
-        plan = {f"fp32 weights + grads + AdamW, sharded /{world_size}": 16 * total / world_size,
-                f"bf16 reference copy, sharded /{world_size}": 2 * total / world_size if beta else 0.0,
-                "gathered bf16 params: root + 2 blocks": 2 * (dense_params + 2 * block_params)}
-        transient += 4 * block_params
-    plan["saved activations (probe x depth)"] = probe["depth1" + ck] + (n - 1) * probe["per_block" + ck]
-    plan["backward transient"] = transient
-    plan = {k: v / 2**30 for k, v in plan.items()}
-    plan["total"] = sum(plan.values())
-    return plan
-
-
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
-    if "--preflight" in sys.argv:  # every other flag is grpo.py's own, with grpo.py's defaults
-        import grpo
-        extra = argparse.ArgumentParser(description="bench.py --preflight [grpo.py flags]: measure one round "
-                                        "of the run those flags describe and project its wall-clock")
-        extra.add_argument("--preflight", action="store_true")
-        extra.add_argument("--gpus", type=int, default=0, help="GPUs of the run (default: all visible)")
-        extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
-        extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
-        extra.add_argument("--json", type=str, default="", help="also write the numbers here")
-        ex, rest = extra.parse_known_args()
-        res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops)
-        print(format_preflight(res))
-        if ex.json:
-            with open(ex.json, "w") as f:
-                json.dump(res, f, indent=2)
-        sys.exit(1 if "error" in res else 0)
+    if "--preflight" in sys.argv:  # every other flag is grpo.py's own: preflight.py measures that run
+        import preflight
+        sys.exit(preflight.main([a for a in sys.argv[1:] if a != "--preflight"]))
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
-    preset = PRESETS[pre.parse_known_args()[0].preset]
+    pre.add_argument("--preset", type=str, default="tiny", choices=sorted(grpo.PRESETS))
+    preset = preset_defaults(pre.parse_known_args()[0].preset)
     p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round", parents=[pre])
     p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint (default: random weights of --preset)")
-    p.add_argument("--batch-size", type=int, default=6, help="completions per round (d1's G = 6)")
+    p.add_argument("--batch-size", type=int, help="completions per round (d1's G = 6)")
     p.add_argument("--prompt-len", type=int)
     p.add_argument("--gen-length", type=int)
     p.add_argument("--block-length", type=int)

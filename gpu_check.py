@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from bench import D1_STEPS, project_hours
+from preflight import D1_STEPS, project_hours
 
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs

@@ -74,8 +74,8 @@ def test_sampler_table_counts_the_columns_each_sampler_forwards():
 
 def test_activation_probe_extrapolates_to_depth():
     # the memory plan extrapolates a 1- and 2-block measurement to 32 blocks: check it on 3 blocks
-    from bench import probe_activations, saved_bytes
-    from model import add_lora
+    from adapters import add_lora
+    from memplan import probe_activations, saved_bytes
     cfg = micro_model().config
     probe = probe_activations(cfg, batch=2, prompt_len=5, gen_length=6, dtype=torch.float32,
                               lora_r=4, load_in_4bit=False)
@@ -96,7 +96,7 @@ def test_activation_probe_extrapolates_to_depth():
 
 def test_memory_plan_counts_every_8b_parameter():
     # the plan's weight bytes come from a closed-form parameter count: it must cover LLaDA-8B exactly
-    from bench import memory_plan
+    from memplan import memory_plan
     cfg = LLaDAConfig()
     with torch.device("meta"):
         n_params = LLaDA(cfg).num_params()
@@ -142,7 +142,7 @@ def test_project_hours_against_a_round_by_round_schedule():
             hours += max(load) * round_s / 3600
             done += mu
         return hours
-    from bench import D1_STEPS, project_hours
+    from preflight import D1_STEPS, project_hours
     for steps, mu, prompts, groups, gpus in [(D1_STEPS["gsm8k"], 12, 16, 1, 8), (D1_STEPS["sudoku"], 8, 16, 2, 1),
                                              (100, 12, 16, 1, 3), (7, 2, 5, 2, 2)]:
         want = schedule(27.8, steps, mu, prompts, groups, gpus)
@@ -161,8 +161,8 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     import grpo
-    from bench import format_preflight, preflight, project_hours
-    from model import make_tiny
+    from preflight import format_preflight, preflight, project_hours
+    from checkpoint import make_tiny
     make_tiny(str(tmp_path / "m"))
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",

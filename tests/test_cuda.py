@@ -8,10 +8,11 @@ dequantized bf16 model for the 4-bit one. Tolerances are stated beside each asse
 import pytest
 import torch
 
-from bench import quantize_blocks
+from adapters import add_lora, dense_weight, lora_state_dict, quantize_blocks
+from checkpoint import TINY_CONFIG, from_pretrained, save_pretrained
 from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
 from logprob import one_step_logprobs
-from model import TINY_CONFIG, LLaDA, LLaDAConfig, _dense_weight, add_lora, lora_state_dict
+from model import LLaDA, LLaDAConfig
 from sample import generate
 
 pytestmark = [pytest.mark.cuda,
@@ -59,7 +60,7 @@ def test_nf4_forward_and_lora_grad_match_dequantized_bf16():
     with torch.no_grad():
         for bq, bd in zip(q.transformer.blocks, d.transformer.blocks):
             for name in ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj", "ff_out"):
-                getattr(bd, name).weight.copy_(_dense_weight(getattr(bq, name)))
+                getattr(bd, name).weight.copy_(dense_weight(getattr(bq, name)))
         d.load_state_dict({k: v for k, v in q.state_dict().items() if "blocks" not in k}, strict=False)
     x = ids(2, 48).to(CUDA)
     with torch.no_grad():
@@ -159,10 +160,10 @@ def test_save_load_round_trip_from_cuda(tmp_path):
     add_lora(m, r=4, alpha=8.0, dropout=0.0)
     torch.manual_seed(4)
     m.load_state_dict({k: torch.randn_like(v) * 0.02 for k, v in lora_state_dict(m).items()}, strict=False)
-    m.save_pretrained(tmp_path)
+    save_pretrained(m, tmp_path)
     want = m.transformer.blocks[1].q_proj.merged_weight().cpu()  # W + (alpha/r) B A, bf16
     for device in ("cpu", CUDA):
-        back = LLaDA.from_pretrained(tmp_path, device=device)
+        back = from_pretrained(tmp_path, device=device)
         assert back.transformer.blocks[1].q_proj.weight.dtype == torch.bfloat16
         assert torch.equal(back.transformer.blocks[1].q_proj.weight.cpu(), want)
         assert torch.equal(back.transformer.wte.weight.cpu(), m.transformer.wte.weight.cpu())

@@ -1,0 +1,104 @@
+"""
+memplan.py: the peak GPU memory of one diffu-GRPO policy step at LLaDA-8B's shape, planned on a
+laptop. The activations are MEASURED: saved_tensors_hooks count the bytes autograd keeps in one
+policy forward of models with the real layer widths and 1 or 2 blocks (blocks are identical, so
+n blocks save depth1 + (n - 1) * per_block, exactly); weights, adapters, gradients and AdamW
+states are COUNTED. On an H100 the plan was 6 % above the measured peak of d1's QLoRA step
+(29.3 vs 27.6 GiB; README, Performance).
+
+Run (through bench.py, on CPU is fine: ~1 min, ~8 GB RAM for the 8B widths):
+    python bench.py --preset 8b --memory-plan --load-in-4bit     # QLoRA, one GPU
+    python bench.py --preset 8b --memory-plan --lora-r 0         # full fine-tuning, FSDP2 over 8
+"""
+import torch
+
+from adapters import add_lora, quantize_blocks
+from grpo import mask_generator
+from logprob import one_step_logprobs
+from model import LLaDA, LLaDAConfig
+
+
+def saved_bytes(model, prompt, completion, p_mask=0.15):
+    """Bytes autograd keeps for backward after ONE policy forward (one_step_logprobs with grad),
+    counted with saved_tensors_hooks, each storage once. Parameters (and 4-bit weights) are not
+    counted: they live anyway. Returns the activation bytes."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
+                                 generator=mask_generator(0, 0))
+    del logp
+    return sum(seen.values())
+
+
+def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, load_in_4bit=True,
+                      device="cpu"):
+    """Measure the saved activation bytes of the policy forward for the real layer widths without
+    the real depth, from models of 1 and 2 blocks (random weights), with and without gradient
+    checkpointing. Blocks 2..n are identical, so n blocks save depth1 + (n - 1) * per_block.
+    (Block 1 can differ: under LoRA the frozen embedding's output needs no gradient.) Under
+    checkpointing a block keeps only its input, which is what per_block measures then."""
+    out = {}
+    for ckpt in (False, True):
+        for n in (1, 2):
+            cfg = LLaDAConfig(**{**config.to_dict(), "n_layers": n})
+            torch.manual_seed(0)
+            with torch.device(device):
+                m = LLaDA(cfg).to(dtype)
+            if load_in_4bit:
+                quantize_blocks(m)
+            if lora_r:
+                add_lora(m, r=lora_r, alpha=64.0, dropout=0.05)
+            m.gradient_checkpointing = ckpt
+            m.train()
+            g = torch.Generator().manual_seed(0)
+            prompt = torch.randint(0, cfg.mask_token_id, (batch, prompt_len), generator=g).to(device)
+            completion = torch.randint(0, cfg.mask_token_id, (batch, gen_length), generator=g).to(device)
+            out[n, ckpt] = saved_bytes(m, prompt, completion)
+            del m
+    return {"depth1": out[1, False], "per_block": out[2, False] - out[1, False],
+            "depth1_ckpt": out[1, True], "per_block_ckpt": out[2, True] - out[1, True]}
+
+
+def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
+                gradient_checkpointing=False, world_size=8, beta=0.04):
+    """Peak-memory estimate (GiB per GPU) of one diffu-GRPO policy step, from the measured
+    activation probe (same lora_r / 4-bit setting) and counted parameter bytes:
+      LoRA (QLoRA with load_in_4bit): the frozen base (NF4 blocks: 4 bits + double-quantized scales;
+        or bf16), bf16 embedding / head, fp32 adapters on q, k, v, up + their grads + AdamW states;
+      full fine-tuning (lora_r = 0) under FSDP2 over world_size GPUs: fp32 master weights, fp32
+        grads and AdamW states, all sharded (16 bytes / param / world_size); the frozen bf16
+        reference sharded too (β > 0); and the bf16 parameters FSDP gathers at a time: the root
+        unit (embedding, head) and two blocks (the current one and the prefetched next one).
+    Activations: depth1 + (n - 1) * per_block (with checkpointing: block inputs only). Backward adds
+    at most one block's activations (freed as it goes; recomputed under checkpointing), the fp32
+    gradient of the completion log-softmax (B, N, V), and for full FT one block's fp32 gradients
+    before they are reduce-scattered."""
+    C, F, V, n = config.d_model, config.hidden_size, config.padded_vocab, config.n_layers
+    block_params = 4 * C * C + 3 * C * F     # q, k, v, out + gate, up, down (MHA: n_kv_heads = n_heads)
+    dense_params = 2 * V * C + (2 * n + 1) * C  # embedding, LM head, norms
+    total = n * block_params + dense_params   # 8,015,581,184 for LLaDA-8B (tested)
+    ck = "_ckpt" if gradient_checkpointing else ""
+    transient = probe["per_block"] + batch * gen_length * V * 4
+    if lora_r:
+        per_weight = 0.5 + 1 / 64 + 4 / (64 * 256) if load_in_4bit else 2.0
+        lora = n * lora_r * (3 * 2 * C + (C + F)) * 4  # fp32 A and B of q, k, v (C -> C), up (C -> F)
+        plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head": n * block_params * per_weight + 2 * dense_params,
+                "LoRA adapters (fp32)": lora, "LoRA grads + AdamW states (fp32)": 3 * lora}
+    else:
+        plan = {f"fp32 weights + grads + AdamW, sharded /{world_size}": 16 * total / world_size,
+                f"bf16 reference copy, sharded /{world_size}": 2 * total / world_size if beta else 0.0,
+                "gathered bf16 params: root + 2 blocks": 2 * (dense_params + 2 * block_params)}
+        transient += 4 * block_params
+    plan["saved activations (probe x depth)"] = probe["depth1" + ck] + (n - 1) * probe["per_block" + ck]
+    plan["backward transient"] = transient
+    plan = {k: v / 2**30 for k, v in plan.items()}
+    plan["total"] = sum(plan.values())
+    return plan

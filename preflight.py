@@ -1,0 +1,144 @@
+"""
+preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
+launch and project its wall-clock (the cost model is in bench.py's docstring).
+
+The flags are grpo.py's own, parsed by grpo.parse_args, so presets and defaults are exactly the
+trainer's. One micro-batch round (groups_per_micro groups of G: rollout, old/ref log-probs, μ
+policy updates) runs through grpo.py's phase functions (bench.bench) on this machine's first
+device, with the model in --model-dir or, where there is none, random weights of the preset's
+shape. Reported: seconds per phase, rollout tokens/s, peak memory allocated and reserved against
+the device's total (a warning above 90 %), and hours for --rounds and for d1's step count:
+
+    hours = ceil(steps / μ) rounds x ceil(micro-batches per round / GPUs) x seconds per round
+
+since a round is μ optimizer steps and its micro-batches run in parallel across ranks. Rewards,
+logging and checkpoints are left out (seconds per round against minutes). The prompt is
+--max-prompt-length tokens, the longest d1's left cut lets through: an upper bound.
+
+Run:
+    python preflight.py --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
+    python bench.py --preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
+    python preflight.py --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
+"""
+import argparse
+import json
+import math
+import os
+
+import torch
+
+import grpo
+from adapters import quantize_blocks
+from bench import TINY_IDS, bench, format_table
+from checkpoint import TINY_CONFIG, load
+from model import LLaDA, LLaDAConfig
+
+MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
+
+# d1's trained optimizer steps per task (d1-spec §4.3, its issue #25); a round is μ steps
+D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
+
+
+def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, groups_per_micro=1, n_gpus=1):
+    """Wall-clock hours of a diffu-GRPO run from one measured micro-batch round (rollout + old/ref +
+    μ updates of groups_per_micro groups, `round_seconds`): a round is μ optimizer steps, and each of
+    its prompts_per_step / groups_per_micro micro-batches runs on one of n_gpus GPUs in parallel
+    (grpo.py), so rounds x ceil(micro-batches / n_gpus) x round_seconds. Rewards, logging and
+    checkpoints are left out (seconds per round against minutes)."""
+    rounds = math.ceil(steps / num_iterations)
+    micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
+    return rounds * micro * round_seconds / 3600
+
+
+def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
+    """One diffu-GRPO micro-batch round for the configuration that grpo.py's flags `gargs` describe
+    (grpo.parse_args), measured on this machine's first device: seconds per phase, peak memory
+    against the device's total (a warning above 90 %), and the projected wall-clock of the run
+    (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
+    is gargs.model_dir if it holds one, else random weights of the preset's shape (n_layers > 0:
+    that many blocks, for a full fine-tuning step that would not fit with all of them).
+    The prompt is max_prompt_length tokens, the longest d1's left cut lets through: an upper bound."""
+    device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
+    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
+    if os.path.exists(os.path.join(gargs.model_dir, "config.json")):
+        model, source = load(gargs.model_dir, device=device, dtype=dtype)[0], gargs.model_dir
+    elif gargs.preset == "8b" and device == "cpu":
+        return {"model": "8B shape", "error": "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is "
+                                              "~PFLOPs); on CPU preflight the tiny preset"}
+    else:
+        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+        if n_layers:
+            config.n_layers = n_layers
+        torch.manual_seed(0)
+        with torch.device(device):  # built on the device: no fp32 CPU copy of the 8B shape
+            model = LLaDA(config).to(dtype)
+        source = f"random weights, {config.n_layers} blocks"
+    if gargs.load_in_4bit:
+        quantize_blocks(model)
+    res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
+                                                      "max_prompt_length", "gen_length", "block_length",
+                                                      "diffusion_steps", "num_iterations", "beta", "lora_r",
+                                                      "load_in_4bit", "gradient_checkpointing", "compile")},
+           "model": source}
+    try:
+        res.update(bench(model, batch_size=gargs.groups_per_micro * gargs.num_generations,
+                         prompt_len=gargs.max_prompt_length, gen_length=gargs.gen_length,
+                         block_length=gargs.block_length, steps=gargs.diffusion_steps,
+                         num_iterations=gargs.num_iterations, beta=gargs.beta, lora_r=gargs.lora_r,
+                         epsilon=gargs.epsilon, p_mask=gargs.p_mask, temperature=gargs.temperature,
+                         repeats=repeats, peak_tflops=peak_tflops, lr=gargs.lr, autocast=gargs.autocast,
+                         gradient_checkpointing=gargs.gradient_checkpointing, compile=gargs.compile,
+                         grad_clip=gargs.grad_clip))
+    except torch.cuda.OutOfMemoryError as e:
+        res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
+        return res
+    round_s = sum(res["seconds"].values())
+    n_gpus = n_gpus or max(1, torch.cuda.device_count())
+    steps = {"this run": gargs.rounds * gargs.num_iterations}
+    if gargs.task in D1_STEPS:
+        steps[f"d1's {gargs.task}"] = D1_STEPS[gargs.task]
+    res["round_seconds"] = round_s
+    unit = "GPU" if device == "cuda" else "CPU process"
+    res["projection_hours"] = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": project_hours(
+        round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
+        for name, n in steps.items() for g in sorted({1, n_gpus})}
+    if "device_memory_gib" in res:
+        res["memory_share"] = res["peak_reserved_gib"] / res["device_memory_gib"]
+    return res
+
+
+def format_preflight(res):
+    """The preflight report: the round's table, then memory and projection lines."""
+    if "error" in res:
+        return f"preflight ({res['model']}): {res['error']}"
+    lines = [f"model: {res['model']}", format_table(res), f"micro-batch round: {res['round_seconds']:.1f} s"]
+    if res.get("memory_share", 0) > MEMORY_WARNING:
+        lines.append(f"WARNING: peak reserved memory is {100 * res['memory_share']:.0f} % of the device: "
+                     f"a longer prompt or a fragmentation spike will run out; use --gradient-checkpointing "
+                     f"or a smaller --groups-per-micro")
+    elif "memory_share" in res:
+        lines.append(f"memory: peak reserved {100 * res['memory_share']:.0f} % of the device (warning above 90 %)")
+    lines += [f"projected wall-clock, {k}: {v:.1f} h" for k, v in res["projection_hours"].items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """`python preflight.py [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
+    returns the exit status (1 when the round could not run, e.g. out of memory)."""
+    extra = argparse.ArgumentParser(description="measure one round of the grpo.py run these flags describe "
+                                    "and project its wall-clock; every other flag is grpo.py's")
+    extra.add_argument("--gpus", type=int, default=0, help="GPUs of the run (default: all visible)")
+    extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
+    extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
+    extra.add_argument("--json", type=str, default="", help="also write the numbers here")
+    ex, rest = extra.parse_known_args(argv)
+    res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops)
+    print(format_preflight(res))
+    if ex.json:
+        with open(ex.json, "w") as f:
+            json.dump(res, f, indent=2)
+    return 1 if "error" in res else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
