@@ -50,10 +50,14 @@ def linear_4bit(weight):
     """A bitsandbytes NF4 Linear4bit (double quant, bf16 compute) holding `weight` (out, in).
     Quantization happens on the weight's own device (CUDA on GPU; bitsandbytes' CPU backend on CPU)."""
     import bitsandbytes as bnb
+    # nn.Linear convention: the weight is (out, in), the constructor takes (in, out)
     out_f, in_f = weight.shape
+    # compress_statistics=True is QLoRA's double quantization (d1's bnb_4bit_use_double_quant):
+    # the per-block absmax scales are themselves quantized, ~0.37 bits per weight saved (QLoRA)
     with torch.device("meta"):  # no throwaway fp32 allocation for the placeholder weight
         layer = bnb.nn.Linear4bit(in_f, out_f, bias=False, compute_dtype=NF4_COMPUTE_DTYPE,
                                   compress_statistics=True, quant_type=NF4)
+    # the 4-bit base never trains: gradients only reach the LoRA adapters wrapped around it
     w = bnb.nn.Params4bit(weight.to(NF4_COMPUTE_DTYPE), requires_grad=False,
                           compress_statistics=True, quant_type=NF4)
     layer.weight = w.to(weight.device)  # .to() on a non-meta device performs the quantization
@@ -69,6 +73,7 @@ def dense_weight(layer):
     """The (out, in) weight of an nn.Linear or a dequantized bitsandbytes Linear4bit."""
     if is_4bit(layer):
         import bitsandbytes.functional as bnbF
+        # quant_state holds the scales, block size, shape and original dtype: bf16 (out, in) back
         return bnbF.dequantize_4bit(layer.weight.data, layer.weight.quant_state)
     return layer.weight.data
 
@@ -77,6 +82,7 @@ def quantize_blocks(model):
     """Swap every block linear of an in-memory model for bitsandbytes NF4 (as
     checkpoint.from_pretrained(load_in_4bit=True) does while reading). For random-weight models
     (bench.py's 8B shape, the CUDA tests), which never pass through a checkpoint directory."""
+    # block linears only: wte, the norms and the LM head stay dense, as in d1
     for block in model.transformer.blocks:
         for name in BLOCK_LINEARS:
             block.register_module(name, linear_4bit(getattr(block, name).weight.data))
@@ -97,8 +103,10 @@ class LoRALinear(nn.Module):
         self.base = base
         in_f, out_f = base.in_features, base.out_features
         device = base.weight.device
+        # on the base's device, in the default dtype (fp32) whatever the base dtype is
         self.lora_A = nn.Parameter(torch.empty(r, in_f, device=device))
         self.lora_B = nn.Parameter(torch.zeros(out_f, r, device=device))  # zero: starts as the base
+        # random A, zero B: B A = 0 at step 0, but the gradient w.r.t. B is not zero, so B moves first
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # nn.Linear's default init, as in peft
         # alpha / r keeps the update's size roughly independent of the rank (Hu et al., Sec. 4.1)
         self.scaling = alpha / r
@@ -110,12 +118,14 @@ class LoRALinear(nn.Module):
         if not self.enabled:
             return y
         # dropout acts on the adapter's input only, as in peft: the frozen base path never sees it
+        # x A^T B^T goes (B, T, in) -> (B, T, r) -> (B, T, out), never forming the (out, in) B A
         update = self.dropout(x).to(self.lora_A.dtype) @ self.lora_A.t() @ self.lora_B.t()  # (B, T, out)
         return y + (self.scaling * update).to(y.dtype)  # (B, T, out)
 
     def merged_weight(self):
         """W + (alpha / r) B A in the base's dtype (bf16 for a 4-bit base)."""
         W = dense_weight(self.base)  # (out, in)
+        # add in fp32 and cast once: an update this small added in bf16 would mostly round away
         return (W.float() + self.scaling * (self.lora_B @ self.lora_A)).to(W.dtype)  # (out, in)
 
 
@@ -142,7 +152,10 @@ def add_lora(model, r=128, alpha=64, dropout=0.05, targets=("q_proj", "k_proj", 
         layer = getattr(block, name)
         if isinstance(layer, LoRALinear):
             raise ValueError(f"{name} already has a LoRA adapter")
+        # the wrapper keeps the layer as .base: keys become ….q_proj.base.weight plus ….lora_A /
+        # ….lora_B, which checkpoint.save_pretrained maps back to the official ….q_proj.weight
         setattr(block, name, LoRALinear(layer, r, alpha, dropout))
+    # the adapters are the only parameters still requiring grad
     return [p for p in model.parameters() if p.requires_grad]
 
 
@@ -152,6 +165,7 @@ def lora_disabled(model):
     adapter-disabled base model (d1-spec §3.2), so no second copy of 8B weights is needed."""
     layers = [m for m in model.modules() if isinstance(m, LoRALinear)]
     previous = [m.enabled for m in layers]
+    # a flag only: no weight moves or is copied, so switching to the reference policy is free
     for m in layers:
         m.enabled = False
     try:
@@ -173,6 +187,7 @@ def merge_lora(model):
                 W = layer.merged_weight()  # (out, in)
                 # built on meta, then given W: no throwaway allocation of a random init
                 merged = nn.Linear(W.shape[1], W.shape[0], bias=False, device="meta")
+                # frozen like the base it replaces; the adapter tensors are dropped with the wrapper
                 merged.weight = nn.Parameter(W, requires_grad=False)
                 setattr(block, name, merged)
     return model

@@ -38,6 +38,7 @@ def last_tag_content(text, tag="answer"):
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     pos, last = 0, None
     while True:
+        # each search resumes after the previous closing tag, like findall's non-overlapping matches
         start = text.find(open_tag, pos)
         if start < 0:
             return last
@@ -49,13 +50,13 @@ def last_tag_content(text, tag="answer"):
 
 def first_tag_content(text, tag="answer"):
     """Content of the FIRST re.search(r"<tag>(.*?)</tag>", text, re.DOTALL), or None (not stripped).
-    The mirror of last_tag_content, as a linear scan: the first opening tag is the match
-    whenever any closing tag follows it, and if none does, no later opening tag can match either.
-    d1's eval parsers fall back to this (§8.3)."""
+    The mirror of last_tag_content, as a linear scan. d1's eval parsers fall back to this (§8.3)."""
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     start = text.find(open_tag)
     if start < 0:
         return None
+    # the first opening tag is the match whenever any closing tag follows it; if none does, no later
+    # opening tag can match either
     end = text.find(close_tag, start + len(open_tag))
     return None if end < 0 else text[start + len(open_tag):end]
 
@@ -65,6 +66,7 @@ def extract_xml_answer(text):
     d1's GSM8K rewards read this (§6.1)."""
     # an unclosed "<answer>42" still yields "42": the model is not punished for a cut-off tail
     answer = after_last(text, "<answer>", text)
+    # d1: text.split("<answer>")[-1].split("</answer>")[0].strip()
     end = answer.find("</answer>")
     return (answer if end < 0 else answer[:end]).strip()
 
@@ -77,9 +79,11 @@ def last_boxed_only_string(string):
     Special cases (d1's version): if "\\boxed " (with a space) occurs anywhere, return "\\boxed "
     + the text after its last occurrence up to the next "$"; None if the braces never close
     (or not within MAX_BOX_CHARS); the input itself if there is no box at all."""
+    # "\boxed 5" (a space, no brace): d1's special case, checked before any brace box
     if "\\boxed " in string:
         rest = after_last(string, "\\boxed ", "")
         return "\\boxed " + rest.split("$", 1)[0]
+    # the LAST \boxed; \fbox only when there is no \boxed at all
     idx = string.rfind("\\boxed")
     if idx < 0:
         idx = string.rfind("\\fbox")
@@ -92,6 +96,8 @@ def last_boxed_only_string(string):
     depth = 0
     for m in _BRACE_RUN.finditer(string, idx, idx + MAX_BOX_CHARS):
         run = m.end() - m.start()
+        # a run of "{" opens; a run of "}" at least as long as a positive count ends the box at its
+        # (depth)-th brace; a shorter run, or any run while the count is <= 0, lowers the count
         if m.group()[0] == "{":
             depth += run
         elif 0 < depth <= run:
@@ -106,8 +112,10 @@ def remove_boxed(s):
     ValueError, as the Hendrycks helper does with an assert; callers fall back on failure."""
     if s is not None and s.startswith("\\boxed "):
         return s[len("\\boxed "):]
+    # the outer wrapper only: inner braces belong to the content ("\boxed{\frac{1}{2}}" -> "\frac{1}{2}")
     if s is not None and s.startswith("\\boxed{") and s.endswith("}"):
         return s[len("\\boxed{"):-1]
+    # one exception type for every failure, so callers can fall back with a single except
     raise ValueError(f"not a boxed answer: {s if s is None else s[:50]!r}")
 
 
@@ -140,11 +148,13 @@ def _fix_fracs(s):
     for part in parts[1:]:
         if part == "":
             raise ValueError("\\frac without argument")  # is_equiv then compares the raw strings
+        # already braced, "\frac{a}...": left as written
         if part[0] == "{":
             out.append(part)
             continue
         if len(part) < 2:
             return s  # "\frac" + one char: leave the whole string alone
+        # the two characters after "\frac" are the two arguments; a "{" as the second starts a braced one
         a, b, rest = part[0], part[1], part[2:]
         out.append("{" + a + "}" + (b + rest if b == "{" else "{" + b + "}" + rest))
     return "\\frac".join(out)
@@ -156,6 +166,7 @@ def _fix_a_slash_b(s):
         return s
     a, b = s.split("/")
     try:
+        # canonical integers only: str(int(a)) == a rejects "03", "3.0" and " 3"
         if str(int(a)) == a and str(int(b)) == b:
             return "\\frac{" + a + "}{" + b + "}"
     except ValueError:
@@ -166,6 +177,7 @@ def _fix_a_slash_b(s):
 def _fix_sqrt(s):
     # "\sqrt3" -> "\sqrt{3}"; a bare "\sqrt" at the very end is malformed (is_equiv then compares raw)
     parts = s.split("\\sqrt")
+    # only ONE character becomes the argument, as in the Hendrycks code: "\sqrt12" -> "\sqrt{1}2"
     for i in range(1, len(parts)):
         if parts[i] == "":
             raise ValueError("\\sqrt without argument")
@@ -208,6 +220,7 @@ def is_equiv(str1, str2):
     if str1 is None or str2 is None:  # None = "no answer could be extracted"
         return str1 is None and str2 is None
     try:
+        # a malformed answer (a bare "\frac", several units) still equals an identical raw string
         return strip_string(str1) == strip_string(str2)
     except ValueError:
         return str1 == str2
@@ -218,6 +231,7 @@ def is_equiv(str1, str2):
 
 def find_numbers(text):
     """Every number d1's eval pattern r"-?\\d+\\.?\\d*" finds, as strings, in order."""
+    # no thousands separators and no exponents: "1,000" gives "1" and "000", "1e3" gives "1" and "3"
     return _NUMBER.findall(text)
 
 

@@ -29,12 +29,15 @@ def uses_exactly(expr, nums):
     """d1's check that the integers written in expr (r"\\d+", so "2.5" is 2 and 5) are exactly the
     multiset nums: each given number used once, nothing else."""
     try:
+        # sorted lists compare as multisets: every given number exactly once and no other integer anywhere
+        # in the text; int() reads "07" as 7, as d1's does
         used = sorted(int(n) for n in _INTEGERS.findall(expr))
     except ValueError:  # a > 4300-digit run: Python refuses int(); d1's validator catches it -> invalid
         return False
     return used == sorted(int(n) for n in nums)
 
 
+# raised anywhere inside the tokenizer or parser and caught once at the top: every failure is None
 class _BadEquation(Exception):
     pass
 
@@ -45,9 +48,11 @@ def _tokenize(expr):
     tokens, depth = [], 0
     for m in _TOKEN.finditer(expr):
         tok, _, newline, other = m.groups()
+        # a line break outside parentheses would end Python's expression, so eval raises: invalid here too
         if other is not None or (newline is not None and depth <= 0):
             raise _BadEquation(f"unexpected character {m.group()!r}")
         if tok is not None:  # blanks and allowed line breaks are dropped here
+            # depth only tells whether a line break is inside parentheses; the parser checks the balance
             depth += (tok == "(") - (tok == ")")
             tokens.append(tok)
     return tokens
@@ -62,6 +67,7 @@ def evaluate_equation(expr):
         tokens = _tokenize(expr)
     except _BadEquation:
         return None
+    # recursive descent over the token list with one cursor; `level` counts the open parentheses
     pos = 0
 
     def take():  # next token, "" at the end
@@ -70,14 +76,18 @@ def evaluate_equation(expr):
         return tokens[pos - 1] if pos <= len(tokens) else ""
 
     def peek():
+        # the next token without consuming it; "" at the end matches no operator, so every loop stops there
         return tokens[pos] if pos < len(tokens) else ""
 
     def check(v):
+        # every intermediate result is bounded, so exact Fractions cannot grow to huge numerators and
+        # denominators on hostile input
         if abs(v) > MAX_ABS_VALUE:
             raise _BadEquation("value too large")
         return v
 
     def expression(level):  # expression := term (("+" | "-") term)*
+        # left-associative as in Python: 1 - 2 - 3 is (1 - 2) - 3
         value = term(level)
         while peek() in ("+", "-"):
             op = take()
@@ -90,23 +100,29 @@ def evaluate_equation(expr):
         while peek() in ("*", "/"):
             op = take()
             rhs = factor(level)  # "2**3" / "7//2": the second operator is no factor -> error
+            # d1's eval raises ZeroDivisionError here, an invalid expression for its reward and its eval alike
             if op == "/" and rhs == 0:
                 raise _BadEquation("division by zero")
+            # "/" is true division, as Python 3's: exact with Fractions ("7 / 2" is 7/2, not 3)
             value = check(value * rhs if op == "*" else value / rhs)
         return value
 
     def factor(level):  # factor := ("+" | "-")* (number | "(" expression ")")
+        # unary signs, any number of them: "-3", "+-3", "--3" are all valid Python
         sign = 1
         while peek() in ("+", "-"):  # a loop, not recursion: "-----3" costs no stack
             sign = -sign if take() == "-" else sign
         tok = take()
+        # a parenthesized expression: one level deeper, and it must be closed
         if tok == "(":
             if level >= MAX_PAREN_DEPTH:  # bounds the recursion, whatever the input
                 raise _BadEquation("too deeply nested")
             value = expression(level + 1)
             if take() != ")":
                 raise _BadEquation("unclosed parenthesis")
+            # a sign before parentheses applies to their whole value: -(2 + 3) is -5
             return sign * value
+        # a number: _TOKEN only produces well-formed decimals ("1.", ".5", "12")
         if tok[:1].isdigit() or tok[:1] == ".":
             if "." not in tok and tok[0] == "0" and tok.strip("0"):
                 raise _BadEquation("leading zero")  # Python 3: "01" is a SyntaxError, "00" is 0
@@ -117,6 +133,7 @@ def evaluate_equation(expr):
         raise _BadEquation(f"unexpected token {tok!r}")
 
     try:
+        # any syntax or limit error anywhere means "not an expression" (None), as an exception does in d1
         value = expression(0)
     except _BadEquation:
         return None
@@ -126,4 +143,5 @@ def evaluate_equation(expr):
 def reaches_target(value, target):
     """d1's value check: value (a Fraction, or None for an invalid expression) is within COUNTDOWN_TOL
     of target (int, "23" or 7.5 alike, compared exactly)."""
+    # str() first, so an int, a string "23" and a float 7.5 all become exact Fractions
     return value is not None and abs(value - Fraction(str(target))) < COUNTDOWN_TOL

@@ -65,36 +65,49 @@ TOY_PROMPT_LEN = 47
 def preset_defaults(name):
     """bench.py's flag defaults from grpo.PRESETS[name]."""
     p = grpo.PRESETS[name]
+    # batch_size = G: one micro-batch is one group of G completions of one prompt, as on each of
+    # d1's GPUs (d1-spec §4.1)
     return dict(prompt_len=TOY_PROMPT_LEN if name == "tiny" else p["max_prompt_length"],
                 gen_length=p["gen_length"], block_length=p["block_length"], steps=p["diffusion_steps"],
                 num_iterations=p["num_iterations"], lora_r=p["lora_r"], beta=p["beta"],
                 batch_size=p["num_generations"])
 
 
+# the tiny byte-level tokenizer's ids: 256 bytes, then BOS, EOS, mask, header start/end, end of
+# turn (256..261); pad = EOS, as in LLaDA
 TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
 
 
 def analytic_passes(steps, num_iterations, beta):
     """Model calls of one round (one rollout + μ inner steps, one micro-batch)."""
     mu = num_iterations
+    # each call is one batched forward over the B completions, so none of these scales with B.
+    # rollout: one per denoising step (the exact sampler never stops early: every block runs all its steps);
+    # old / ref: one no-grad forward per mask seed, ref only when β > 0; policy: one forward and one
+    # backward per inner step, one micro-batch per optimizer step
     return {"rollout_fwd": steps, "old_fwd": mu, "ref_fwd": mu if beta > 0 else 0,
             "policy_fwd": mu, "policy_bwd": mu}
 
 
 def matmul_params(model):
     """Parameters that take part in matmuls: all but the embedding table (a lookup)."""
+    # the embedding is a gather (no FLOPs); the LM head is a real (V x C) matmul and counts
     return sum(p.numel() for n, p in model.named_parameters() if "wte" not in n)
 
 
 def forward_flops(model, batch, seq_len):
     """≈ 2·N·L + 4·L²·d·n_layers per sequence, times the batch."""
     c = model.config
+    # 2 FLOPs (multiply + add) per weight per token: 2·N·L. Attention scores QKᵀ and the mix AV are
+    # each 2·L²·d per layer (all heads together), with no causal halving: LLaDA attends both ways.
+    # At 8B, L 456: 6.8 TFLOP of matmuls against 0.11 TFLOP of attention per sequence
     return batch * (2 * matmul_params(model) * seq_len + 4 * seq_len**2 * c.d_model * c.n_layers)
 
 
 def param_count(model):
     """Parameters as the unquantized model has them: a packed NF4 weight stores 2 per byte, so its
     tensor's numel is not the layer's size; its quant_state keeps the original shape."""
+    # bitsandbytes' Params4bit carries a quant_state; a plain parameter has none
     qshape = lambda p: getattr(getattr(p, "quant_state", None), "shape", None)
     return sum(qshape(p).numel() if qshape(p) is not None else p.numel() for p in model.parameters())
 
@@ -111,6 +124,7 @@ class PassCounter:
 
     def __init__(self, model, ref_model=None):
         self.phase, self.counts, self.ref = None, {}, ref_model
+        # hooks on the top-level modules: one count per model call, whatever runs inside it
         self.handles = [m.register_forward_hook(self._hook) for m in (model, ref_model) if m is not None]
 
     def _hook(self, module, args, output):
@@ -130,6 +144,7 @@ class PassCounter:
 
 def sync(device):
     if str(device).startswith("cuda"):
+        # CUDA runs kernels asynchronously: without a sync, perf_counter would time the kernel launches
         torch.cuda.synchronize()
 
 
@@ -145,10 +160,14 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     gradient_checkpointing: recompute each block in the policy backward."""
     device = next(model.parameters()).device
     cfg = model.config
+    # no block_length: one block spanning the whole completion
     block_length = block_length or gen_length
     model.gradient_checkpointing = gradient_checkpointing
+    # grpo.py's phase functions take a context factory: bf16 autocast under --autocast, else a no-op
     amp = lambda: autocast_bf16(device.type, autocast)
     if lora_r > 0:
+        # d1's RL adapters (alpha 64, dropout 0.05, d1-spec §4.3); the reference is the same model with
+        # them switched off, so there is no second copy of the weights
         params = add_lora(model, r=lora_r, alpha=64.0, dropout=0.05)
         ref_model, ref_ctx = None, lambda: lora_disabled(model)
     else:
@@ -157,18 +176,25 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         ref_model = copy.deepcopy(model).eval().requires_grad_(False) if beta > 0 else None
         ref_ctx = nullcontext
     if compile:
+        # after add_lora / the 4-bit swap, so the compiled blocks are the ones that run. There is no
+        # warm-up round: the first round's times include the compilation
         compile_blocks(model)
+    # a real AdamW: its two moments per trainable parameter are part of the measured peak
     opt = torch.optim.AdamW(params, lr=lr)
     counter = PassCounter(model, ref_model)
+    # a CPU generator for the prompt and the random rewards, a device one for the sampler's noise
     g = torch.Generator().manual_seed(seed)
     rollout_g = torch.Generator(device=device).manual_seed(seed)  # as grpo.py: noise drawn on the device
     # random prompt ids below mask_id (the sampler refuses mask tokens in a prompt); G = batch:
     # one group of completions of the same prompt, as in d1
     prompt = torch.randint(0, cfg.mask_token_id, (1, prompt_len), generator=g).repeat(batch_size, 1).to(device)
     if str(device).startswith("cuda"):
+        # the peak is measured from here: weights and adapters are resident; AdamW's state appears at
+        # the first optimizer step, inside the window
         torch.cuda.reset_peak_memory_stats(device)
     times, per_round = {"rollout": [], "old_ref": [], "update": []}, []
     for r in range(repeats):
+        # counts are per round; every round must count the same (checked after the loop)
         counter.counts = {}
         # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
@@ -177,7 +203,10 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         # random rewards stand in for step 2; their group advantages for step 3
         adv = group_advantages(torch.randn(batch_size, generator=g), batch_size).to(device)  # (B,)
+        # micro-batch index 0 keys the mask generators; no examples, since the rewards are random anyway
         batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, cfg.eos_token_id), adv=adv)
+        # μ mask seeds, new ones every round. d1 draws them at random in [0, 4096) (d1-spec §3.2); any seed
+        # costs the same, so consecutive integers do
         seeds = list(range(r * num_iterations, (r + 1) * num_iterations))
         # 2. old (and ref) log-probs for every mask seed, once, no grad (grpo.score_old_ref)
         t0 = time.perf_counter()
@@ -188,11 +217,13 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         t0 = time.perf_counter()
         counter.phase = "policy"
         for j, s in enumerate(seeds):
+            # accum=1: one micro-batch per optimizer step, so each inner step is forward, backward, clip, AdamW
             policy_step(model, [batch], j, s, opt, params, amp, cfg.mask_token_id, epsilon, beta, p_mask,
                         grad_clip, accum=1)
         sync(device); times["update"].append(time.perf_counter() - t0)
         per_round.append(dict(counter.counts))
     counter.remove()
+    # the counts must not depend on the round or the data, otherwise analytic_passes is not the cost
     if any(c != per_round[0] for c in per_round):
         raise RuntimeError(f"pass counts differ between rounds: {per_round}")
     keys = ("rollout_fwd", "old_fwd", "ref_fwd", "policy_fwd", "policy_bwd")
@@ -201,24 +232,32 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
            "gen_length": gen_length, "steps": steps, "num_iterations": num_iterations, "beta": beta,
            "lora_r": lora_r, "repeats": repeats, "autocast": autocast, "compile": compile,
            "gradient_checkpointing": gradient_checkpointing,
+           # read off the modules: the 4-bit swap happens before bench() is called
            "load_in_4bit": any(type(m).__name__ == "Linear4bit" for m in model.modules()),
            "passes": {k: per_round[0].get(k, 0) for k in keys},
            "analytic": analytic_passes(steps, num_iterations, beta),
            "seconds": {k: statistics.median(v) for k, v in times.items()}}
+    # generated tokens only (B x N): the prompt is given, not sampled
     res["sampler_tokens_per_s"] = batch_size * gen_length / res["seconds"]["rollout"]
     res["forward_passes_per_sample"] = res["passes"]["rollout_fwd"]  # batched: B samples share each
     if str(device).startswith("cuda"):
+        # what live tensors held at the peak
         res["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         res["memory_kind"] = "torch.cuda.max_memory_allocated"
         # what the caching allocator holds (allocated + cached free blocks): what nvidia-smi sees
         res["peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
         res["device_memory_gib"] = torch.cuda.get_device_properties(device).total_memory / 2**30
         L = prompt_len + gen_length
+        # the update phase's FLOPs: μ forwards + backwards of B sequences of L tokens. Backward is 2x the
+        # forward for full fine-tuning (activation and weight gradients) -> 3x; with LoRA the frozen base
+        # needs activation gradients only -> 2x (adapter FLOPs are negligible). The update time also holds
+        # clipping and AdamW, so this MFU slightly understates the passes' own
         fwdbwd = (2 if lora_r > 0 else 3) * forward_flops(model, batch_size, L) * num_iterations
         res["policy_tflops"] = fwdbwd / res["seconds"]["update"] / 1e12
         res["mfu"] = res["policy_tflops"] / peak_tflops
         res["peak_tflops"] = peak_tflops
     else:
+        # on CPU: the process's peak resident set, Python, torch and the weights included
         res["peak_memory_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
         res["memory_kind"] = "process RSS (ru_maxrss)"
     return res
@@ -227,11 +266,13 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
 def format_table(res):
     """One aligned table: figure | value | device."""
     dev = res["device"]
+    # the cost-changing flags, listed only when on
     flags = "".join(f", {k}" for k in ("load_in_4bit", "autocast", "gradient_checkpointing") if res.get(k))
     rows = [("model", f"{res['params']:,} params, {res['dtype']}, lora_r {res['lora_r']}{flags}", dev),
             ("setup", f"B {res['batch_size']}, prompt {res['prompt_len']}, gen {res['gen_length']}, "
                       f"steps {res['steps']}, μ {res['num_iterations']}, β {res['beta']}", "")]
     for k, v in res["passes"].items():
+        # measured calls beside the analytic model: a MISMATCH means the trainer's passes changed
         ok = "ok" if v == res["analytic"][k] else "MISMATCH"
         rows.append((f"passes {k}", f"{v} (analytic {res['analytic'][k]}, {ok})", dev))
     rows.append(("sampler tokens/s", f"{res['sampler_tokens_per_s']:.1f}", dev))
@@ -245,6 +286,7 @@ def format_table(res):
     if "mfu" in res:
         rows.append(("policy fwd+bwd TFLOP/s", f"{res['policy_tflops']:.1f}", dev))
         rows.append(("policy MFU", f"{100 * res['mfu']:.1f}% of {res['peak_tflops']:g} TFLOP/s peak", dev))
+    # column widths from the longest cell of each column
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows)
 
@@ -257,18 +299,22 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
     device = next(model.parameters()).device
     cfg = model.config
     g = torch.Generator().manual_seed(0)
+    # random (B, P) prompt and (B, N) completion: the policy pass alone, no rollout before it
     prompt = torch.randint(0, cfg.mask_token_id, (batch_size, prompt_len), generator=g).to(device)
     completion = torch.randint(0, cfg.mask_token_id, (batch_size, gen_length), generator=g).to(device)
     model.train()
 
     def step():
         logp = one_step_logprobs(model, prompt, completion, generator=mask_generator(0, 0))  # (B, N)
+        # any scalar will do: the backward's FLOPs do not depend on the loss
         logp.mean().backward()
         model.zero_grad(set_to_none=False)  # keep the grad buffers: the steady state of training
 
+    # two warm-ups (the first also compiles, if the blocks are compiled): the timed steps are steady state
     for _ in range(2):
         step()
     if device.type == "cuda":
+        # the peak of the timed steps, with the grad buffers already allocated by the warm-ups
         torch.cuda.reset_peak_memory_stats(device)
     secs = []
     for _ in range(repeats):
@@ -276,6 +322,7 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
         step()
         sync(device); secs.append(time.perf_counter() - t0)
     s = statistics.median(secs)
+    # 3 x forward: every weight gets a gradient here (full fine-tuning's compute)
     tflops = 3 * forward_flops(model, batch_size, prompt_len + gen_length) / s / 1e12
     res = {"seconds": s, "tflops": tflops, "mfu": tflops / peak_tflops}
     if device.type == "cuda":
@@ -288,6 +335,10 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
 
 SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
     "exact": {},
+    # Fast-dLLM options (arXiv 2505.22618; sample.generate): "prefix" reuses the keys/values of the
+    # prompt and finished blocks from each block's first step; "dual" also those of the masked suffix,
+    # so later steps forward only the block's columns; threshold 0.9 also writes every masked token
+    # of the block at least that confident, and a block can finish in fewer steps
     "prefix cache": dict(cache="prefix"),
     "dual cache": dict(cache="dual"),
     "exact + threshold 0.9": dict(threshold=0.9),
@@ -302,6 +353,7 @@ def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, 
     exact (share of generated positions holding the same token; and of whole rows identical)."""
     device = next(model.parameters()).device
     calls = []  # input widths of every model call
+    # the cached samplers forward fewer columns than the canvas, so the width of each call is the cost
     handle = model.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[1]))
     rows, ref = {}, None
     try:
@@ -311,19 +363,24 @@ def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, 
             run()  # warm-up (allocator, kernels); also the tokens (greedy: every call is the same)
             secs = []
             for _ in range(repeats):
+                # greedy: every repeat makes the same calls, so the last repeat's list stands for all
                 calls.clear()
                 sync(device); t0 = time.perf_counter()
                 out = run()[:, prompt.shape[1]:]  # (B, N)
                 sync(device); secs.append(time.perf_counter() - t0)
+            # the first sampler, "exact", is the reference every row is compared with
             ref = out if ref is None else ref
             s = statistics.median(secs)
             rows[name] = {"seconds": s, "tokens_per_s": out.numel() / s, "model_calls": len(calls),
+                          # the compute proxy: canvas columns forwarded per sample (exact: steps x (P + N))
                           "columns_per_sample": sum(calls),
                           "agreement": (out == ref).float().mean().item(),
                           "rows_identical": (out == ref).all(dim=1).float().mean().item()}
     finally:
+        # the hook goes even when a sampler fails: the model is used again after this
         handle.remove()
     for r in rows.values():
+        # median seconds of the exact sampler over this one's
         r["speedup"] = rows["exact"]["seconds"] / r["seconds"]
     return rows
 
@@ -334,11 +391,13 @@ def format_sampler_table(rows, device, setup):
               str(r["model_calls"]), str(r["columns_per_sample"]), f"{100 * r['agreement']:.1f}%",
               f"{100 * r['rows_identical']:.0f}%") for name, r in rows.items()]
     w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
+    # the name column left-aligned, the numbers right-aligned
     fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
     return "\n".join([f"greedy sampling, {setup}, on {device}", fmt(head)] + [fmt(x) for x in lines])
 
 # -----------------------------------------------------------------------------
-# memory: measured saved activations of one policy forward, and the plan built on them
+# memory: measured saved activations of one policy forward, and the plan built on them, are in
+# memplan.py (probe_activations, memory_plan); --memory-plan below runs them
 
 
 # -----------------------------------------------------------------------------
@@ -347,6 +406,8 @@ if __name__ == "__main__":
     if "--preflight" in sys.argv:  # every other flag is grpo.py's own: preflight.py measures that run
         import preflight
         sys.exit(preflight.main([a for a in sys.argv[1:] if a != "--preflight"]))
+    # two-stage parsing: --preset is read first, its values become the full parser's defaults
+    # (p.set_defaults below), and any flag given on the command line still wins
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", type=str, default="tiny", choices=sorted(grpo.PRESETS))
     preset = preset_defaults(pre.parse_known_args()[0].preset)
@@ -379,9 +440,12 @@ if __name__ == "__main__":
     p.set_defaults(**preset)
     args = p.parse_args()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # the default precision is grpo.py's: bf16 on GPU, fp32 on CPU
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    # tiny: the CPU model of the tests and the toy run; 8b: LLaDAConfig's defaults are LLaDA-8B's shape
     config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if args.preset == "tiny" else LLaDAConfig()
     if args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
+        # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
         probe = probe_activations(config, args.batch_size, args.prompt_len, args.gen_length,
                                   torch.bfloat16, args.lora_r, args.load_in_4bit, device=device)
         L = args.prompt_len + args.gen_length
@@ -390,6 +454,7 @@ if __name__ == "__main__":
               f"{res['device']}, bf16): {probe['per_block'] / 2**30:.3f} GiB per block "
               f"({probe['per_block_ckpt'] / 2**30:.3f} checkpointed), {probe['depth1'] / 2**30:.3f} GiB "
               f"for a 1-block model")
+        # two plans: without and with gradient checkpointing
         for ckpt in (False, True):
             plan = memory_plan(config, args.batch_size, args.gen_length, probe, args.lora_r,
                                args.load_in_4bit, ckpt, args.world_size, args.beta)
@@ -403,6 +468,7 @@ if __name__ == "__main__":
         if args.preset == "8b" and not device.startswith("cuda"):
             sys.exit("bench.py --preset 8b needs a GPU: LLaDA-8B's shape is ~16 GB of bf16 weights and a round "
                      "is ~PFLOPs; on CPU use --preset tiny")
+        # the same random weights on every run
         torch.manual_seed(0)
         if args.model_dir:
             model = load(args.model_dir, device=device, dtype=dtype)[0]
@@ -413,6 +479,8 @@ if __name__ == "__main__":
             if not args.lora_r:
                 sys.exit("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
             quantize_blocks(model)
+        # the policy pass alone, eager first: compile_blocks compiles the model in place, so the eager
+        # figure has to be taken before it
         if args.policy_mfu:
             res = {"device": device_label(device), "batch_size": args.batch_size,
                    "seq_len": args.prompt_len + args.gen_length, "eager": policy_mfu(
@@ -426,10 +494,13 @@ if __name__ == "__main__":
                       f"{r['tflops']:.1f} TFLOP/s, MFU {100 * r['mfu']:.1f} % of {args.peak_tflops:g}"
                       + (f", peak {r['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in r else ""))
         elif args.samplers:
+            # eval mode (no dropout) and greedy (generate's default temperature 0): every output is
+            # deterministic, so a disagreement with the exact sampler is the cache / threshold's doing
             model.eval()
             if args.compile:
                 compile_blocks(model)
             g = torch.Generator().manual_seed(0)
+            # B different random prompts of prompt_len tokens each, so no padding
             prompt = torch.randint(0, model.config.mask_token_id, (args.batch_size, args.prompt_len), generator=g)
             rows = compare_samplers(model, prompt.to(device), args.gen_length, args.block_length or args.gen_length,
                                     args.steps, args.repeats)
@@ -444,6 +515,7 @@ if __name__ == "__main__":
                         autocast=args.autocast, gradient_checkpointing=args.gradient_checkpointing,
                         compile=args.compile)
             print(format_table(res))
+    # the same numbers as printed, for gpu_check.py and for comparing runs
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=2)

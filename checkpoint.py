@@ -53,8 +53,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     dtype: None keeps the stored dtype (bf16 for LLaDA-8B); device: None means CPU.
     Strict: any missing or unexpected key, or a shape mismatch, is one ValueError naming them.
     Streaming: the model is built on the meta device (no memory), then each tensor is read
-    from its shard straight onto `device` and put in place, so peak memory is one copy of the
-    weights (8B in bf16: 16 GB) plus one tensor.
+    from its shard straight onto `device` and put in place (peak memory: see the read loop).
     load_in_4bit: the seven linear layers of every block become bitsandbytes NF4 with double
     quantization and bf16 compute (d1's QLoRA RL setup), quantized tensor by tensor as they
     are read; embeddings, norms and the LM head stay in `dtype` (bf16 by default), as
@@ -64,6 +63,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     cfg_file = path / CONFIG_FILE
     if not cfg_file.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected an official LLaDA directory)")
+    # from_dict validates: an unsupported architecture fails here, before a single weight is read
     config = LLaDAConfig.from_dict(json.loads(cfg_file.read_text()))
     device = torch.device(device or "cpu")
     # with a 4-bit base the layers that stay dense default to bf16, as d1 loads them
@@ -72,20 +72,24 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     # no memory and no random init: every parameter is a placeholder until its tensor arrives
     with torch.device("meta"):
         model = LLaDA(config)
+    # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (llada.md §2)
     expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in model.state_dict().items()}
     files = _shard_files(path)
     # Check every key and shape from the file headers before reading a single tensor.
     found = {}
     for f in files:
         with safe_open(f, framework="pt") as sf:
+            # get_slice only reads the header: shapes without loading any data
             for k in sf.keys():
                 found[k] = tuple(sf.get_slice(k).get_shape())
     _check_keys(path, expected, found)
     # Now read for real: safetensors memory-maps the file and copies each tensor straight to
-    # `device`; the dtype cast (if any) makes a second copy of that one tensor only.
+    # `device`; the dtype cast (if any) makes a second copy of that one tensor only. Peak memory is
+    # one copy of the weights (8B in bf16: 16 GB) plus one tensor.
     for f in files:
         with safe_open(f, framework="pt", device=str(device)) as sf:
             for k in sf.keys():
+                # install under our name: official 'model.transformer.…' -> 'transformer.…'
                 t = sf.get_tensor(k)
                 _put_tensor(model, k[len(KEY_PREFIX):], t.to(dtype) if dtype else t, load_in_4bit)
     return model
@@ -93,6 +97,8 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
 
 def _shard_files(path):
     """The safetensors files of a checkpoint directory: those named by the index if there is one."""
+    # With an index, it is the authority: a stray *.safetensors file is ignored, and a shard it
+    # names but that is absent fails here, not later as a list of "missing keys".
     if (path / INDEX_FILE).is_file():
         weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
         files = [path / f for f in sorted(set(weight_map.values()))]
@@ -100,6 +106,7 @@ def _shard_files(path):
         if absent:
             raise FileNotFoundError(f"{INDEX_FILE} in {path} names shards that are absent: {absent}")
         return files
+    # no index: a single model.safetensors, or a bare directory of shards
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors weights in {path}")
@@ -109,11 +116,14 @@ def _shard_files(path):
 def _check_keys(path, expected, found):
     """One ValueError naming every missing key, unexpected key and shape mismatch (MAX_LISTED of
     each kind spelled out): a half-loaded model would compute something else without saying so."""
+    # a truncated download or the wrong directory shows up as missing keys; another architecture
+    # (e.g. OLMo's fused att_proj) as unexpected ones; a config.json from other weights as shapes
     missing = sorted(set(expected) - set(found))
     unexpected = sorted(set(found) - set(expected))
     wrong = [f"{k}: checkpoint {found[k]} vs model {expected[k]}"
              for k in sorted(set(found) & set(expected)) if found[k] != expected[k]]
     if missing or unexpected or wrong:
+        # all three kinds in one message, so a single failed load tells the whole story
         msg = [f"checkpoint in {path} does not match the config:"]
         for label, items in (("missing keys", missing), ("unexpected keys", unexpected),
                              ("shape mismatches", wrong)):
@@ -132,7 +142,8 @@ def _put_tensor(model, key, t, load_in_4bit):
     if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key:
         model.get_submodule(parent_name).register_module(child, linear_4bit(t))
     else:
-        setattr(module, attr, nn.Parameter(t))  # replaces the meta placeholder, no copy
+        # replaces the meta placeholder without a copy; requires_grad is True, add_lora freezes later
+        setattr(module, attr, nn.Parameter(t))
 
 
 # -----------------------------------------------------------------------------
@@ -147,6 +158,7 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
     written to a temporary name and renamed, and the index is written last, so a crash never
     leaves a directory whose index points at half-written files."""
     from safetensors.torch import save_file
+    # dequantized NF4 is not the original bf16 weights: refuse rather than write a lossy copy
     for name, m in model.named_modules():
         if is_4bit(m):
             raise ValueError(f"{name} is 4-bit quantized; the official layout stores bf16 weights. "
@@ -158,29 +170,38 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
     # when their shard is written, so at most one shard of extra memory is ever used.
     entries = []
     for key, t in model.state_dict().items():  # 'transformer.…' -> official 'model.transformer.…'
+        # the official layout has no place for adapters: they are folded into their base weight
         if ".lora_A" in key or ".lora_B" in key:
             continue
-        if key.endswith(".base.weight"):  # a LoRA-wrapped linear: save the merged weight
+        # a LoRA-wrapped linear: its merged weight goes under the plain name, ….q_proj.weight.
+        # merged_weight is passed uncalled, so the merge runs only when its shard is written.
+        if key.endswith(".base.weight"):
             layer = model.get_submodule(key[:-len(".base.weight")])
             entries.append((KEY_PREFIX + key.replace(".base.weight", ".weight"),
                             t.numel() * t.element_size(), layer.merged_weight))
         else:
+            # t=t binds this iteration's tensor; a plain closure would return the loop's last one
             entries.append((KEY_PREFIX + key, t.numel() * t.element_size(), lambda t=t: t))
     shards = _group_shards(entries, max_shard_bytes)
     n, weight_map, total = len(shards), {}, 0
     for i, shard in enumerate(shards):
+        # the official naming: model-00001-of-00006.safetensors
         fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
         # safetensors writes host memory: each tensor goes to CPU, contiguous, one shard at a time
         tensors = {k: get().detach().to("cpu").contiguous() for k, _, get in shard}
         save_file(tensors, path / (fname + ".tmp"), metadata={"format": "pt"})  # HF wants format=pt
+        # os.replace is atomic: a crash leaves either the old shard or the complete new one
         os.replace(path / (fname + ".tmp"), path / fname)
+        # total_size in the index counts the stored bytes, as transformers' own index does
         for k, t in tensors.items():
             weight_map[k] = fname
             total += t.numel() * t.element_size()
+        # free this shard's host copies before the next one is built
         del tensors
     # config.json records the stored dtype the way transformers does ("torch_dtype": "bfloat16")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     _write_json(path / CONFIG_FILE, {**model.config.to_dict(), "torch_dtype": dtype})
+    # the index last, so it never names a shard that is not complete on disk
     _write_json(path / INDEX_FILE, {"metadata": {"total_size": total},
                                     "weight_map": dict(sorted(weight_map.items()))})
     # remove shards of an earlier save with a different shard count (never anything else)
@@ -192,6 +213,8 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
 def _group_shards(entries, max_shard_bytes):
     """Greedy sharding in key order: a new shard starts when the next tensor would overflow."""
     shards, current, size = [], [], 0
+    # entry = (key, bytes, get). A tensor bigger than the cap still gets a shard of its own,
+    # because a shard is only closed when it already holds something.
     for entry in entries:
         if current and size + entry[1] > max_shard_bytes:
             shards.append(current)
@@ -216,6 +239,7 @@ def save_merged(model, base_dir, out_dir):
     QLoRA adapters on the bf16 base). Without 4-bit this is plain save_pretrained(model, out_dir)."""
     if not any(is_4bit(m) for m in model.modules()):
         return save_pretrained(model, out_dir)
+    # only the small lora_A / lora_B tensors are taken from the trained model
     adapters = lora_state_dict(model)
     full = from_pretrained(base_dir)  # stored dtype, CPU: 16 GB of RAM for LLaDA-8B
     # wrap the same layers of the full-precision copy, load the trained adapters into them, and let
@@ -225,6 +249,7 @@ def save_merged(model, base_dir, out_dir):
         if isinstance(layer, LoRALinear):  # same rank / alpha as the trained adapter
             setattr(block, name, LoRALinear(getattr(block, name), layer.lora_A.shape[0],
                                             layer.scaling * layer.lora_A.shape[0]))
+    # strict=False: the dict holds only adapter keys; every base weight stays as read from disk
     full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
     save_pretrained(full, out_dir)
 
@@ -233,6 +258,8 @@ def save_merged(model, base_dir, out_dir):
 # The tiny model, and load()
 
 # A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
+# 4 layers of 4 heads x 32 dims, MLP 3x wide; LLaDA-8B's own rope_theta, eps and init_std, so the
+# same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny.
 TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
                    max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
 OFFICIAL_EXTRAS = {  # carried so the saved config.json looks like LLaDA-8B's own
@@ -250,6 +277,7 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, **overrides):
     (config.json, safetensors shards + index, tokenizer files, generation_config.json).
     From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path."""
     tok = make_tiny_tokenizer()
+    # byte tokenizer: 256 byte ids, then BOS 256, EOS 257, mask 258, ... (262 tokens in all)
     ids = {t: tok.convert_tokens_to_ids(t) for t in (BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)}
     # the vocabulary and special ids come from the tokenizer, as config.json's do for the 8B
     config = LLaDAConfig(**{**TINY_CONFIG, **overrides, "vocab_size": len(tok), "embedding_size": len(tok),
@@ -259,8 +287,11 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, **overrides):
     torch.manual_seed(seed)  # the random init is reproducible from the seed
     model = LLaDA(config)
     path = Path(path)
+    # the same writer a trained 8B goes through, so every load of the tiny model tests the layout
     save_pretrained(model, path, max_shard_bytes=max_shard_bytes)
+    # tokenizer.json, tokenizer_config.json and the chat template beside the weights, as in the HF repo
     tok.save_pretrained(str(path))
+    # like the official generation_config.json (llada.md §1), minus its transformers_version
     _write_json(path / "generation_config.json",
                 {"bos_token_id": ids[BOS_TOKEN], "eos_token_id": ids[EOS_TOKEN]})
     return path

@@ -26,20 +26,26 @@ import torch
 
 def compute_init(device="", backend="", need_group=False):
     """-> (distributed, rank, local_rank, world_size, device, device_type). device: "" = cuda if
-    available. distributed: a process group exists (torchrun, or need_group). need_group: FSDP
-    needs a process group even for one process, so without torchrun a 1-rank group is made on an
-    in-memory store (no port, no environment variables): `python sft.py --fsdp` debugs as is."""
+    available. distributed: a process group exists (torchrun, or need_group)."""
     device_type = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # torchrun exports RANK for every process it starts; a plain `python x.py` has none (nanoGPT's test)
     torchrun = int(os.environ.get("RANK", -1)) != -1
     if not torchrun and not need_group:
         return False, 0, 0, 1, device_type, device_type
+    # imported lazily: the one-process path above never needs torch.distributed
     import torch.distributed as dist
+    # gloo on CPU: nccl needs GPUs, and the 2-process tests must run on a CPU-only machine
     backend = backend or ("nccl" if device_type == "cuda" else "gloo")
     if torchrun:
+        # env:// rendezvous: MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE come from torchrun
         dist.init_process_group(backend=backend)
     else:
+        # need_group: FSDP needs a process group even for one process, so without torchrun a 1-rank
+        # group is made on an in-memory store (no port, no environment variables): `python sft.py
+        # --fsdp` debugs as is
         dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    # LOCAL_RANK (rank within this node) picks the GPU; RANK is global over all nodes
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if device_type == "cuda":  # one GPU per process
         device = f"cuda:{local_rank}"
@@ -58,16 +64,20 @@ def train_precision(args, device_type):
     """The precision flags shared by sft.py and grpo.py, checked, -> (dtype, save_dtype).
     save_dtype is what a plain run trains in and what the checkpoint stores (LLaDA's bf16 on GPU,
     fp32 on CPU); --fsdp trains fp32 master weights unless --dtype says otherwise and casts only
-    when it saves. --fsdp is the full fine-tuning option (LoRA's trainable state is small: it stays
-    on DDP), and on GPU FSDP's mixed precision already computes in bf16, so --autocast is refused
-    there: one bf16 mechanism per run."""
+    when it saves."""
+    # --fsdp is the full fine-tuning option (LoRA's trainable state is small: it stays on DDP), and a
+    # 4-bit base is frozen, so it has no masters to shard. d1 itself ran DeepSpeed ZeRO-2 for both
+    # stages (d1-spec §4.3, §5.3): gradients and optimizer state sharded, weights replicated
     if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
         raise ValueError("--fsdp is full fine-tuning: use --lora-r 0 and no 4-bit base (--no-load-in-4bit "
                          "with grpo.py's 8b preset); LoRA runs on DDP")
+    # on GPU FSDP's mixed precision already computes in bf16, so --autocast is refused there: one bf16
+    # mechanism per run (on CPU FSDP does no casting, so --autocast is allowed)
     if args.fsdp and args.autocast and device_type == "cuda":
         raise ValueError("--autocast is redundant with --fsdp on GPU: FSDP's MixedPrecisionPolicy already "
                          "computes in bf16 from the fp32 masters")
     save_dtype = default_dtype(args.dtype, device_type)
+    # (training dtype, checkpoint dtype): fp32 masters under --fsdp, else the two are the same
     return (torch.float32 if args.fsdp and not args.dtype else save_dtype), save_dtype
 
 
@@ -100,35 +110,41 @@ class Run:
 
 
 def init_training(args):
-    """The first lines of sft.py and grpo.py: process group and device (compute_init; FSDP needs a
-    group even for one process), the precision flags checked (train_precision), the global seed,
-    the same on every rank (identical init and data order), and the flags printed by rank 0."""
+    """The first lines of sft.py and grpo.py: process group and device, the precision flags checked,
+    the global seed, and the flags printed by rank 0."""
+    # FSDP needs a group even for one process (compute_init's need_group)
     distributed, rank, local_rank, world_size, device, device_type = compute_init(
         args.device, args.backend, need_group=args.fsdp)
     dtype, save_dtype = train_precision(args, device_type)
+    # the SAME seed on every rank (llm.c does this too; nanoGPT adds the rank): identical init (LoRA's
+    # random A) and data order (sft.py draws the whole global batch on every rank, keeps its slice)
     torch.manual_seed(args.seed)
     run = Run(distributed, rank, local_rank, world_size, device, device_type, dtype, save_dtype, args.autocast)
     if run.master:
+        # the resolved flags, one JSON line at the top of the log: every run records its own settings
         print(json.dumps(vars(args)))
     return run
 
 
 def wrap_for_training(model, run, fsdp):
-    """The model the training passes go through. --fsdp: sharded in place (the same object, so
-    every direct call of it, sampler and eval included, goes through FSDP). torchrun without it:
-    DDP, which averages the trainable parameters' gradients across ranks. One process: as is."""
+    """The model the training passes go through. One process: as is."""
+    # --fsdp: sharded in place (the same object, so every direct call of it, sampler and eval
+    # included, goes through FSDP)
     if fsdp:
         return shard_model(model, run.device_type)
+    # torchrun without --fsdp: DDP, which averages the trainable parameters' gradients across ranks
     if run.distributed:
         from torch.nn.parallel import DistributedDataParallel as DDP
+        # device_ids names this process's GPU; on CPU (gloo) it must be None
         return DDP(model, device_ids=[run.local_rank] if run.device_type == "cuda" else None)
     return model
 
 
 def set_grad_sync(model, on):
     """Gradient accumulation under DDP / FSDP: all-reduce (reduce-scatter) only on the last
-    micro-batch of an optimizer step (nanoGPT's trick); until then gradients add up locally. A
-    plain model has neither switch: nothing to do."""
+    micro-batch of an optimizer step; until then gradients add up locally."""
+    # nanoGPT's trick: flip the flag instead of wrapping the earlier micro-batches in no_sync(), which
+    # would repeat the forward/backward code. A plain model has neither switch: nothing to do
     if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
         model.set_requires_gradient_sync(on)
     elif hasattr(model, "require_backward_grad_sync"):  # DDP
@@ -141,19 +157,20 @@ def set_grad_sync(model, on):
 
 def shard_model(model, device_type):
     """fully_shard each transformer block, then the root (embedding, final norm, LM head), in place.
-    A block's weights are all-gathered just before its forward (and again before its backward) and
-    freed after; its gradients are reduce-scattered. So about one block's full weights exist at a
-    time, beside each rank's 1/world_size shard of everything. Gradient checkpointing (model.py)
-    wraps the call of each sharded block, so its recompute goes through the same all-gather.
     Parameters become DTensors: build the optimizer AFTER this. Returns the same module object
-    (its class becomes FSDPLLaDA), so direct calls (sampler, log-prob passes) go through FSDP too.
-    On CUDA, MixedPrecisionPolicy casts each gathered block to bf16 for compute while the shards
-    stay in their dtype (fp32 masters: the scripts load fp32 under --fsdp) and reduces gradients
-    in fp32, the usual FSDP bf16 recipe. On CPU there is no mixed precision: everything stays in
-    the weights' dtype (bf16 matmuls are slow there, and the tests compare FSDP to a plain fp32 run)."""
+    (its class becomes FSDPLLaDA), so direct calls (sampler, log-prob passes) go through FSDP too."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    # On CUDA, MixedPrecisionPolicy casts each gathered block to bf16 for compute while the shards
+    # stay in their dtype (fp32 masters: the scripts load fp32 under --fsdp) and reduces gradients in
+    # fp32, the usual FSDP bf16 recipe. On CPU there is no mixed precision: everything stays in the
+    # weights' dtype (bf16 matmuls are slow there, and the tests compare FSDP to a plain fp32 run)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if device_type == "cuda" else MixedPrecisionPolicy()  # the default: no casting
+    # One unit per block: a block's weights are all-gathered just before its forward (and again
+    # before its backward) and freed after; its gradients are reduce-scattered. So about one block's
+    # full weights exist at a time, beside each rank's 1/world_size shard of everything. Gradient
+    # checkpointing (model.py) wraps the call of each sharded block, so its recompute goes through
+    # the same all-gather
     for block in model.transformer.blocks:
         fully_shard(block, mp_policy=mp)
     fully_shard(model, mp_policy=mp)  # the root holds what no block holds
@@ -180,6 +197,8 @@ def plain_llada(config, state, dtype=None):
     from model import LLaDA
     with torch.device("meta"):  # no memory: the tensors are put in place below, not copied
         full = LLaDA(config)
+    # assign=True makes the (cast) tensors the parameters themselves instead of copying them into
+    # the meta placeholders, which have no storage; strict, so a missing or extra key is an error
     full.load_state_dict({k: v.to(dtype) if dtype else v for k, v in state.items()}, assign=True)  # strict
     return full
 
@@ -188,6 +207,7 @@ def full_model_on_rank0(model, dtype=None):
     """A collective: the sharded LLaDA gathered into a plain CPU LLaDA in dtype on rank 0, ready
     for save_pretrained; None on the other ranks."""
     import torch.distributed as dist
+    # every rank takes part in the gather, only rank 0 receives anything
     state = full_state_on_rank0(model)
     return plain_llada(model.config, state, dtype) if dist.get_rank() == 0 else None
 

@@ -53,6 +53,7 @@ from sample import CACHE_MODES, generate
 def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
     """Held-out toy puzzles: from the test GRIDS of the split sft.py and grpo.py train on, so a
     test puzzle's solution grid was never seen in training (measures generalisation)."""
+    # the same split as sft.py and grpo.py (their --data-seed), the half they never draw from
     _, test_grids = puzzles.split_grids(seed=data_seed)
     return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
 
@@ -67,12 +68,16 @@ def eval_items(task, data, full=False, toy_items=200):
     examples = tasks.load_task(task, data)
     ids = range(len(examples))
     if task in ("countdown", "sudoku") and not full:
+        # d1 evaluates GSM8K and MATH in full, Countdown and Sudoku on a fixed 256-item subset (d1-spec §8.1)
         ids = tasks.d1_eval_subset(len(examples))
+    # an item's id is its position in the test file: stable across runs, so --compare can pair items
     return [(int(i), examples[i]) for i in ids]
 
 
 def prompt_ids(tokenizer, task, example):
     """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
+    # NOT the RL prompt: d1's eval asks for \boxed{} answers on GSM8K and Countdown, which RL trained with
+    # bare <answer> tags (d1-spec §8.2, §10.8)
     return tasks.prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
 
 
@@ -92,16 +97,23 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
     approximate Fast-dLLM options (None = the exact sampler, d1's)."""
     model.eval()
     device = next(model.parameters()).device
+    # EOS 126081 is LLaDA's pad, as in d1's padding="longest", padding_side="left" (d1-spec §2.4)
     eos = model.config.eos_token_id
     records = []
     for i in tqdm(range(0, len(items), batch_size), desc=f"{task} {gen_length}", disable=not progress):
+        # consecutive items of this rank's stride, as d1's unshuffled sampler batches them: at d1's world size
+        # and batch size every batch holds the same items as d1's, so even the attended pads match
         batch = items[i:i + batch_size]
         rows = [prompt_ids(tokenizer, task, ex) for _, ex in batch]
         P = max(len(r) for r in rows)
+        # left-padded, and the pads are attended (no attention mask, as d1), so an item's result can depend on
+        # which other prompts share its batch; batch_size goes into the manifest
         prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
         # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
         # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
+        # d1 (d1-spec §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
+        # runs under fp16 autocast (§2.2); we run in the weights' own dtype (bf16 on GPU)
         out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
                        temperature=temperature, remasking=remasking, generator=g, cache=cache,
                        threshold=threshold)
@@ -109,6 +121,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # verifier reads the text the way the RL reward does, specials stripped
         texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
         for (item_id, ex), text in zip(batch, texts):
+            # d1's lenient eval parsers (boxes first, numeric compare; d1-spec §8.3), not the RL rewards
             scored = parsers.score_eval(task, text, ex)
             # the fields the parsers need travel with the record, so --rescore needs no data file
             gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
@@ -121,7 +134,9 @@ def accuracy(task, records):
     if not records:
         return float("nan")
     if task == "sudoku":
+        # d1's Sudoku number is a micro-average over cells: Σ correct cells / Σ empty cells (d1-spec §8.3)
         return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
+    # d1: 100 x correct / processed, summed over the ranks' files (d1-spec §8.1)
     return 100 * sum(bool(r["correct"]) for r in records) / len(records)
 
 
@@ -144,6 +159,8 @@ def model_fingerprint(model_dir):
 # -----------------------------------------------------------------------------
 # reading results back: ours (dir with manifest.json + *.jsonl) and d1's released JSON files
 
+# d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (d1-spec §8.1);
+# d1 calls MATH "math500"
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
 D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudoku": "sudoku"}
 
@@ -157,6 +174,7 @@ def load_results(paths):
             with open(os.path.join(path, "manifest.json")) as f:
                 man = json.load(f)
             recs = []
+            # one JSONL file per rank, pooled: d1's aggregate_results likewise sums over ranks
             for fn in sorted(glob.glob(os.path.join(path, "generations.rank*.jsonl"))):
                 with open(fn) as f:
                     recs += [json.loads(line) for line in f if line.strip()]
@@ -171,8 +189,11 @@ def load_results(paths):
             raise ValueError(f"{path}: neither a result directory nor a d1 *_generations.json file")
         task, gen = D1_TASKS[m["task"]], int(m["gen"])
         with open(path) as f:
+            # {"generations": [{question, generations, ground_truth}], "metrics": ..., ...} (d1-spec §7.2)
             items = json.load(f)["generations"]
         for it in items:
+            # d1 stores its parsed gold, not our example: rebuild the fields our parser reads (answer, nums,
+            # target, puzzle, solution)
             ex = parsers.d1_example_from_released(task, it)
             groups.setdefault((task, gen), []).append({"generation": it["generations"],
                                                        **parsers.score_eval(task, it["generations"], ex)})
@@ -186,6 +207,7 @@ def rescore(paths, json_out=None):
         row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(task, recs), 2)}
         extra = ""
         if task == "sudoku":
+            # d1 reports the cell score only; the share of puzzles solved completely is the stricter number
             row["solve_rate"] = round(100 * sum(r["solved"] for r in recs) / len(recs), 2)
             extra = f"  (puzzles solved {row['solve_rate']:.1f}%)"
         print(f"{task:>10} {gen:>4}: {len(recs):>5} items, accuracy {row['accuracy']:.1f}%{extra}")
@@ -206,10 +228,13 @@ def mean_and_spread(values):
     mean = sum(values) / n
     if n < 2:
         return mean, 0.0, float("nan")
+    # sample std (n - 1): the seeds are a sample of the sampling noise
     sd = statistics.stdev(values)
-    # Student t 97.5 % quantiles by sample count n (n - 1 degrees of freedom), 3 decimals
+    # Student t 97.5 % quantiles by sample count n (n - 1 degrees of freedom), 3 decimals; beyond 10
+    # seeds 1.96 + 2.4 / n is within 3% of the exact value and tends to the normal 1.96
     t975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306,
             10: 2.262}.get(n, 1.96 + 2.4 / n)
+    # half-width of the 95% interval of the MEAN over seeds (the standard error times t)
     return mean, sd, t975 * sd / math.sqrt(n)
 
 
@@ -226,7 +251,9 @@ def paired_bootstrap(a, b, n_boot=10_000, seed=0):
     diffs = [y - x for x, y in zip(a, b)]  # pairing removes the shared item difficulty from the noise
     rng = random.Random(seed)
     n = len(diffs)
+    # n_boot resamples of the n items with replacement; each resample's mean difference, sorted
     means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    # percentile bootstrap: the 2.5% and 97.5% quantiles of those means bound the interval
     return sum(diffs) / n, means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
 
 
@@ -249,6 +276,8 @@ def compare(dir_a, dir_b, force=False):
         if not force:
             raise SystemExit(f"refusing to compare: {msg} (--force to compare anyway)")
         print(f"WARNING: {msg}")
+    # settings that may differ without breaking the pairing (dtype, batch size, cache, seed, ...) are
+    # only noted; the model and the timing are expected to differ
     other = [k for k in mans[0] if k not in MUST_MATCH and mans[0].get(k) != mans[1].get(k)
              and k not in ("model_dir", "model_fingerprint", "time", "wall_seconds", "out_dir")]
     if other:
@@ -256,6 +285,7 @@ def compare(dir_a, dir_b, force=False):
     task = mans[0]["task"]
     (ra,), (rb,) = load_results([dir_a]).values(), load_results([dir_b]).values()  # one group each
     sa, sb = item_scores(task, ra), item_scores(task, rb)
+    # pair by item id: the same question scored by both models
     common = sorted(set(sa) & set(sb))  # equal item ids are guaranteed unless --force
     diff, lo, hi = paired_bootstrap([sa[i] for i in common], [sb[i] for i in common])
     print(f"{task} {mans[0]['gen_length']}: A {100 * sum(sa[i] for i in common) / len(common):.1f}%  "
@@ -277,6 +307,8 @@ def summarize(run_dir):
     print(f"{'':>8} {'SFT':>7} {'SFT+GRPO':>9} {'gain':>7}")
     for name, sft, grpo in rows:
         print(f"{name:>8} {sft:>7.1f} {grpo:>9.1f} {grpo - sft:>+7.1f}")
+    # the gain is taken per seed (each seed's GRPO run starts from that seed's SFT model), so its interval
+    # is that of the paired differences, not one built from the two columns' intervals
     cols = {"SFT": [r[1] for r in rows], "SFT+GRPO": [r[2] for r in rows], "gain": [r[2] - r[1] for r in rows]}
     stats = {k: mean_and_spread(v) for k, v in cols.items()}
     print(f"{'mean':>8} {stats['SFT'][0]:>7.1f} {stats['SFT+GRPO'][0]:>9.1f} {stats['gain'][0]:>+7.1f}")
@@ -319,6 +351,7 @@ if __name__ == "__main__":
     parser.add_argument("--summarize", type=str, default="", help="print the table of runs/toy.sh's run dir")
     args = parser.parse_args()
 
+    # the model-free modes first: no process group, no model, no GPU
     if args.rescore:
         rescore(args.rescore, args.json)
         raise SystemExit
@@ -331,9 +364,11 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # distributed init: torchrun shards the items, rank r takes items r, r + W, ... (as d1)
+    # a process group only under torchrun; the model is never wrapped (no training, no gradients)
     ddp, rank, _, world, device, device_type = compute_init()
     if ddp:
         import torch.distributed as dist
+    # d1 evaluates the bf16 weights, not quantized, even for adapters trained on a 4-bit base (§8.1)
     dtype = default_dtype(args.dtype, device_type)
 
     # -------------------------------------------------------------------------
@@ -342,7 +377,9 @@ if __name__ == "__main__":
     all_items = eval_items(args.task, args.data, args.full, args.toy_items)
     if args.limit:
         all_items = all_items[:args.limit]
+    # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (§8.1)
     my_items = all_items[rank::world]
+    # d1 reports every task at 128, 256 and 512 (Table 1; d1-spec §8.4)
     gen_lengths = [int(x) for x in (args.gen_lengths or ("16" if args.task == "toy" else "128,256,512")).split(",")]
     rows = []  # one summary row per gen length (the mean over seeds)
     for gen in gen_lengths:
@@ -350,20 +387,24 @@ if __name__ == "__main__":
         steps = args.steps or gen // 2  # d1: two tokens unmasked per step
         accs = []
         for seed in range(args.seed, args.seed + args.seeds):
+            # one result directory per (task, gen length[, seed]): what --rescore and --compare read back
             name = f"{args.task}_{gen}" + (f"_seed{seed}" if args.seeds > 1 else "")
             out = os.path.join(args.out_dir, name)
             os.makedirs(out, exist_ok=True)
             t0 = time.time()
+            # d1: 8 prompts per batch, 4 at gen length 512 (d1-spec §8.1)
             bs = args.batch_size or (100 if args.task == "toy" else 4 if gen >= 512 else 8)
             recs = run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
                              args.remasking, bs, seed, progress=rank == 0, cache=args.cache or None,
                              threshold=args.threshold or None)
+            # each rank writes its own file (d1 too: one JSON per rank), so no records travel between ranks
             with open(os.path.join(out, f"generations.rank{rank}.jsonl"), "w") as f:
                 for r in recs:
                     f.write(json.dumps(r) + "\n")
             if ddp:
                 dist.barrier()  # every rank's file is written before rank 0 reads them back
             if rank == 0:  # rank 0 writes the manifest and scores the pooled files
+                # every setting that can move the number, so that --compare can refuse a mismatched pair (MUST_MATCH)
                 manifest = {
                     "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": model_fingerprint(args.model_dir),
                     "task": args.task, "data_file": os.path.abspath(args.data) if args.data else None,
@@ -377,6 +418,7 @@ if __name__ == "__main__":
                     "time": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_seconds": round(time.time() - t0, 1)}
                 with open(os.path.join(out, "manifest.json"), "w") as f:
                     json.dump(manifest, f, indent=1)
+                # score the pooled files of all ranks through load_results, the same path as --rescore
                 (recs_all,) = load_results([out]).values()
                 accs.append(accuracy(args.task, recs_all))
                 solved = f", puzzles solved {100 * sum(r['solved'] for r in recs_all) / len(recs_all):.1f}%" \
@@ -384,9 +426,11 @@ if __name__ == "__main__":
                 print(f"{args.task} gen {gen} seed {seed}: accuracy {accs[-1]:.1f}%{solved} on {len(recs_all)} "
                       f"items ({time.time() - t0:.0f}s) -> {out}")
         if rank == 0:
+            # one seed (greedy, d1's protocol): m is that run's accuracy and no interval is printed
             m, sd, ci = mean_and_spread(accs)
             if len(accs) > 1:
                 print(f"{args.task} gen {gen}: mean {m:.1f}% ± {ci:.1f} (95% CI over {len(accs)} seeds, std {sd:.1f})")
+            # --json gets the mean over seeds, the format summarize() and --rescore --json share
             rows.append({"task": args.task, "gen_length": gen, "items": len(all_items), "accuracy": round(m, 2)})
     if rank == 0 and args.json:
         with open(args.json, "w") as f:

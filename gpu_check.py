@@ -37,15 +37,19 @@ import time
 
 from preflight import D1_STEPS, project_hours
 
+# the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
 
 
 def start(name, cmd, log_dir):
     """Launch one check as a subprocess, its stdout + stderr into <log_dir>/<name>.log."""
+    # no progress bars in the logs, and unbuffered output so a crashed check's log ends at the crash
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
     log = open(os.path.join(log_dir, f"{name}.log"), "w")
+    # the command heads its log, so a failed check can be rerun by hand
     log.write("$ " + " ".join(cmd) + "\n"); log.flush()
+    # a job: (name, process, open log, start time); finish() needs all four
     return name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time()
 
 
@@ -54,12 +58,14 @@ def finish(job, summarize=None):
     name, proc, log, t0 = job
     rc = proc.wait()
     log.close()
+    # a check passes iff its process exits 0: every script and pytest signal failure that way
     row = {"check": name, "ok": rc == 0, "seconds": time.time() - t0, "note": ""}
     path = log.name
     if rc != 0:  # the last non-empty log line is usually the error
         tail = [ln.strip() for ln in open(path, errors="replace") if ln.strip()]
         row["note"] = f"exit {rc}: {tail[-1][:150] if tail else ''} (log: {path})"
     elif summarize:
+        # a passing 8B check also reports its headline numbers, read from the JSON it just wrote
         row["note"] = summarize()
     print(f"{'PASS' if row['ok'] else 'FAIL'}  {name:<22} {row['seconds']:6.1f} s  {row['note']}", flush=True)
     return row
@@ -69,6 +75,8 @@ def finish_all(jobs):
     """Wait for checks running side by side; report each as it ends, with its own duration."""
     rows, jobs = [], list(jobs)
     while jobs:
+        # poll rather than wait() in order: each check is reported and timed when it ends, not when
+        # the checks started before it have ended; 0.2 s of polling is nothing against ~20 s per check
         done = [j for j in jobs if j[1].poll() is not None]
         rows += [finish(j) for j in done]
         jobs = [j for j in jobs if j not in done]
@@ -83,8 +91,10 @@ def read_json(path):
 
 def summarize_round(path):
     """One line from a bench.py --preflight JSON: phases, tokens/s, memory, MFU."""
+    # a closure: the JSON exists only once the check has run, so it is read then (finish calls it)
     def f():
         r = read_json(path)
+        # preflight's JSON holds an error instead of numbers when the round ran out of memory
         if "error" in r:
             return r["error"]
         s = r["seconds"]
@@ -95,6 +105,7 @@ def summarize_round(path):
 
 
 def summarize_mfu(path):
+    # one line from a bench.py --policy-mfu JSON: MFU, seconds and peak memory, eager and compiled
     def f():
         r = read_json(path)
         return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, {r[k]['peak_memory_gib']:.1f} GiB)"
@@ -103,6 +114,7 @@ def summarize_mfu(path):
 
 
 def summarize_samplers(path):
+    # one line from a bench.py --samplers JSON: tokens/s and speed-up over the exact sampler
     def f():
         rows = read_json(path)["samplers"]
         return ", ".join(f"{name} {r['tokens_per_s']:.0f} tok/s ({r['speedup']:.2f}x)" for name, r in rows.items())
@@ -116,6 +128,7 @@ if __name__ == "__main__":
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (989 = H100/H200 SXM)")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    # a typo in --skip would silently run the part it meant to skip: refuse it
     if skip - set(PARTS):
         sys.exit(f"--skip takes {','.join(PARTS)}, got {args.skip}")
 
@@ -127,6 +140,7 @@ if __name__ == "__main__":
                if importlib.util.find_spec(m) is None]
     if missing:
         sys.exit(f"gpu_check.py: missing {', '.join(missing)}: pip install {' '.join(missing)}")
+    # bitsandbytes is not required up front: only the 4-bit checks need it, and they then fail visibly
     has_bnb = importlib.util.find_spec("bitsandbytes") is not None
     n_gpus = torch.cuda.device_count()
     import transformers
@@ -136,6 +150,8 @@ if __name__ == "__main__":
     os.makedirs(args.out_dir, exist_ok=True)
     out = lambda *parts: os.path.join(args.out_dir, *parts)
     py, rows = sys.executable, []
+    # torchrun from this same Python (python -m torch.distributed.run), one process per visible GPU;
+    # --standalone: a single-node rendezvous, no master address to set
     torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
 
     # 1. the CUDA tests: -rs prints why anything was skipped
@@ -150,6 +166,9 @@ if __name__ == "__main__":
         for name, cmd in [("tiny model", [py, "model.py"]),
                           ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir])]:
             rows.append(finish(start(name, cmd, args.out_dir)))
+        # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,
+        # so the LoRA and FSDP runs set β 0.04 to run the reference pass too (LoRA: adapters off; FSDP: a
+        # sharded frozen copy)
         grpo = ["grpo.py", "--model-dir", sft_dir, "--rounds", "2"]
         jobs = [start(name, cmd, args.out_dir) for name, cmd in [
             ("grpo full", [py, *grpo, "--out-dir", out("grpo_full")]),
@@ -158,6 +177,7 @@ if __name__ == "__main__":
                                 "--load-in-4bit"]),
             ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
             ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval")]),
+            # the same scripts under NCCL on every GPU: DDP, then FSDP2 (--fsdp) for sft and grpo
             ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp")]),
             ("torchrun grpo", [*torchrun, *grpo, "--out-dir", out("grpo_ddp"), "--lora-r", "8", "--beta", "0.04"]),
             ("torchrun eval", [*torchrun, "eval.py", "--model-dir", sft_dir, "--limit", "40",
@@ -170,16 +190,22 @@ if __name__ == "__main__":
     # 3. the 8B shape, one process at a time so each owns the GPU. --model-dir none: random
     # weights even where an out/sft exists; the prompt is d1's longest (200), an upper bound
     if "8b" not in skip:
+        # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
+        # overridden); the MFU and sampler checks are bench.py's own modes
         bench = [py, "bench.py", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
         pre = [*bench, "--preflight", "--model-dir", "none", "--task", "gsm8k"]
         for name, cmd, summarize in [
             ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
+            # the same round on a bf16 base, compiled blocks
             ("8b bf16 lora round", [*pre, "--no-load-in-4bit", "--compile", "--json", out("8b_lora.json")],
              summarize_round(out("8b_lora.json"))),
+            # full fine-tuning on 8 of the 32 blocks: with all 32, the fp32 weights, grads and AdamW states
+            # (16 bytes per parameter, 128 GB) do not fit one GPU
             ("8b full-ft round, 8L", [*pre, "--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile",
                                       "--json", out("8b_full8.json")], summarize_round(out("8b_full8.json"))),
             ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
              summarize_mfu(out("8b_mfu.json"))),
+            # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
             ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
                                      "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
         ]:
@@ -189,6 +215,7 @@ if __name__ == "__main__":
     # group per micro-batch, μ 12: grpo.py's 8b preset)
     proj = {}
     qlora = out("8b_qlora.json")
+    # no round_seconds: the QLoRA round failed or ran out of memory, and there is nothing to project
     if "8b" not in skip and os.path.exists(qlora) and "round_seconds" in read_json(qlora):
         round_s = read_json(qlora)["round_seconds"]
         proj = {task: {g: project_hours(round_s, steps, 12, 16, 1, g) for g in (1, N_GPUS_PROJECTED)}
@@ -204,8 +231,10 @@ if __name__ == "__main__":
         for task, h in proj.items():
             print(f"{task:<10} {D1_STEPS[task]:>6} {h[1]:9.1f} {h[N_GPUS_PROJECTED]:9.1f}")
     failed = [r["check"] for r in rows if not r["ok"]]
+    # every row and the projection in one JSON, with the box's device and versions, to compare boxes
     with open(out("gpu_check.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "n_gpus": n_gpus, "torch": torch.__version__,
                    "transformers": transformers.__version__, "checks": rows, "projection_hours": proj}, f, indent=2)
     print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    # exit 1 on any failure, so `make gpu-check` fails too
     sys.exit(1 if failed else 0)

@@ -84,15 +84,21 @@ def completion_mask(completion, eos_id):
     is_eos = completion == eos_id  # (B, N)
     # number of EOS strictly before position k; the first EOS has 0 before it and is kept
     eos_before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()  # (B, N)
+    # (B, N): what follows the first EOS is the EOS padding of the fixed-length canvas (d1-spec §2.4)
     return (eos_before == 0).float()
 
 
 def group_advantages(rewards, group_size, scale_std=False, eps=1e-4):
     """A_i = r_i - mean of its group of G consecutive samples, (B,) -> (B,). d1 does not divide by
     the group std (Dr. GRPO, arXiv 2503.20783); scale_std=True gives the original GRPO form."""
+    # rows [0:G], [G:2G], ... are one prompt's group: group_prompts repeats each prompt G times in a row
     r = rewards.view(-1, group_size)  # (num_groups, G)
-    adv = r - r.mean(dim=1, keepdim=True)
+    # A_i = r_i - mean of its group (d1-spec §4.2): a completion is judged only against
+    # its siblings, so no value network is needed; the advantages of a group sum to 0
+    adv = r - r.mean(dim=1, keepdim=True)  # (num_groups, G)
     if scale_std:
+        # original GRPO: (r - mean) / (std + eps), unbiased std as torch's default. A group of equal rewards
+        # has std 0 and adv 0: eps turns 0/0 into 0 instead of NaN
         adv = adv / (r.std(dim=1, keepdim=True) + eps)
     return adv.view(-1)
 
@@ -103,18 +109,27 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     advantages (B,); mask (B, N). Returns (loss, stats dict of floats)."""
     adv = advantages[:, None]  # (B, 1): every token of a completion shares its advantage
     ratio = torch.exp(logp - old_logp)  # (B, N); exactly 1 at the first step after the rollout
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv
+    # PPO's clipped surrogate (d1-spec §4.2; d1 trains with ε = 0.5; its config default is 0.2). For A > 0 the
+    # clip removes any gain from raising ρ above 1 + ε; for A < 0, from lowering it below 1 - ε
+    unclipped = ratio * adv  # (B, N)
+    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv  # (B, N)
     per_token = -torch.min(unclipped, clipped)  # (B, N) the pessimistic PPO bound
+    # β = 0: no reference pass at all (ref_logp is None) and the logged KL is 0
     kl = torch.zeros_like(logp)
     if beta != 0.0:
         # Schulman's k3 estimator of KL(π_θ || π_ref): e^(ref - θ) - (ref - θ) - 1 >= 0
-        d = ref_logp - logp
-        kl = torch.exp(d) - d - 1
+        # evaluated at samples of π_old with no importance weight, as TRL does (d1-spec §4.2)
+        d = ref_logp - logp  # (B, N)
+        kl = torch.exp(d) - d - 1  # (B, N), >= 0 elementwise
         per_token = per_token + beta * kl
-    n = mask.sum().clamp(min=1)  # token-level normalisation over the whole micro-batch (d1)
-    loss = (per_token * mask).sum() / n
+    # ONE token count for the whole micro-batch, not a mean per sequence (TRL's choice at d1's commit):
+    # a longer answer weighs more (d1 issue #1: "we normalize by the number of effective tokens").
+    # clamp: never 0 / 0
+    n = mask.sum().clamp(min=1)
+    loss = (per_token * mask).sum() / n  # scalar
     with torch.no_grad():
+        # clip_frac: tokens where the clip binds (min picks the clipped term: no gradient). Deviation, in
+        # logging only: TRL at d1's commit logs the share with ρA < clip(ρ)A (d1-spec §4.2), the other side
         stats = {"kl": ((kl * mask).sum() / n).item(),
                  "clip_frac": (((unclipped > clipped).float() * mask).sum() / n).item()}
     return loss, stats
@@ -126,6 +141,8 @@ def round_metrics(batches, G, update_stats, reward_parts):
     the mean completion length (tokens up to the first EOS), the update's loss / KL / clip
     fraction, and each reward function's mean (`reward_parts`: sums over the completions)."""
     rewards = torch.cat([b.rewards for b in batches])  # (local completions,)
+    # logged only (d1's reward_std). A group with std 0 has all advantages 0, so its surrogate term gives
+    # no gradient (only the KL acts): zero_std_groups counts those (d1's zero_std_ratio, same 1e-6)
     group_std = rewards.view(-1, G).std(dim=1)  # (local groups,)
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
             "zero_std_groups": (group_std < 1e-6).float().mean().item(),
@@ -149,21 +166,29 @@ FIXED_MASK_SEED = 42       # d1's fixed-mask ablation (Fig. 4): seed 42 at every
 def mask_generator(seed, micro_index):
     """The generator behind one micro-batch's prompt mask under mask seed `seed`. Keyed by the
     GLOBAL micro-batch index, so θ, θ_old and θ_ref (and any world size) get identical masks."""
+    # A CPU generator: logprob.prompt_mask draws on the generator's device, so the mask is the same
+    # whichever device the model is on; it is only (b, P) uniforms. d1 instead reseeds every global RNG
+    # with the mask seed (accelerate's set_seed), which also ties the next round's sampling noise to the
+    # last mask seed (d1-spec §3.2)
     return torch.Generator().manual_seed(seed * SEED_STRIDE + micro_index)
 
 
 def rollout_generator(seed, rnd, micro_index, device):
-    """The sampling noise of one micro-batch's rollout. On the model's device: the sampler draws
-    (b, block, V) float64 Gumbel noise every step, which from a CPU generator was 3/4 of an 8B
-    rollout's time on an H100 (128 steps: 53 s -> 20 s; bench.py, 2026-11-22)."""
+    """The sampling noise of one micro-batch's rollout, keyed by (run seed, round, global micro-batch)."""
+    # on the model's device: the sampler draws (b, block, V) float64 Gumbel noise every step, which from a
+    # CPU generator was 3/4 of an 8B rollout's time on an H100 (128 steps: 53 s -> 20 s; bench.py, 2026-11-22)
     return torch.Generator(device=device).manual_seed(seed * SEED_STRIDE + rnd * ROUND_STRIDE + micro_index)
 
 
 def mask_seeds(seed, rnd, num_iterations, fixed=False):
     """The μ mask seeds of round `rnd`; inner step j uses seed j for every micro-batch."""
     if fixed:
+        # d1's ablation (random_masking False): the same q' for all μ steps (d1-spec §3.2)
         return [FIXED_MASK_SEED] * num_iterations
+    # its own generator, keyed by (run seed, round): a resumed or re-sharded run draws the same seeds,
+    # and drawing them consumes no other stream
     g = torch.Generator().manual_seed(seed * MASK_SEED_STRIDE + rnd)
+    # d1: torch.randint(0, 2**12, (μ,)) once per generation round (d1-spec §3.2)
     return torch.randint(0, MASK_SEED_RANGE, (num_iterations,), generator=g).tolist()
 
 
@@ -188,6 +213,8 @@ STATE_FILE = "trainer_state.pt"  # beside the checkpoint in --out-dir: round, op
 def pad_left(rows, pad_id):
     """List of id lists -> (B, P) long, left-padded with pad_id (LLaDA pads with EOS; attended)."""
     P = max(len(r) for r in rows)
+    # left padding keeps each prompt's last token next to the completion canvas. The pads are EOS and
+    # attended, as in d1, which never passes an attention mask (d1-spec §1)
     return torch.tensor([[pad_id] * (P - len(r)) + r for r in rows])
 
 
@@ -201,12 +228,15 @@ def load_rl_data(args):
     examples = []
     for i, name in enumerate(names):
         if name == "toy":
+            # unlabelled: RL needs only the puzzle, the reward checks the answer. From the training grids of the
+            # split sft.py uses, never the test grids of eval.py's held-out set
             train_grids, _ = puzzles.split_grids(seed=args.data_seed)
             exs = puzzles.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
         elif i < len(paths):
             exs = tasks.load_task(name, paths[i])
         else:
             raise ValueError(f"--task {name} needs a file in --data (comma list, same order as --task)")
+        # each example carries its task, so a mixed round scores every completion with its own task's rewards
         examples += [{**ex, "task": name} for ex in exs]
     random.Random(42).shuffle(examples)  # d1 shuffles with seed 42
     return examples
@@ -220,6 +250,8 @@ def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
         # the uncut length only counts what the cut drops (a warning); tokenizing twice costs
         # microseconds next to a rollout, and the cut itself stays in tasks.prompt_ids
         n_cut += len(prompt_ids(tokenizer, ex["prompt"])) > max_prompt_length
+        # keep the LAST max_prompt_length tokens, as d1's prompt_ids[:, -200:] (d1-spec §2.4): a long prompt
+        # loses its BOS and the start of its instructions, hence the warning
         ids = prompt_ids(tokenizer, ex["prompt"], max_length=max_prompt_length)
         rows += [ids] * G  # consecutive G rows share a prompt: one group
     return pad_left(rows, pad_id), n_cut
@@ -236,14 +268,20 @@ def load_policy(args, run):
     -> (model, tokenizer, ref_context): the context in which `model` is the reference policy
     (adapters off), or a do-nothing context for full fine-tuning (a frozen copy, load_reference)."""
     if not os.path.exists(os.path.join(args.model_dir, "config.json")):
+        # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8); "+diffu-GRPO" from LLaDA-8B-Instruct
         raise FileNotFoundError(f"no model in {args.model_dir}: diffu-GRPO starts from the SFT model; run "
                                 f"`python sft.py` first (it writes out/sft) or pass --model-dir")
+    # --load-in-4bit (the 8b preset, as d1): NF4 base with double quantization, bf16 compute (d1-spec §4.3)
     model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     ref_context = nullcontext
     if args.lora_r > 0:
+        # d1: r 128, alpha 64, dropout 0.05. Of the seven names in d1's config only q, k, v and up_proj exist in
+        # LLaDA's blocks, so those four are the default targets (d1-spec §4.3)
         add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
                  targets=tuple(args.lora_targets.split(",")))
-        ref_context = lambda: lora_disabled(model)  # reference = the base, adapters off
+        # π_ref costs no second copy of the weights: the frozen base IS the reference (d1: disable_adapter(),
+        # d1-spec §3.2). It never moves: d1's sync_ref_model is a no-op under PEFT
+        ref_context = lambda: lora_disabled(model)
     elif args.load_in_4bit:
         raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
@@ -258,23 +296,26 @@ def resume_weights(args, run, model):
     """--resume: the run's weights put into the unwrapped `model`, before any sharding.
     -> (start_round, trainer state or None). LoRA: the adapters live in the state file (the base is
     --model-dir); full FT: the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in
-    the state file, memory-mapped, so ranks other than 0 never read the optimizer state that rank
-    0 broadcasts (restore_optimizer)."""
+    the state file."""
     state_file = os.path.join(args.out_dir, STATE_FILE)
     if not (args.resume and os.path.exists(state_file)):
         return 0, None
+    # weights_only=False: the state also holds vars(args). FSDP: memory-mapped on CPU, so ranks other than 0
+    # never read the optimizer state that rank 0 broadcasts (restore_optimizer); pages load when touched
     state = torch.load(state_file, map_location="cpu" if args.fsdp else run.device, weights_only=False,
                        mmap=args.fsdp)
     if state.get("fsdp", False) != args.fsdp:  # the two optimizer layouts differ (names vs indices)
         raise ValueError(f"{state_file} was written {'with' if state.get('fsdp') else 'without'} --fsdp; "
                          f"resume it the same way")
     if args.lora_r > 0:
+        # strict=False: the file holds the adapters only. The count check catches another rank or target set
         unexpected = model.load_state_dict(state["lora"], strict=False).unexpected_keys
         if unexpected or len(state["lora"]) != len(lora_state_dict(model)):
             raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
     elif args.fsdp:
         model.load_state_dict(state["masters"])  # copied onto this rank's device
     else:
+        # without FSDP the training dtype is the checkpoint's (save_dtype), so the saved weights are exact
         ckpt = from_pretrained(args.out_dir, dtype=run.dtype, device=run.device)
         model.load_state_dict(ckpt.state_dict())
         del ckpt
@@ -286,8 +327,10 @@ def load_reference(args, run):
     sharded so that a GPU never holds two full copies, and sharded the same way. It never trains,
     so it needs no fp32 masters: save_dtype (bf16 on GPU, what FSDP's mixed precision computes in
     anyway). LoRA (the reference is the base, adapters off) or β = 0: None."""
+    # LoRA: the reference is `model` inside ref_context; β = 0: nothing to compare against
     if args.lora_r > 0 or not args.beta:
         return None
+    # the START model (--model-dir), like d1's adapter-disabled base: π_ref stays where training began
     ref_model = from_pretrained(args.model_dir, dtype=run.save_dtype, device=run.device).eval()
     if args.fsdp:  # no optimizer, no gradients
         shard_model(ref_model.requires_grad_(False), run.device_type)
@@ -313,11 +356,14 @@ def save_checkpoint(args, run, model, optimizer, tokenizer, round_idx):
         to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
     else:
         masters, to_save, optim_state = None, model, optimizer.state_dict()
+    # after the collectives above, which every rank had to join, only rank 0 writes
     if not run.master:
         return
     os.makedirs(args.out_dir, exist_ok=True)
     save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
     tokenizer.save_pretrained(args.out_dir)
+    # what --resume needs beyond the official-layout weights (the round, the optimizer, the flags, and the
+    # fp32 masters under FSDP or the adapters under LoRA)
     state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
              "masters": masters, "lora": lora_state_dict(model) if args.lora_r > 0 else None}
     state_file = os.path.join(args.out_dir, STATE_FILE)
@@ -335,8 +381,11 @@ def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temp
     sampler (d1 leaves it on), so the old policy that scores these samples is the sampling one."""
     model.eval()
     with amp():
+        # generate's defaults are d1's rollout sampler: low-confidence remasking, no CFG; the 8b preset adds
+        # block 32, 128 steps, τ 0.9, i.e. 2 tokens per step (d1-spec §2.3)
         out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
                        temperature=temperature, generator=generator)  # (b, P + N); no grad inside
+    # (b, N): the sampler never changes the prompt, so only the completion canvas is kept
     return out[:, prompt.shape[1]:]
 
 
@@ -350,10 +399,13 @@ def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, a
     for b in batches:
         for s in seeds:
             with amp():
+                # d1 runs all μ seeds as one no-grad forward of μ·b rows (d1-spec §3.2); one seed at a time gives the
+                # same masks at 1/μ of the activation memory
                 b.old.append(one_step_logprobs(model, b.prompt, b.completion, p_mask_prompt=p_mask,
                                                generator=mask_generator(s, b.index)))  # (b, N)
                 if beta:
                     with ref_context():
+                        # a fresh generator from the same key: the reference scores exactly the q' the old policy saw
                         b.ref.append(one_step_logprobs(ref_model if ref_model is not None else model,
                                                        b.prompt, b.completion, p_mask_prompt=p_mask,
                                                        generator=mask_generator(s, b.index)))  # (b, N)
@@ -370,9 +422,14 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
     for i, b in enumerate(batches):
         set_grad_sync(model, i == len(batches) - 1)  # reduce only on the last micro-batch
         with amp():
+            # the key of the old/ref passes of seed j, so ρ compares the same masked view (d1-spec §3.2). Deviation:
+            # step j uses seed j for every micro-batch, μ distinct masks per round; d1's `_step % μ` with gradient
+            # accumulation 2 gives each micro-batch only μ/2
             logp = one_step_logprobs(model, b.prompt, b.completion, mask_id=mask_id,
                                      p_mask_prompt=p_mask, generator=mask_generator(seed, b.index))  # (b, N)
+        # (b, N) tensors in, a scalar out: the token mean of this micro-batch
         loss, st = grpo_loss(logp, b.old[j], b.ref[j] if beta else None, b.adv, b.mask, epsilon, beta)
+        # HF divides each micro-batch loss by the accumulation steps in d1 too (d1-spec §4.2)
         (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
         for k, v in (("loss", loss.item()), ("kl", st["kl"]), ("clip_frac", st["clip_frac"])):
             stats[k] += v / accum
@@ -390,6 +447,7 @@ def parse_args(argv=None):
     value). A function so that bench.py --preflight measures exactly what these flags would run."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
+    # a first pass reads only --preset, so that its values can become the defaults of the full parser
     preset = PRESETS[pre.parse_known_args(argv)[0].preset]
     parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
     # data
@@ -444,6 +502,7 @@ def parse_args(argv=None):
                         "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
                         "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    # preset values fill only the flags not given on the command line
     parser.set_defaults(**preset)
     return parser.parse_args(argv)
 
@@ -457,6 +516,9 @@ if __name__ == "__main__":
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
+    # d1's batch (d1-spec §4.1): 16 prompts x G = 6 -> 96 completions per optimizer step, one group per
+    # GPU micro-batch (8 GPUs x accumulation 2); here --prompts-per-step 16 --groups-per-micro 1 on any
+    # world size gives the same update
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
     # every rank must run the same number of passes or DDP / FSDP hang: check divisibility up front
@@ -469,20 +531,26 @@ if __name__ == "__main__":
     # data: the prompts of every task, shuffled once (d1: seed 42); rewards by task
     examples = load_rl_data(args)
     from rewards import REWARDS, total_reward
+    # every reward function of every task in the data: one log column each, d1 logs each one's mean too
     comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
 
     # -------------------------------------------------------------------------
     # model: policy (+ LoRA), resumed weights, DDP / FSDP, reference, optimizer (set-up helpers above)
     raw_model, tokenizer, ref_context = load_policy(args, run)
+    # LLaDA: mask 126336, EOS 126081 <|endoftext|> (also the pad; d1-spec §1). EOS, not <|eot_id|>, ends
+    # the completion mask (d1-spec §10.5)
     mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
     start_round, state = resume_weights(args, run, raw_model)
     model = wrap_for_training(raw_model, run, args.fsdp)  # raw_model: the unwrapped (or sharded) policy
     ref_model = load_reference(args, run)
     # the trainable tensors: the LoRA matrices, or every parameter, read AFTER sharding (DTensors)
     params = [p for p in raw_model.parameters() if p.requires_grad]
+    # d1: adamw_torch, lr 3e-6, betas (0.9, 0.99), weight decay 0.1 (d1-spec §4.3; the presets)
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
     if state is not None:
         restore_optimizer(args, run, raw_model, optimizer, state)
+        # drop the loaded state before training: it may hold the optimizer state and, under FSDP, the fp32
+        # masters (LLaDA-8B: 32 GB)
         del state
         if master:
             print(f"resumed from {os.path.join(args.out_dir, STATE_FILE)} at round {start_round}")
@@ -505,10 +573,16 @@ if __name__ == "__main__":
         # 1. rollout: G completions per prompt, noise keyed by (seed, round, global micro-batch)
         t0 = time.time()
         n_cut = 0
+        # d1's RepeatRandomSampler (seed 42) draws 16 unique prompts per step and repeats each G times
+        # (d1-spec §4.1); the round's prompt list above plays that part
         for m in [m * world_size + rank for m in range(accum)]:  # this rank's global micro-batch indices
             exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
+            # EOS is the pad (LLaDA's pad token, d1-spec §2.4)
             prompt, cut = group_prompts(tokenizer, exs, G, args.max_prompt_length, eos_id)
             prompt, n_cut = prompt.to(device), n_cut + cut  # (b, P), b = groups_per_micro * G
+            # raw_model: the DDP wrapper is kept for the one pass that needs gradient sync. Under FSDP
+            # raw_model is the sharded model, so every rank must make the same calls (the exact sampler's
+            # pass count is fixed)
             completion = rollout(raw_model, prompt, rollout_generator(args.seed, rnd, m, device), run.amp,
                                  args.gen_length, args.block_length, args.diffusion_steps, args.temperature)
             batches.append(MicroBatch(m, [ex for ex in exs for _ in range(G)], prompt, completion,
@@ -521,9 +595,12 @@ if __name__ == "__main__":
         t0 = time.time()
         comp_sum = {name: 0.0 for name in comp_names}
         for b in batches:
+            # as d1: specials stripped, so the reward text also holds any non-special tokens after the first EOS,
+            # which get no loss (d1-spec §2.4)
             texts = tokenizer.batch_decode(b.completion, skip_special_tokens=True)
             rewards = []
             for text, ex in zip(texts, b.examples):
+                # r_i = the plain sum of the task's reward functions, all weights 1, NaN-safe (d1-spec §4.2)
                 total, parts = total_reward(ex["task"], text, ex)
                 rewards.append(total)
                 for name, v in parts.items():
@@ -536,6 +613,7 @@ if __name__ == "__main__":
         # 4. μ mask seeds, then old and reference log-probs for every seed, once, without gradients
         t0 = time.time()
         seeds = mask_seeds(args.seed, rnd, args.num_iterations, args.fixed_mask_seed)
+        # before any update: θ_old is exactly the θ that sampled the rollouts
         score_old_ref(raw_model, ref_model, ref_context, batches, seeds, args.p_mask, args.beta, run.amp)
         timing["old_ref"] = time.time() - t0
 
@@ -543,6 +621,7 @@ if __name__ == "__main__":
         t0 = time.time()
         stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
+            # `model` (the DDP / FSDP wrapper) here: this is the only pass that needs gradient sync
             st = policy_step(model, batches, j, s, optimizer, params, run.amp, mask_id, args.epsilon,
                              args.beta, args.p_mask, args.grad_clip, accum)
             for k, v in st.items():
@@ -552,6 +631,8 @@ if __name__ == "__main__":
         # 6. logging: every metric is averaged over ranks first
         metrics = round_metrics(batches, G, stats_sum, comp_sum)
         if run.distributed:
+            # one all_reduce for all metrics; every rank scored the same number of completions, so the mean of the
+            # ranks' means is the global mean
             vals = torch.tensor(list(metrics.values()), device=device)
             dist.all_reduce(vals, op=dist.ReduceOp.AVG)
             metrics = dict(zip(metrics, vals.tolist()))

@@ -61,9 +61,13 @@ class LLaDAConfig:
     mlp_ratio: int = 4
     vocab_size: int = 126464
     embedding_size: int | None = 126464    # rows of wte / LM head; None means vocab_size
+    # RoPE base 5e5 as in Llama 3, no rope scaling (llada.md §3). max_sequence_length is only the
+    # pretraining length (4096): our RoPE tables are built per call, so longer canvases work too.
     rope_theta: float = 500000.0
     rms_norm_eps: float = 1e-5
     max_sequence_length: int = 4096
+    # Special ids (llada.md §1, §4): <|mdm_mask|>, and <|endoftext|> which is also the pad token.
+    # The sampler and the estimators read the mask id from here; tokenizer.special_ids cross-checks.
     mask_token_id: int = 126336
     eos_token_id: int = 126081
     pad_token_id: int = 126081
@@ -110,10 +114,12 @@ class LLaDAConfig:
     def head_dim(self):
         return self.d_model // self.n_heads  # 128 for LLaDA-8B
 
+    # n_kv_heads < n_heads would be grouped-query attention; LLaDA-8B is plain MHA (32 = 32)
     @property
     def kv_heads(self):
         return self.n_kv_heads or self.n_heads
 
+    # OLMo lets mlp_hidden_size win: LLaDA-8B's MLP is 12288 wide, not mlp_ratio * d_model = 16384
     @property
     def hidden_size(self):
         return self.mlp_hidden_size or self.mlp_ratio * self.d_model
@@ -125,16 +131,21 @@ class LLaDAConfig:
 
     def validate(self):
         """Raise one ValueError listing every unsupported or inconsistent setting."""
+        # e.g. block_type="sequential" (fused att_proj) or alibi=True: code paths we do not have
         problems = [f"{k}={getattr(self, k)!r} (supported: {' or '.join(map(repr, ok))})"
                     for k, ok in self._SUPPORTED.items() if getattr(self, k) not in ok]
+        # heads must tile d_model exactly, and rotate-half RoPE pairs dim j with j + head_dim/2
         if self.d_model % self.n_heads:
             problems.append(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         elif self.head_dim % 2:
             problems.append(f"head_dim={self.head_dim} must be even for rotate-half RoPE")
+        # GQA: every kv head must serve a whole number of query heads
         if self.n_heads % self.kv_heads:
             problems.append(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
         if self.padded_vocab < self.vocab_size:
             problems.append(f"embedding_size={self.embedding_size} < vocab_size={self.vocab_size}")
+        # the mask id is written into every canvas and EOS ends every completion: both must be rows
+        # of wte and columns of the logits
         for name in ("mask_token_id", "eos_token_id"):
             if not 0 <= getattr(self, name) < self.padded_vocab:
                 problems.append(f"{name}={getattr(self, name)} is outside the vocabulary")
@@ -145,6 +156,8 @@ class LLaDAConfig:
     @classmethod
     def from_dict(cls, d):
         """From a parsed config.json: known keys become fields, the rest is kept in `extra`."""
+        # unknown keys (model_type, architectures, auto_map, torch_dtype, ...) are not ours to read,
+        # but save_pretrained writes them back so the official remote-code loader still works
         known = {f.name for f in fields(cls)} - {"extra"}
         cfg = cls(**{k: v for k, v in d.items() if k in known})
         cfg.extra = {k: v for k, v in d.items() if k not in known}
@@ -154,6 +167,7 @@ class LLaDAConfig:
         """The config.json contents: the carried-through keys first, then every field."""
         d = asdict(self)
         d.pop("extra")
+        # fields last: our values win over any same-named key in extra
         return {**self.extra, **d}
 
 
@@ -171,25 +185,33 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
+        # the mean of squares over C = 4096 channels in fp32: bf16 keeps only 8 bits of mantissa
         x32 = x.float()  # (..., C)
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C)
+        # cast back first, then scale: multiplying in fp32 would round differently from LLaDA
         return x32.to(x.dtype) * self.weight  # (..., C): the multiply runs in the input dtype
 
 
 def rope_tables(seq_len, head_dim, theta, device):
     """cos/sin tables (T, head_dim) in fp32 for positions 0..T-1 (non-interleaved 'rotate-half').
     inv_freq[j] = theta^(-2j/head_dim); the table is cat(freqs, freqs), llada.md §3."""
+    # one frequency per pair of dims, from 1 (j = 0) down to ~1/theta: hd/2 = 64 of them for LLaDA
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    # positions in fp32: bf16 cannot even represent every integer above 256, let alone pos * inv_freq
     freqs = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)  # (T, hd/2)
+    # duplicated, not interleaved: dims j and j + hd/2 share a frequency (NeoX / HF-Llama convention)
     emb = torch.cat((freqs, freqs), dim=-1)  # (T, hd)
     return emb.cos(), emb.sin()
 
 
 def apply_rope(x, cos, sin):
     """Rotate (B, nh, T, hd) by the tables, in fp32 (rope_full_precision), and cast back."""
+    # fp32 as in LLaDA (rope_full_precision=true, llada.md §3): same rounding, same logits
     x32 = x.float()  # (B, nh, T, hd)
+    # half-split: the checkpoint's q/k rows are already in this order, no permutation (llada.md §2)
     x1, x2 = x32.chunk(2, dim=-1)  # (B, nh, T, hd/2) each: pair j with j + hd/2
     rotated = torch.cat((-x2, x1), dim=-1)  # (B, nh, T, hd): rotate_half
+    # (T, hd) tables broadcast over batch and heads: pair (j, j + hd/2) turns by angle pos * inv_freq[j]
     return (x32 * cos + rotated * sin).to(x.dtype)  # (B, nh, T, hd)
 
 
@@ -200,11 +222,15 @@ class Block(nn.Module):
         super().__init__()
         C, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads = config.n_heads, config.kv_heads
+        # attention: separate q/k/v/o, all without bias (include_bias false) and without QK-norm;
+        # weights are stored [out, in] as nn.Linear expects, so the official tensors drop straight in
         self.attn_norm = RMSNorm(C, config.rms_norm_eps)
         self.q_proj = nn.Linear(C, config.n_heads * hd, bias=False)
         self.k_proj = nn.Linear(C, self.n_kv_heads * hd, bias=False)
         self.v_proj = nn.Linear(C, self.n_kv_heads * hd, bias=False)
         self.attn_out = nn.Linear(config.n_heads * hd, C, bias=False)
+        # the gated MLP, C -> hidden_size (12288) -> C. Not OLMo's "swiglu" activation (one fused
+        # matrix split in two): here gate and up are separate matrices, and the gate is ff_proj
         self.ff_norm = RMSNorm(C, config.rms_norm_eps)
         self.ff_proj = nn.Linear(C, config.hidden_size, bias=False)  # gate: goes through SiLU
         self.up_proj = nn.Linear(C, config.hidden_size, bias=False)  # multiplied in
@@ -215,14 +241,18 @@ class Block(nn.Module):
         for a KV cache. past: cached (k, v) of a whole canvas (B, nkv, L, hd); x is then canvas
         columns [start, start + T), whose fresh keys/values replace the cached ones there."""
         B, T, C = x.shape
+        # pre-norm: only the branch input is normalised, the residual stream x itself never is
         a = self.attn_norm(x)  # (B, T, C)
+        # project, split C into heads, and make heads a batch dim for SDPA
         q = self.q_proj(a).view(B, T, self.n_heads, -1).transpose(1, 2)     # (B, nh, T, hd)
         k = self.k_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         v = self.v_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)             # (B, nh|nkv, T, hd)
         # the cache stores keys after RoPE: positions are absolute, so cached keys stay valid
         fresh = (k, v)
-        if past is not None:  # all L keys: cached columns left and right of the window, fresh inside
+        # with a cache, this call's T queries attend all L canvas keys: cached columns left and right
+        # of the window, fresh ones inside it
+        if past is not None:
             pk, pv = past
             k = torch.cat([pk[:, :, :start], k, pk[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
             v = torch.cat([pv[:, :, :start], v, pv[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
@@ -231,10 +261,12 @@ class Block(nn.Module):
             v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, nh, L, hd)
         # bidirectional attention: no causal mask, only the optional key-padding mask; scale 1/sqrt(hd)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=False)  # (B, nh, T, hd)
+        # heads back into channels, output projection, residual add (the stream stays in bf16, llada.md §3)
         x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, C)
         m = self.ff_norm(x)  # (B, T, C)
         # SwiGLU with LLaDA's names: ff_proj is the gate, up_proj the value, ff_out the down projection
         x = x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m))  # (B, T, C)
+        # only the window's own k/v go back; sample.py builds its cache from a full-canvas pass
         return (x, fresh) if return_kv else x
 
 
@@ -244,6 +276,7 @@ class LLaDA(nn.Module):
         super().__init__()
         self.config = config.validate()
         self.gradient_checkpointing = False  # set True to recompute each block in backward
+        # rows of wte and the LM head; LLaDA-8B has no padding beyond the vocabulary (126464)
         V = config.padded_vocab
         # The ModuleDict named `transformer` makes our state-dict keys the official ones minus "model."
         self.transformer = nn.ModuleDict(dict(
@@ -253,9 +286,11 @@ class LLaDA(nn.Module):
             ff_out=nn.Linear(config.d_model, V, bias=False),  # the LM head, NOT tied to wte
         ))
         # checkpoint.from_pretrained builds on meta and puts the stored tensors in place: skip init
+        # (meta tensors hold no data to initialise; the real values arrive from the shards)
         if not any(p.is_meta for p in self.parameters()):
             for name, p in self.named_parameters():
-                if p.dim() == 2:  # plain normal init: only used for tiny random models
+                # plain normal init of the matrices (norm weights keep their ones); tiny random models only
+                if p.dim() == 2:
                     nn.init.normal_(p, mean=0.0, std=config.init_std)
 
     def num_params(self):
@@ -273,21 +308,30 @@ class LLaDA(nn.Module):
         whole canvas of L columns; then input_ids are canvas columns [start, start + T) only, they
         attend to all L keys (cached outside the window, fresh inside), and attention_mask still
         covers all L columns. If the canvas has not changed since past_kv was made, the result
-        equals columns [start, start + T) of a full forward (tested); if it has, the cached
-        columns are stale, which is the cache's approximation."""
+        equals columns [start, start + T) of a full forward (tested)."""
         B, T = input_ids.shape
-        x = self.transformer.wte(input_ids)  # (B, T, C); no sqrt(d) scaling, no position table
+        # no sqrt(d) scaling (input_emb_norm false) and no position table: positions enter via RoPE only
+        x = self.transformer.wte(input_ids)  # (B, T, C)
         # RoPE tables for absolute positions start..start+T-1 of the (possibly left-padded) canvas,
         # as LLaDA does; computed per call (cheap), so sequences beyond max_sequence_length work.
+        # Built as (start + T, hd) for positions 0..start+T-1, then the window's rows are kept.
         cos, sin = rope_tables(start + T, self.config.head_dim, self.config.rope_theta, input_ids.device)
         cos, sin = cos[start:], sin[start:]  # (T, hd)
-        # an all-ones mask is dropped, so SDPA can take its fast unmasked path
+        # Key-padding mask as in LLaDA's Oct-2025 file (llada.md §1): padded keys are hidden, pad queries
+        # still attend every real key. An all-ones mask is dropped, so SDPA can take its fast
+        # unmasked path (the .all() check costs one GPU -> CPU sync when a mask is passed).
         attn_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L): True = may attend
+            # broadcast over heads and queries; a bool mask means True = may attend
+            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
         kv = []  # with return_kv: each block's fresh (k, v)
         for i, block in enumerate(self.transformer.blocks):
+            # layer i gets its own cached (k, v). If the canvas changed since the cache was made,
+            # the cached columns are stale: that is the cache's approximation (sample.py decides when)
             args = (x, cos, sin, attn_mask, None if past_kv is None else past_kv[i], start, return_kv)
+            # Recompute in backward only when a graph is being built; the no-grad rollout, old and
+            # ref passes gain nothing. use_reentrant=False: the reentrant variant returns no
+            # gradients when no input requires grad, as for block 0 under LoRA (its input is the frozen wte's).
             if self.gradient_checkpointing and torch.is_grad_enabled():
                 out = checkpoint(block, *args, use_reentrant=False)
             else:
@@ -296,6 +340,8 @@ class LLaDA(nn.Module):
                 out, fresh = out
                 kv.append(fresh)
             x = out  # (B, T, C)
+        # final RMSNorm and the untied head. Raw logits in the weights' dtype (bf16 for the 8B); the
+        # sampler and logprob.py cast their slice to fp32 themselves. No shift: position i predicts i
         logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V)
         return (logits, kv) if return_kv else logits
 
@@ -306,6 +352,7 @@ def compile_blocks(model):
     casts, SiLU·up, residual adds), which in eager mode is ~35 % of the CUDA time of an 8B
     forward + backward on an H100 (torch.profiler): 43 % -> 57 % MFU (README, Performance).
     The first passes compile. Call it after add_lora / 4-bit swaps."""
+    # per block, not the whole model: LLaDA.forward's Python loop (cache, checkpointing) stays eager
     for block in model.transformer.blocks:
         block.compile()
     return model
@@ -324,6 +371,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     make_tiny(args.out_dir, seed=args.seed)
     model, tok = load(args.out_dir)
+    # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
     ids = torch.tensor([chat_ids(tok, "Hello")])  # (1, P)
     logits = model(ids)  # (1, P, V)
     print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")

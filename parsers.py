@@ -41,15 +41,15 @@ _GSM8K_GOLD_SIGNED = re.compile(r"####\s*\$?(-?[\d,]+(?:\.\d+)?)")  # ours, opt-
 
 
 def parse_gsm8k_eval(generation):
-    """d1's GSM8K prediction (a float) or None.
-    1. The boxes \\boxed{...} in order (each on one line), skipping empty / "..." / only-dots ones:
-       the FIRST usable box wins, as float(content), else the FIRST number inside it
-       ("\\boxed{\\$18}" -> 18.0; quirk: "\\boxed{1,000}" -> 1.0; a box without a number is skipped).
-    2. No usable box: the FIRST <answer>...</answer>, stripped, as float(text), else the LAST number in it."""
+    """d1's GSM8K prediction (a float) or None: the first usable \\boxed{...} (each box on one line;
+    empty, "..." or number-free boxes are skipped), else the first <answer>...</answer>."""
+    # the boxes in order: the FIRST usable one wins (the MATH and Countdown parsers take the last)
     for content in _GSM8K_BOX.findall(generation):
         content = content.strip()
         if not content or _ONLY_DOTS.fullmatch(content):  # the prompt's "\boxed{...}" template, copied
             continue
+        # float(content) first ("\boxed{18}", "\boxed{ 18.5 }"), else the FIRST number inside:
+        # "\boxed{\$18}" -> 18.0, and d1's quirk "\boxed{1,000}" -> 1.0
         value = float_or_none(content)
         if value is None:
             numbers = find_numbers(content)
@@ -57,6 +57,7 @@ def parse_gsm8k_eval(generation):
                 continue  # e.g. "\boxed{x}": try the next box
             value = float(numbers[0])
         return value
+    # no usable box: the FIRST <answer>...</answer>, stripped
     answer = first_tag_content(generation)
     answer = answer.strip() if answer is not None else ""
     if not answer:
@@ -64,6 +65,7 @@ def parse_gsm8k_eval(generation):
     value = float_or_none(answer)
     if value is None:
         numbers = find_numbers(answer)
+        # here the LAST number (in a box, the first): in a worked "3 + 4 = 7" that is the result
         value = float(numbers[-1]) if numbers else None
     return value
 
@@ -71,20 +73,21 @@ def parse_gsm8k_eval(generation):
 def gsm8k_gold_eval(answer, signed=False):
     """The gold float d1 compares against, from the full GSM8K solution ("... #### 1,000"), the bare text
     after "####" ("1,000", as load_gsm8k stores it) or an already parsed number (d1's released files).
-    d1 takes the first r"####\\s*\\$?([\\d,]+(?:\\.\\d+)?)" match and drops the commas. It has no minus
-    sign, so the 2 GSM8K test items with a negative answer (-10 and -3) get NO gold (None) and d1 counts
-    them as processed and always wrong, even when the model answers -10: its released files store
-    ground_truth = null for them (both are among the 1,130 released questions: 6 nulls over the 3
-    lengths), and only counting them as wrong reproduces 69.29 / 76.37 / 78.14 (dropping them from
-    the denominator gives 69.41 / 76.51 / 78.28). signed=True (ours, not d1) keeps the sign: LLaDA
-    then scores 69.47 / 76.55 / 78.23 on the same files."""
+    d1 takes the first r"####\\s*\\$?([\\d,]+(?:\\.\\d+)?)" match and drops the commas; None = no gold."""
     if answer is None:
         return None
+    # d1's released files store the gold already parsed (a float); a bool is an int to Python, not a gold
     if isinstance(answer, (int, float)) and not isinstance(answer, bool):
         return float(answer)
     text = str(answer)
     if "####" not in text:
         text = "#### " + text  # a bare answer goes through the same pattern as a full solution
+    # d1's pattern has no minus sign, so the 2 GSM8K test items with a negative answer (-10 and -3)
+    # get NO gold (None): d1 counts them as processed and always wrong, even when the model answers -10.
+    # Its released files store ground_truth = null for them (both are among the 1,130 released
+    # questions: 6 nulls over the 3 lengths), and only counting them as wrong reproduces
+    # 69.29 / 76.37 / 78.14 (dropping them from the denominator gives 69.41 / 76.51 / 78.28).
+    # signed=True (ours, not d1) keeps the sign: LLaDA then scores 69.47 / 76.55 / 78.23 on the same files
     match = (_GSM8K_GOLD_SIGNED if signed else _GSM8K_GOLD).search(text)
     if match is None:
         return None
@@ -94,10 +97,11 @@ def gsm8k_gold_eval(answer, signed=False):
 def _d1_last_box(text):
     """What d1's eval gets from remove_boxed(last_boxed_only_string(text)): the content of the LAST box
     (answers.py's d1 helpers, "\\boxed 5" special case included); None when that box is unbalanced
-    (d1: an exception); and the WHOLE TEXT when there is no box at all. The last case is how d1's eval
-    helpers behave, not a guess: falling back to <answer> there instead makes MATH500@128 26.2 (one
-    unboxed "<answer>\\frac{1}{4}</answer>" counted) and Countdown@128 21.09 (one unboxed
-    "<answer>96 - 48  + 26</answer>"), while d1 reports 26.0 and 20.7 (tests/test_parsers.py)."""
+    (d1: an exception); and the WHOLE TEXT when there is no box at all."""
+    # no box at all: the WHOLE TEXT. This is how d1's eval helpers behave, not a guess: falling back
+    # to <answer> here instead makes MATH500@128 26.2 (one unboxed "<answer>\frac{1}{4}</answer>"
+    # counted) and Countdown@128 21.09 (one unboxed "<answer>96 - 48  + 26</answer>"), while d1
+    # reports 26.0 and 20.7 (tests/test_parsers.py)
     if "\\boxed" not in text and "\\fbox" not in text:
         return text
     try:
@@ -108,11 +112,12 @@ def _d1_last_box(text):
 
 def parse_math_eval(generation):
     """d1's MATH500 prediction: the content of the LAST \\boxed{} in the whole generation; if that box
-    is unbalanced or empty, the FIRST <answer>...</answer>, stripped (None if there is none; "" for an
-    empty box and no answer tag, as in d1; neither ever equals a gold answer). Quirk kept from d1: a
-    generation with NO box at all is its own prediction (so it is wrong unless it is just the answer),
-    its <answer> tag is NOT consulted."""
+    is unbalanced or empty, the FIRST <answer>...</answer>, stripped (None if there is none)."""
+    # the LAST box of the whole generation. Quirk kept from d1: a generation with NO box at all is its
+    # own prediction (so it is wrong unless it is just the answer), and its <answer> tag is NOT consulted
     pred = _d1_last_box(generation)
+    # None (unbalanced box) or "" (empty box): the FIRST <answer> content. "" stays "" when there is no
+    # tag, as in d1; neither None nor "" ever equals a gold answer
     if not pred:
         answer = first_tag_content(generation)
         if answer is not None:
@@ -120,19 +125,22 @@ def parse_math_eval(generation):
     return pred
 
 
+# a model that writes the whole equation "a + b - c = T": d1 keeps the left side, made of digits,
+# operators, parentheses and spaces only
 _COUNTDOWN_LHS = re.compile(r"([0-9+\-*/() ]+)=[0-9. ]+")  # "49 + 55 - 53 = 51" -> "49 + 55 - 53"
 
 
 def parse_countdown_eval(generation):
-    """d1's Countdown expression (a string, possibly not an expression at all):
-    the content of the LAST \\boxed{}; if that box is unbalanced, the FIRST <answer>...</answer>
-    stripped, else the whole generation; with NO box at all, the whole generation (d1: <answer> is
-    not consulted then; see _d1_last_box). Then \\div -> /, \\times -> *, \\cdot -> *, and if it
-    contains "<digits, + - * / ( ) and spaces>=<number>", only that left side, stripped."""
+    """d1's Countdown expression (a string, possibly not an expression at all): the LAST \\boxed{}
+    (fallbacks below), LaTeX operators made Python's, and of "<digits, + - * / ( ) and
+    spaces>=<number>" only that left side, stripped."""
+    # the LAST box; with NO box at all the whole generation (d1 does not consult <answer> then)
     expr = _d1_last_box(generation)
+    # an unbalanced box: the FIRST <answer> content, stripped, else the whole generation
     if expr is None:
         answer = first_tag_content(generation)
         expr = answer.strip() if answer is not None else generation
+    # LaTeX operators as Python's: \div -> /, \times and \cdot -> *
     expr = expr.replace("\\div", "/").replace("\\times", "*").replace("\\cdot", "*")
     match = _COUNTDOWN_LHS.search(expr) if "=" in expr else None  # the check only skips a futile search
     return match.group(1).strip() if match else expr
@@ -140,13 +148,13 @@ def parse_countdown_eval(generation):
 
 def countdown_expression_correct(expr, nums, target):
     """d1's check of a parsed expression: the integers written in it (r"\\d+", so "2.5" is 2 and 5) are
-    exactly the multiset `nums`, and its value is within 1e-5 of `target`.
-    Deliberate difference: d1 evaluates with a restricted Python eval(); we use arith.evaluate_equation
-    (exact Fractions, never executes text). They agree on + - * / ( ) arithmetic; they differ only on
-    "**" and "//" (d1 computes them, we reject them; d1's prompt allows only + - * /) and on values far
-    beyond anything 3 numbers <= 100 can reach."""
+    exactly the multiset `nums`, and its value is within 1e-5 of `target`."""
     if not uses_exactly(expr, nums):  # no length limit here, unlike the reward: d1's eval has none
         return False
+    # a deliberate difference: d1 evaluates with a restricted Python eval(); arith.evaluate_equation
+    # uses exact Fractions and never executes text. They agree on + - * / ( ) arithmetic; they differ
+    # only on "**" and "//" (d1 computes them, we reject them; d1's prompt allows only + - * /) and on
+    # values far beyond anything 3 numbers <= 100 can reach
     value = evaluate_equation(expr.strip())  # None where d1's eval raises (d1's value is then inf)
     return reaches_target(value, target)
 
@@ -177,12 +185,14 @@ SUDOKU_CELLS = 16
 
 def parse_sudoku_eval(generation):
     """d1's Sudoku guess: the first non-blank group among the 5 patterns above, with all whitespace
-    removed; anything else (letters, "\\", "</answer") is KEPT, unlike the RL reward. Right-padded with
-    "0" / cut to 16 characters; "" when no pattern finds anything (d1 then scores 0 cells)."""
+    removed, right-padded with "0" / cut to 16 characters; "" when no pattern finds anything (d1 then
+    scores 0 cells)."""
     found = ""
+    # in d1's order: the first pattern whose FIRST match has a non-blank group wins
     for i, pattern in enumerate(_SUDOKU_PATTERNS):
         if _SUDOKU_NEEDS[i] not in generation:
             continue
+        # pattern 5 has no leading literal to anchor on: a plain search, as d1's
         if i == 4:
             match = pattern.search(generation)
         else:  # identical to d1's .search (see the section header), minus the quadratic failure
@@ -191,6 +201,8 @@ def parse_sudoku_eval(generation):
         if match and match.group(1).strip():
             found = match.group(1).strip()
             break
+    # all whitespace goes, but anything else (letters, "\", "</answer") is KEPT, unlike the RL reward,
+    # which keeps digits only
     found = re.sub(r"\s", "", found)
     if not found:
         return ""
@@ -201,7 +213,9 @@ def sudoku_eval_cells(generation, puzzle, solution):
     """(correct_cells, empty_cells): how many of the puzzle's blanks ("0") the guess fills with the
     solution's digit. d1 reports sum(correct_cells) / sum(empty_cells) over the test set."""
     guess = parse_sudoku_eval(generation)
+    # only the puzzle's blanks count: copying the givens earns nothing
     blanks = [i for i, c in enumerate(puzzle) if c == "0"]
+    # no guess: 0 correct cells, but its blanks still count in d1's denominator
     correct = sum(guess[i] == solution[i] for i in blanks) if guess else 0
     return correct, len(blanks)
 
@@ -227,6 +241,7 @@ def score_eval(task, generation, example):
         correct = pred is not None and gold is not None and pred == gold  # float equality, as d1
     elif task == "math":
         pred = parse_math_eval(generation)
+        # is_equiv: Hendrycks-MATH normalisation, then string equality (§6.2)
         correct = pred is not None and is_equiv(pred, str(example["answer"]))
     elif task == "countdown":
         pred = parse_countdown_eval(generation)
@@ -234,6 +249,8 @@ def score_eval(task, generation, example):
     elif task == "sudoku":
         pred = parse_sudoku_eval(generation)
         cells, total = sudoku_eval_cells(generation, example["puzzle"], example["solution"])
+        # `correct` is the whole puzzle; `score` is the cell share, which the caller aggregates as a sum
+        # over a sum (d1's micro average), not as a mean
         solved = total > 0 and cells == total
         return {"pred": pred, "correct": solved, "score": cells / total if total else 0.0,
                 "cells_correct": cells, "cells_total": total, "solved": solved}
@@ -241,6 +258,8 @@ def score_eval(task, generation, example):
         puzzle = example["puzzle"]
         total = puzzle.count("0")
         solved = bool(toy_solved(generation, example))
+        # pred: the grid as toy_reward reads it; toy_reward is the share of blanks filled right, so
+        # times the blank count it gives the cell count
         return {"pred": generation.lstrip()[:len(puzzle)], "correct": solved, "score": float(solved),
                 "cells_correct": round(toy_reward(generation, example) * total), "cells_total": total,
                 "solved": solved}
@@ -269,6 +288,7 @@ def d1_example_from_released(task, item):
     task = D1_RELEASED_TASK_NAMES[task]
     question, gold = item["question"], item["ground_truth"]
     if task == "gsm8k":
+        # null: the negative GSM8K answers d1 found no gold for; no answer here either, so always wrong
         if gold is None:
             answer = None
         else:  # "18", not "18.0": the same string load_gsm8k stores, and it parses back to the same float
@@ -281,6 +301,7 @@ def d1_example_from_released(task, item):
         nums, target = gold
         ex = {"nums": list(nums), "target": target, "answer": str(target)}
     else:  # sudoku
+        # d1's Sudoku items store only the solution; the puzzle is read back from the question text
         match = _SUDOKU_PUZZLE_IN_QUESTION.search(question)
         if match is None:
             raise ValueError(f"no 16-digit Sudoku puzzle in question {question[:80]!r}")

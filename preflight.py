@@ -40,13 +40,15 @@ D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
 
 
 def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, groups_per_micro=1, n_gpus=1):
-    """Wall-clock hours of a diffu-GRPO run from one measured micro-batch round (rollout + old/ref +
-    μ updates of groups_per_micro groups, `round_seconds`): a round is μ optimizer steps, and each of
-    its prompts_per_step / groups_per_micro micro-batches runs on one of n_gpus GPUs in parallel
-    (grpo.py), so rounds x ceil(micro-batches / n_gpus) x round_seconds. Rewards, logging and
-    checkpoints are left out (seconds per round against minutes)."""
+    """Wall-clock hours of a diffu-GRPO run of `steps` optimizer steps on n_gpus GPUs, from one
+    measured micro-batch round (rollout + old/ref + μ updates of groups_per_micro groups) that took
+    `round_seconds`: rounds x ceil(micro-batches / n_gpus) x round_seconds."""
+    # a round is one rollout + μ optimizer steps (grpo.py), and d1's step counts are optimizer steps
     rounds = math.ceil(steps / num_iterations)
+    # the round's prompts_per_step / groups_per_micro micro-batches run in parallel, one per GPU at a
+    # time; ceil: a GPU left with one extra micro-batch makes the others wait for it
     micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
+    # rewards, logging and checkpoints are left out (seconds per round against minutes)
     return rounds * micro * round_seconds / 3600
 
 
@@ -56,31 +58,41 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
     against the device's total (a warning above 90 %), and the projected wall-clock of the run
     (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
     is gargs.model_dir if it holds one, else random weights of the preset's shape (n_layers > 0:
-    that many blocks, for a full fine-tuning step that would not fit with all of them).
-    The prompt is max_prompt_length tokens, the longest d1's left cut lets through: an upper bound."""
+    that many blocks)."""
+    # the first GPU unless --device says cpu (or there is none); --dtype's default is grpo.py's (bf16 on
+    # GPU, fp32 on CPU)
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
     dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
+    # a real checkpoint where --model-dir holds one; "--model-dir none" (no config.json): random weights
     if os.path.exists(os.path.join(gargs.model_dir, "config.json")):
         model, source = load(gargs.model_dir, device=device, dtype=dtype)[0], gargs.model_dir
     elif gargs.preset == "8b" and device == "cpu":
         return {"model": "8B shape", "error": "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is "
                                               "~PFLOPs); on CPU preflight the tiny preset"}
     else:
+        # tiny: the byte tokenizer's ids (bench.TINY_IDS); 8b: LLaDAConfig's defaults are LLaDA-8B's shape
         config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+        # --layers: a shallower model, e.g. 8 blocks for a full fine-tuning round, since all 32 blocks'
+        # fp32 weights + grads + AdamW states do not fit one GPU
         if n_layers:
             config.n_layers = n_layers
         torch.manual_seed(0)
         with torch.device(device):  # built on the device: no fp32 CPU copy of the 8B shape
             model = LLaDA(config).to(dtype)
         source = f"random weights, {config.n_layers} blocks"
+    # QLoRA, d1's recipe: the blocks become NF4 in place here, and bench() then adds the adapters on top
     if gargs.load_in_4bit:
         quantize_blocks(model)
+    # the flags that set the cost of a round, echoed into the report and the JSON
     res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
                                                       "max_prompt_length", "gen_length", "block_length",
                                                       "diffusion_steps", "num_iterations", "beta", "lora_r",
                                                       "load_in_4bit", "gradient_checkpointing", "compile")},
            "model": source}
     try:
+        # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.
+        # The prompt is max_prompt_length tokens, the longest that d1's left cut lets through (d1-spec §2.4):
+        # an upper bound on the cost
         res.update(bench(model, batch_size=gargs.groups_per_micro * gargs.num_generations,
                          prompt_len=gargs.max_prompt_length, gen_length=gargs.gen_length,
                          block_length=gargs.block_length, steps=gargs.diffusion_steps,
@@ -90,19 +102,25 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
                          gradient_checkpointing=gargs.gradient_checkpointing, compile=gargs.compile,
                          grad_clip=gargs.grad_clip))
     except torch.cuda.OutOfMemoryError as e:
+        # out of memory is an answer, not a crash: the report says this configuration does not fit
         res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
         return res
     round_s = sum(res["seconds"].values())
+    # the run's GPU count: --gpus, else every visible one (1 on a CPU-only machine)
     n_gpus = n_gpus or max(1, torch.cuda.device_count())
+    # this run's length in optimizer steps (--rounds rounds of μ), and d1's trained count for the task
     steps = {"this run": gargs.rounds * gargs.num_iterations}
     if gargs.task in D1_STEPS:
         steps[f"d1's {gargs.task}"] = D1_STEPS[gargs.task]
     res["round_seconds"] = round_s
     unit = "GPU" if device == "cuda" else "CPU process"
+    # one line per (step count, GPU count): on 1 GPU and on n_gpus (a set, so once when n_gpus is 1)
     res["projection_hours"] = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": project_hours(
         round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
         for name, n in steps.items() for g in sorted({1, n_gpus})}
     if "device_memory_gib" in res:
+        # reserved, not allocated: what the caching allocator holds (free cached blocks included) is what
+        # runs out, so the warning compares that with the device's total
         res["memory_share"] = res["peak_reserved_gib"] / res["device_memory_gib"]
     return res
 
@@ -131,6 +149,8 @@ def main(argv=None):
     extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
     extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
     extra.add_argument("--json", type=str, default="", help="also write the numbers here")
+    # preflight's own flags are taken out first; everything else goes to grpo.parse_args untouched, so
+    # a grpo.py command line is preflighted as is
     ex, rest = extra.parse_known_args(argv)
     res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops)
     print(format_preflight(res))

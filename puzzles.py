@@ -32,6 +32,7 @@ def _units():
     return rows + cols + boxes
 
 
+# computed once at import: every validity check and the grid enumeration read it
 UNITS = _units()
 
 
@@ -53,10 +54,13 @@ def _all_grids():
             return
         for d in "1234":
             cells[i] = d
+            # digit d fits iff, in each unit holding cell i, the cells filled so far (j <= i) are all different
             if all(len({cells[j] for j in u if j <= i}) == sum(j <= i for j in u) for u in UNITS if i in u):
                 fill(i + 1)
+        # undo before returning to the previous cell
         cells[i] = ""
     fill(0)
+    # a tuple: lru_cache hands every caller the same object, so it must not be mutable
     return tuple(sorted(grids))
 
 
@@ -75,6 +79,7 @@ def split_grids(seed=0, test_fraction=0.2):
     training. Note: grids related by relabelling digits / symmetries still fall on both sides."""
     grids = sudoku_grids()  # sorted, so the split depends on the seed only
     random.Random(seed).shuffle(grids)
+    # 58 of the 288 grids at the default 0.2
     n_test = round(len(grids) * test_fraction)
     return sorted(grids[n_test:]), sorted(grids[:n_test])
 
@@ -86,6 +91,7 @@ def _sample_puzzles(grids, n, seed, min_blanks, max_blanks, unique, max_tries=10
         raise ValueError(f"need grids and 0 <= min_blanks ({min_blanks}) <= max_blanks ({max_blanks}) <= 16")
     rng, out = random.Random(seed), []
     for _ in range(n):
+        # rejection sampling, bounded: an impossible request (too many blanks for a unique puzzle) fails
         for _ in range(max_tries):
             grid = rng.choice(grids)
             # blank count first, then which cells: every count in the range is equally likely
@@ -135,9 +141,12 @@ def countdown_values(nums):
         if len(terms) == 1:
             yield terms[0]
             return
+        # take any two terms, replace them by the result of one operation on them, and recurse until one
+        # term is left: this reaches every binary expression tree over the numbers
         for i, j in itertools.combinations(range(len(terms)), 2):
             (a, ea), (b, eb) = terms[i], terms[j]
             rest = [t for k, t in enumerate(terms) if k not in (i, j)]
+            # + and * commute; - and / are tried in both orders
             cands = [(a + b, f"{ea} + {eb}"), (a * b, f"{ea} * {eb}"), (a - b, f"{ea} - {eb}"), (b - a, f"{eb} - {ea}")]
             cands += [(a / b, f"{ea} / {eb}")] if b else []
             cands += [(b / a, f"{eb} / {ea}")] if a else []
@@ -157,8 +166,10 @@ def make_countdown(n, seed, max_num=100, n_numbers=3, min_target=1, max_target=1
     for _ in range(100 * (n + 1)):  # bounded, so an impossible target range fails instead of spinning
         if len(out) == n:
             return out
+        # numbers may repeat; every expression over them is enumerated (3 numbers: at most 108 expressions)
         nums = [rng.randint(1, max_num) for _ in range(n_numbers)]
         values = countdown_values(nums)
+        # integer targets only, as in d1's data
         targets = sorted(int(v) for v in values if v.denominator == 1 and min_target <= v <= max_target)
         if not targets:
             continue  # nothing in range is reachable from these numbers: draw again

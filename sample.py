@@ -45,6 +45,7 @@ def num_transfer_tokens(mask_count: torch.Tensor, steps: int) -> torch.Tensor:
     base = (mask_count // steps)[:, None]                                   # (B, 1)
     remainder = (mask_count % steps)[:, None]                               # (B, 1)
     step_idx = torch.arange(steps, device=mask_count.device)[None, :]       # (1, steps)
+    # step s gets the extra token iff s < remainder, so the early steps carry the remainder
     return base + (step_idx < remainder).long()                             # (B, steps)
 
 
@@ -56,6 +57,8 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
         raise ValueError(f"gen_length ({gen_length}) must be a multiple of block_length ({block_length}); "
                          f"change one of them, e.g. block_length={gen_length} for a single block")
     num_blocks = gen_length // block_length
+    # LLaDA asserts both divisibilities; d1 floors steps // num_blocks instead (d1-spec §2.1). We
+    # refuse, so the number of forward passes is never silently different from `steps`.
     if steps <= 0 or steps < num_blocks:
         raise ValueError(f"steps ({steps}) must be >= the number of blocks ({num_blocks} = gen_length / "
                          f"block_length): every block needs at least one step; raise steps or block_length")
@@ -69,6 +72,7 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
 def uniform(shape, generator, device, dtype=torch.float32) -> torch.Tensor:
     """U[0,1) noise drawn on the generator's own device and then moved, so a CPU torch.Generator
     works (and gives the same numbers) even when the model lives on a GPU."""
+    # a generator only draws on its own device: a CPU generator cannot fill a CUDA tensor directly
     draw_device = generator.device if generator is not None else device
     return torch.rand(shape, generator=generator, device=draw_device, dtype=dtype).to(device)
 
@@ -79,19 +83,24 @@ def sample_tokens(logits: torch.Tensor, temperature: float, generator=None) -> t
     LLaDA writes this as argmax(exp(logits) / (-log U)^T); taking the log of that gives the
     numerically safer argmax(logits / T - log(-log U)), the same argmax. The noise is float64 because
     low-precision Gumbel noise measurably hurts samples (arXiv 2409.02908, cited by LLaDA)."""
+    # temperature 0: plain argmax and no noise drawn (d1's eval setting, d1-spec §2.3)
     if temperature == 0.0:
-        return logits.argmax(dim=-1)
+        return logits.argmax(dim=-1)                                        # (B, K)
     u = uniform(logits.shape, generator, logits.device, torch.float64)   # (B, K, V)
-    gumbel = -torch.log(-torch.log(u))  # u == 0 gives -inf: that token just never wins
-    return (logits.double() / temperature + gumbel).argmax(dim=-1)
+    # g = -log(-log U) ~ Gumbel(0, 1), and argmax(l / T + g) is an exact sample from softmax(l / T)
+    gumbel = -torch.log(-torch.log(u))  # (B, K, V); u == 0 gives -inf: that token just never wins
+    # divide in float64 too, so l / T is not rounded in fp32 before the float64 noise is added
+    return (logits.double() / temperature + gumbel).argmax(dim=-1)      # (B, K)
 
 
 def select_top_k(confidence: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Per row, mark the k[row] highest-confidence positions. confidence (B, K), k (B,) -> bool (B, K).
     Rows have different k, so we rank instead of calling topk once; ties break arbitrarily (as in LLaDA)."""
     order = confidence.argsort(dim=-1, descending=True)                     # (B, K) positions, best first
-    ranks = torch.empty_like(order)
+    # invert the permutation: ranks[row, order[row, j]] = j, i.e. each position's place in the order
+    ranks = torch.empty_like(order)                                         # (B, K)
     ranks.scatter_(-1, order, torch.arange(order.shape[-1], device=order.device).expand_as(order))
+    # a row with k = 0 marks nothing, a row with k >= K marks everything
     return ranks < k[:, None]                                               # (B, K)
 
 
@@ -101,13 +110,15 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
     (B, L, V) tensor would be gigabytes. With cfg_scale > 0, classifier-free guidance (LLaDA App. B):
     the unconditional input is x with every original prompt position masked; both go through the
     model as one doubled batch and are mixed as un + (cfg_scale + 1) * (cond - un), here in fp32."""
+    # slice the block BEFORE .float(): only (B, K, V) is ever copied to fp32
     if cfg_scale == 0.0:
-        return model(x, attention_mask=attention_mask)[:, start:end].float()
+        return model(x, attention_mask=attention_mask)[:, start:end].float()  # (B, K, V)
+    # prompt_index also covers left-pad positions, so pads are masked too, as in LLaDA (llada.md §5)
     x_uncond = x.masked_fill(prompt_index, mask_id)                         # (B, L)
-    am = None if attention_mask is None else torch.cat([attention_mask, attention_mask])
+    am = None if attention_mask is None else torch.cat([attention_mask, attention_mask])  # (2B, L)
     logits = model(torch.cat([x, x_uncond]), attention_mask=am)[:, start:end].float()  # (2B, K, V)
     cond, uncond = logits.chunk(2, dim=0)                                   # 2 x (B, K, V)
-    return uncond + (cfg_scale + 1.0) * (cond - uncond)
+    return uncond + (cfg_scale + 1.0) * (cond - uncond)                     # (B, K, V) fp32
 
 # -----------------------------------------------------------------------------
 # the sampler
@@ -148,6 +159,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                          f"confidence), got threshold={threshold}, remasking={remasking!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    # the mask id comes from the model's config.json, never from a literal 126336
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     if prompt.dim() != 2:
         raise ValueError(f"prompt must be (B, P) token ids, got shape {tuple(prompt.shape)}")
@@ -159,17 +171,18 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 
     # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.
     x = torch.full((B, P + gen_length), mask_id, dtype=torch.long, device=prompt.device)  # (B, L)
-    x[:, :P] = prompt
+    x[:, :P] = prompt                                                       # (B, L), prompt in [0, P)
     prompt_index = x != mask_id                                             # (B, L)
     if attention_mask is not None:
         if attention_mask.shape != prompt.shape:
             raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} "
                              f"!= prompt shape {tuple(prompt.shape)}")
         # generated positions are always real tokens, so they are always attended
-        ones = torch.ones((B, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)
+        # (d1 passes no mask at all: its left pads are attended like any token, d1-spec §1)
+        ones = torch.ones((B, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)  # (B, gen_length)
         attention_mask = torch.cat([attention_mask, ones], dim=1)           # (B, L)
 
-    mask_token = torch.tensor([mask_id], device=x.device)  # index for banning it from x0
+    mask_token = torch.tensor([mask_id], device=x.device)  # (1,) index for banning it from x0
 
     bar = tqdm(total=num_blocks * steps_per_block, desc="sampling", disable=not progress)
     for b in range(num_blocks):
@@ -179,6 +192,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         schedule = num_transfer_tokens((x[:, start:end] == mask_id).sum(dim=1), steps_per_block)  # (B, S)
         kv = None  # the block's key/value cache (cached sampler only), made at its first step
         for i in range(steps_per_block):
+            # the block's positions that are still blank; K = block_length
             block_mask = x[:, start:end] == mask_id                         # (B, K)
             # only with `threshold` can a block finish before its last step (checked only then: the
             # check is a GPU -> CPU sync)
@@ -188,6 +202,10 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
             # right of the block and on every unmasked position), so we work on the block's slice.
             # Same result; it also means our Gumbel noise is (B, K, V) instead of LLaDA's (B, L, V):
             # same distribution, different RNG stream, so seeded samples won't match LLaDA bit for bit.
+            # Cached modes: at a block's first step one full forward refreshes every layer's keys/values;
+            # later steps recompute only the window. Keys/values outside it go stale as the block fills
+            # (attention is bidirectional), which is the approximation, reset at every block. prefix
+            # reuses the prompt + finished blocks; dual also the all-mask suffix right of the block.
             if cache is None:  # exact: the whole current canvas, every step
                 logits = block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale,
                                       start, end)                           # (B, K, V) fp32
@@ -196,6 +214,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                 logits = full[:, start:end].float()                         # (B, K, V) fp32
             else:  # forward the window only; columns outside it use keys/values from the refresh
                 stop = end if cache == "dual" else x.shape[1]  # prefix: block + masked suffix
+                # the window starts at the block, so its first K columns of logits are the block's
                 logits = model(x[:, start:stop], attention_mask=attention_mask, past_kv=kv,
                                start=start)[:, :end - start].float()        # (B, K, V) fp32
             # Deviation: the mask token itself may never be chosen. LLaDA does not guard this (its
@@ -210,16 +229,21 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                 confidence = probs.gather(-1, x0[..., None]).squeeze(-1)    # (B, K)
             else:  # "random": keep a uniformly random subset of the masked positions
                 confidence = uniform(block_mask.shape, generator, x.device)  # (B, K)
-            confidence = confidence.masked_fill(~block_mask, float("-inf"))  # never touch written tokens
+            # -inf on written positions: ranked last, so a written token is never re-masked or changed
+            confidence = confidence.masked_fill(~block_mask, float("-inf"))  # (B, K)
             k = schedule[:, i]                                              # (B,) tokens to write
+            # threshold counts blanks only (written positions are -inf); at least the scheduled k
             if threshold is not None:  # parallel unmasking: also every position that is sure enough
-                k = torch.maximum(k, (confidence >= threshold).sum(dim=1))
+                k = torch.maximum(k, (confidence >= threshold).sum(dim=1))  # (B,)
+            # & block_mask: after early extra writes, k can exceed the blanks left, and top-k would
+            # then also pick -inf (already written) positions
             transfer = select_top_k(confidence, k) & block_mask             # (B, K)
             # write the chosen predictions; everything else stays masked for a later step
-            x[:, start:end] = torch.where(transfer, x0, x[:, start:end])
+            x[:, start:end] = torch.where(transfer, x0, x[:, start:end])    # (B, K)
             bar.update(1)
     bar.close()
-    return x
+    # the whole canvas; callers slice [:, P:] and decode with skip_special_tokens=True
+    return x                                                                # (B, P + gen_length)
 
 # -----------------------------------------------------------------------------
 # a small CLI demo, in the spirit of nanoGPT's sample.py
@@ -246,10 +270,12 @@ if __name__ == "__main__":
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tokenizer = load(args.model_dir, device=device)
+    # generate() keeps the caller's train/eval mode; a demo wants dropout off
     model.eval()
     prompt = torch.tensor([prompt_ids(tokenizer, args.prompt)], device=device)  # (1, P)
     generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
+    # the CLI spells "off" as '' and 0; generate() takes None
     out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                    steps=args.steps, temperature=args.temperature, generator=generator, progress=True,
-                   cache=args.cache or None, threshold=args.threshold or None)
+                   cache=args.cache or None, threshold=args.threshold or None)  # (1, P + gen_length)
     print(tokenizer.decode(out[0, prompt.shape[1]:].tolist(), skip_special_tokens=True))

@@ -67,11 +67,20 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id):
     """One SFT sequence: (ids (max_length,) list, prompt_length). The prompt is the chat-rendered
     user turn with the assistant header; the answer is the completion, <|eot_id|>, then EOS
     padding up to max_length (d1: padding="max_length"). Too long -> the answer is cut."""
+    # The prompt region is the whole user turn plus the assistant header (add_generation_prompt). d1
+    # counts only the user turn + 1 token as prompt, so the rest of its header is "answer" (d1-spec §5.1);
+    # the header is deterministic, so we spend no loss on it
     prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error below
     if len(prompt) >= max_length:
         raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_length={max_length}")
+    # the answer closes the assistant turn with <|eot_id|>, as d1's apply_chat_template([user, assistant])
+    # renders it; the model has to learn to emit it
     answer = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eot_id]
+    # d1 truncates at 4096 too (§5.1): a long trace loses its end, possibly its <answer> part. Only the
+    # answer can be cut here, since the prompt is shorter than max_length
     ids = (prompt + answer)[:max_length]
+    # right-pad with EOS (d1: padding="max_length"). The pads are answer positions and are trained on: this is
+    # how the model learns to stop and fill the rest of its fixed-length canvas with EOS (llada.md §7)
     return ids + [eos_id] * (max_length - len(ids)), len(prompt)
 
 
@@ -80,10 +89,16 @@ def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
     bool, p (B,). t (B,) may be given (the eval set uses fixed noise levels); else t ~ U(0, 1)."""
     B, L = input_ids.shape
     if t is None:
+        # one noise level per sequence, t ~ U(0, 1) (d1-spec §5.2)
         t = torch.rand(B, generator=generator)
+    # LLaDA's eps = 1e-3 floor: t near 0 would make the 1/p weight of sft_loss explode; now it is <= 1000
     p = (1 - SFT_EPS) * t + SFT_EPS  # (B,) masking probability, never 0
+    # position i is masked iff u_i < p: each answer position independently with probability p
     u = torch.rand(B, L, generator=generator)  # drawn on CPU: same masks on any device
+    # answer = every position from the prompt length on, EOS pads included (d1 masks those too, §5.2).
+    # On CPU, like u, so the masks are built where they were drawn
     is_answer = torch.arange(L)[None, :] >= prompt_lengths.cpu()[:, None]  # (B, L)
+    # d1 masks every position and then restores the prompt; and-ing with is_answer is the same mask
     masked = (u < p[:, None]) & is_answer  # the prompt is never masked
     masked, p = masked.to(input_ids.device), p.to(input_ids.device)
     return torch.where(masked, mask_id, input_ids), masked, p
@@ -92,8 +107,14 @@ def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
 def sft_loss(logits, input_ids, masked, p, prompt_lengths):
     """sum over masked answer positions of CE / p, divided by the number of answer positions
     (pads included), summed over the batch: LLaDA's SFT loss. logits (B, L, V) -> scalar."""
+    # index first, then upcast: only the M masked rows become fp32, never the whole (B, L, V) logits
+    # (bf16 under --autocast); unmasked positions carry no loss (d1's labels are -100 there)
     ce = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (M,)
+    # the 1/p weight of the ELBO (LLaDA Eq. 5): a token masked at low noise counts more
     weights = (1.0 / p)[:, None].expand_as(masked)[masked]  # (M,) each token's 1/p
+    # d1's denominator (d1-spec §5.2): ONE count of non-prompt positions for the whole batch, pads included.
+    # LLaDA's GUIDELINES divide each row by its own answer length and then by B (llada.md §7); the two
+    # agree when every prompt has the same length
     n_answer = (input_ids.shape[1] - prompt_lengths).sum()  # answer positions in the batch
     return (ce * weights).sum() / n_answer
 
@@ -101,7 +122,10 @@ def sft_loss(logits, input_ids, masked, p, prompt_lengths):
 def get_lr(step, max_steps, lr, warmup_steps):
     """Linear warmup, then linear decay to 0 (HF's default schedule, which d1's SFT used)."""
     if step < warmup_steps:
+        # step + 1: the first step already moves (HF's warmup gives lr 0 at step 0)
         return lr * (step + 1) / warmup_steps
+    # d1's SFT had no warmup (d1-spec §5.3): --warmup-steps 0 gives exactly HF's linear decay
+    # lr * (max_steps - step) / max_steps; max(1, .) guards warmup_steps == max_steps
     return lr * max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
 
 
@@ -113,10 +137,13 @@ def load_sft_data(args, seed):
     if args.task == "toy":
         train_grids, _ = puzzles.split_grids(seed=args.data_seed)
         examples = puzzles.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
+        # the toy's labels are deliberately incomplete (each blank left open with probability --toy-unfilled):
+        # imitation alone then leaves blanks open, and it is diffu-GRPO's reward that teaches filling them
         return [puzzles.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
     examples = tasks.load_task(args.task, args.data)
+    # RL-only tasks (gsm8k, ...) load fine but have no target text to imitate
     missing = [i for i, ex in enumerate(examples) if "completion" not in ex]
     if missing:
         raise ValueError(f"--task {args.task} has no SFT completions (first missing at item {missing[0]}); "
@@ -173,6 +200,8 @@ if __name__ == "__main__":
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
+    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks), so the update is the same
+    # on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (d1-spec §5.3)
     if args.grad_accum % world_size:
         raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
@@ -183,7 +212,10 @@ if __name__ == "__main__":
     eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
     mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
     examples = load_sft_data(args, args.seed)
-    random.Random(args.seed).shuffle(examples)  # then the first eval_fraction is held out (d1: 1%)
+    # shuffled once, then the first eval_fraction is held out: d1 shuffles its 1000 s1K rows (seed 42)
+    # and holds out the first 1%, 10 eval and 990 train (d1-spec §5.1)
+    random.Random(args.seed).shuffle(examples)
+    # at least one eval item whenever a fraction is asked for; --eval-fraction 0 trains on everything
     n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
     # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple
     encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
@@ -192,6 +224,8 @@ if __name__ == "__main__":
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
     train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
     global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
+    # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (§5.3: HF floors per epoch
+    # and per GPU); this formula gives 2475
     max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
     if max_steps <= 0:
         raise ValueError("nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
@@ -201,19 +235,22 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # model: LoRA (base frozen) or full fine-tuning
+    # d1's SFT: LoRA r 128, alpha 256, dropout 0.05 on q, k, v (d1-spec §5.3); add_lora freezes the base
     if args.lora_r > 0:
         params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
                           targets=tuple(args.lora_targets.split(",")))
     elif args.load_in_4bit:
         raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
+    # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
     model.train()
     raw_model = model  # the unwrapped model: for eval, saving and parameter counts
     model = wrap_for_training(model, run, args.fsdp)  # DDP, FSDP2 in place (raw_model is then sharded), or as is
     if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
         params = list(raw_model.parameters())
     # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning);
-    # under FSDP each rank's AdamW state covers its own shards only
+    # under FSDP each rank's AdamW state covers its own shards only. torch's default betas (0.9, 0.999)
+    # and eps 1e-8 are HF's adamw_torch defaults, which d1's SFT used (d1-spec §5.3)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
@@ -224,8 +261,13 @@ if __name__ == "__main__":
         seed (d1's eval also fixes t per item), so successive evals are comparable."""
         if n_eval == 0:
             return float("nan")
+        # raw_model, not the DDP wrapper: no gradient bookkeeping. Under FSDP it is the sharded model itself,
+        # whose forward is a collective: every rank must run this (it does, see the loop)
         raw_model.eval()
+        # a private generator with a fixed seed: the same masks at every eval, and the training stream g is
+        # left untouched
         g = torch.Generator().manual_seed(1234)
+        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (d1-spec §5.2)
         t = torch.linspace(0, 1, n_eval)
         total = 0.0
         for i in range(0, n_eval, args.batch_size):
@@ -233,6 +275,7 @@ if __name__ == "__main__":
             noisy, masked, p = sft_noise(x, pl, mask_id, g, t=t[i:i + args.batch_size])
             with run.amp():
                 logits = raw_model(noisy)  # (b, L, V)
+            # times the rows here, / n_eval below: a mean over sequences even when the last batch is short
             total += sft_loss(logits, x, masked, p, pl).item() * len(x)
         raw_model.train()
         return total / n_eval
@@ -249,11 +292,14 @@ if __name__ == "__main__":
         # One global batch = grad_accum micro-batches. Every rank draws the same whole global batch
         # and its noise (on CPU, from the same generator), then keeps micro-batches rank,
         # rank + world_size, ...: the run is identical whatever the world size (tested).
+        # Deviation: sequences are drawn WITH replacement (nanoGPT's get_batch), not in shuffled epochs as
+        # d1's HF Trainer does; "epochs" only sets the number of steps
         idx = torch.randint(0, len(train_ids), (args.grad_accum * args.batch_size,), generator=g)
         X, PL = train_ids[idx], train_plen[idx]  # (grad_accum * b, L), (grad_accum * b,)
         noisy_all, masked_all, p_all = sft_noise(X, PL, mask_id, g)
         loss_sum = 0.0
         for micro in range(accum):
+            # global micro-batch index micro * world_size + rank: strided over ranks, as grpo.py does
             j = (micro * world_size + rank) * args.batch_size
             sl = slice(j, j + args.batch_size)  # this rank's micro-batch
             x, pl, noisy = X[sl].to(device), PL[sl].to(device), noisy_all[sl].to(device)
@@ -264,7 +310,9 @@ if __name__ == "__main__":
             # divide by the micro-steps: gradients add up over them, and DDP/FSDP average over ranks
             loss = sft_loss(logits, x, masked, p, pl) / accum
             loss.backward()
+            # the sum of the / accum losses: this rank's mean micro-batch loss
             loss_sum += loss.item()
+        # d1: max_grad_norm 1.0 (§5.3)
         if args.grad_clip > 0:  # on the averaged gradient (FSDP: the norm is all-reduced over shards)
             torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
         optimizer.step()
@@ -292,6 +340,7 @@ if __name__ == "__main__":
                 if master:
                     save_merged(to_save, args.model_dir, args.out_dir)  # LoRA merged on the fly
                     tokenizer.save_pretrained(args.out_dir)
+                    # the flags and the step beside the weights: which run and which step this checkpoint is
                     with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
                         json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)
                 del to_save  # rank 0 frees its gathered copy before training on

@@ -90,7 +90,9 @@ COUNTDOWN_EVAL_PROMPT = (
     "once. Think step-by-step. After reasoning, provide only your final expression inside \\boxed{} tags without "
     "including an equals sign or the target number. For example: \\boxed{a + b * c}Respond in the following "
     "format:\n<reasoning>\nYour reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
+# Countdown eval question (§8.2): {nums} is again the list repr, "Numbers: [44, 19, 35]\nTarget: 98"
 COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"
+# Sudoku has no eval prompt of its own: d1 evaluates it with the RL system prompt
 EVAL_PROMPTS = {"gsm8k": GSM8K_EVAL_PROMPT, "math": MATH_EVAL_PROMPT,
                 "countdown": COUNTDOWN_EVAL_PROMPT, "sudoku": SUDOKU_SYSTEM_PROMPT}
 EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assistant turn starts with it
@@ -102,14 +104,19 @@ MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt t
 def rl_prompt(task, ex):
     """The d1 RL user message (§7.1) for an example holding question / nums+target / puzzle."""
     if task == "gsm8k":
+        # GSM8K: system prompt, blank line, question
         return SYSTEM_PROMPT + "\n\n" + ex["question"]
     if task == "math":
+        # MATH: the instruction carries its own "\n\n" on both sides
         return SYSTEM_PROMPT + MATH_RL_INSTRUCTION + ex["question"]
     if task == "countdown":
+        # list(): a tuple or numpy row must still print as d1's "[44, 19, 35]", the text LLaDA was trained on
         return SYSTEM_PROMPT + COUNTDOWN_RL_TEMPLATE.format(nums=list(ex["nums"]), target=ex["target"])
     if task == "sudoku":
+        # Sudoku: its own system prompt, then the same question line as the eval prompt
         return SUDOKU_SYSTEM_PROMPT + "\n\n" + SUDOKU_QUESTION.format(puzzle=ex["puzzle"])
     if task == "toy":
+        # toy (ours): no system prompt at all; with the byte tokenizer each character is a token
         return TOY_PROMPT.format(puzzle=ex["puzzle"])
     raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
 
@@ -117,6 +124,7 @@ def rl_prompt(task, ex):
 def eval_question(task, ex):
     """The question part of d1's eval message (§8.2); the text d1's eval files store as `question`."""
     if task == "countdown":
+        # the same list repr as the RL prompt
         return COUNTDOWN_QUESTION.format(nums=list(ex["nums"]), target=ex["target"])
     if task == "sudoku":
         return SUDOKU_QUESTION.format(puzzle=ex["puzzle"])
@@ -130,6 +138,7 @@ def eval_message(task, ex):
         return rl_prompt(task, ex)
     if task not in EVAL_PROMPTS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+    # eval.py joins the eval system prompt and the question with a blank line, for every task
     return EVAL_PROMPTS[task] + "\n\n" + eval_question(task, ex)
 
 
@@ -141,12 +150,15 @@ def eval_prefill(task):
 
 def sudoku_example(puzzle, solution):
     """One example in d1's Sudoku format (RL prompt §7.1; the gold answer is the 16-digit solution)."""
+    # answer = solution: the Sudoku reward and eval parser score cells against these 16 digits
     ex = {"puzzle": puzzle, "solution": solution, "answer": solution}
     return {"prompt": rl_prompt("sudoku", ex), **ex}
 
 
 def toy_example(puzzle, solution):
     """One toy example: the same puzzle behind a bare prompt, and the solution as the SFT completion."""
+    # completion = solution: the CPU demo's SFT target is the bare 16 digits (puzzles.partial_label
+    # may blank some of them out later)
     ex = {"puzzle": puzzle, "solution": solution, "answer": solution, "completion": solution}
     return {"prompt": rl_prompt("toy", ex), **ex}
 
@@ -155,16 +167,18 @@ def prompt_ids(tokenizer, user_text, prefill="", max_length=None):
     """Token ids (list[int]) of one user turn through the model's chat template, with the assistant
     header, plus `prefill` (d1's eval: eval_prefill(task)). Every caller builds its prompt here:
     grpo.py (RL, max_length=--max-prompt-length), eval.py, sft.py and the sample.py / logprob.py demos.
-    LLaDA's template adds BOS itself and trims the message (§1), exactly like TRL's
-    maybe_apply_chat_template in d1's RL and eval.py's create_prompt. add_special_tokens=False
-    because the template already holds BOS. With max_length, keep the LAST max_length ids as d1's RL
-    trainer does (its `prompt_ids[:, -max_prompt_length:]`, 200 in d1, §2.4), which can cut BOS and
-    the instructions of a long prompt."""
+    With max_length, only the last max_length ids are kept (d1's RL left cut)."""
+    # one user turn. LLaDA's template adds BOS itself and trims the message (§1), exactly like TRL's
+    # maybe_apply_chat_template in d1's RL and eval.py's create_prompt
     messages = [{"role": "user", "content": user_text}]
     # tokenize=False: the text is what d1 tokenizes; add_generation_prompt opens the assistant turn
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     text += prefill  # the prefill is appended AFTER the template, so it is never trimmed
+    # add_special_tokens=False: the rendered text already holds BOS (a tokenizer that adds its own
+    # would double it)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    # keep the LAST max_length ids, as d1's RL trainer does (its `prompt_ids[:, -max_prompt_length:]`,
+    # 200 in d1, §2.4): this can cut BOS and the instructions of a long prompt
     return ids[-max_length:] if max_length else ids
 
 
@@ -185,6 +199,7 @@ def _read_records(path):
         try:
             return [(f"{path}[{i}]", rec) for i, rec in enumerate(json.loads(text))]
         except json.JSONDecodeError as e:
+            # from None: the message already names the file; the decoder's traceback would only add noise
             raise ValueError(f"{path}: not valid JSON ({e})") from None
     records = []
     for i, line in enumerate(text.splitlines(), start=1):
@@ -200,6 +215,7 @@ def _read_records(path):
 
 
 def _field(rec, key, where):
+    # one message for every loader's missing field: the record, the field, and what the record does have
     if not isinstance(rec, dict) or rec.get(key) is None:  # None: a csv row with too few columns
         have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
         raise ValueError(f"{where}: missing field {key!r} (record has {have})")
@@ -212,6 +228,7 @@ def load_gsm8k(path):
     out = []
     for where, rec in _read_records(path):
         question, solution = _field(rec, "question", where), _field(rec, "answer", where)
+        # every GSM8K solution ends in "#### N": one without it is a broken file, said here and not at reward time
         if "####" not in solution:
             raise ValueError(f"{where}: field 'answer' has no '#### <answer>' line")
         # split("####")[1], not [-1]: d1's extract_hash_answer; commas such as "1,000" are kept as d1 keeps them
@@ -225,12 +242,15 @@ def load_math(path):
     \\boxed{} of `solution` (full MATH test, and d1's RL train set which only has solutions)."""
     out = []
     for where, rec in _read_records(path):
+        # d1 reads the `problem` column; here it is `question`, as in every task
         ex = {"question": _field(rec, "problem", where)}
         if "solution" in rec:
+            # kept when present: d1's RL reward reads the gold answer out of it at reward time (§6.2)
             ex["solution"] = rec["solution"]
         if "answer" in rec:  # MATH-500's own answer column: d1's eval compares against exactly this
             ex["answer"] = str(rec["answer"])
         else:
+            # only a solution (d1's RL train set): the gold is its last box, the reading the reward also uses
             ex["answer"] = last_boxed(_field(rec, "solution", where))
             if ex["answer"] is None:
                 raise ValueError(f"{where}: no 'answer' field and no balanced \\boxed{{}} in 'solution'")
@@ -244,15 +264,18 @@ def load_countdown(path, n_numbers=3):
     out = []
     for where, rec in _read_records(path):
         d1_format = isinstance(rec, dict) and "input" in rec  # d1's test file: "30,100,93" and "23", strings
+        # d1's file stores the numbers as one string "30,100,93", HF rows as a list of ints
         raw_nums = _field(rec, "input" if d1_format else "nums", where)
         raw_target = _field(rec, "output" if d1_format else "target", where)
         try:
             nums = [int(x) for x in (raw_nums.split(",") if d1_format else raw_nums)]
             target = int(raw_target)
         except (TypeError, ValueError, AttributeError):
+            # TypeError: a field that is neither a string nor a list; AttributeError: an "input" that is no string
             raise ValueError(f"{where}: numbers {raw_nums!r} / target {raw_target!r} are not integers") from None
         if n_numbers is not None and len(nums) != n_numbers:
             continue  # d1 trains on 3-number problems only; the HF set also has 4-number rows
+        # answer is the target as text, like every task's; the reward checks the expression against nums and target
         ex = {"nums": nums, "target": target, "answer": str(target)}
         out.append({"prompt": rl_prompt("countdown", ex), **ex})
     return out
@@ -262,6 +285,8 @@ def load_sudoku(path):
     """Sudoku csv with header Puzzle,Solution (16-char strings, '0' = blank), read as strings."""
     out = []
     for where, rec in _read_records(path):
+        # stripped of blanks around the fields; then exactly 16 digits each, so a grid that lost its leading
+        # zeros on the way (read as a number somewhere) fails here, not silently in the reward
         puzzle, solution = _field(rec, "Puzzle", where).strip(), _field(rec, "Solution", where).strip()
         if len(puzzle) != 16 or len(solution) != 16 or not (puzzle + solution).isdigit():
             raise ValueError(f"{where}: Puzzle/Solution must be 16-digit strings, got {puzzle!r}, {solution!r}")
@@ -275,6 +300,8 @@ def load_s1k(path):
     "<reasoning>" + trace + "</reasoning>\\n<answer>" + attempt + "</answer>" (no newlines inside the tags)."""
     records = _read_records(path)
     needed = ("question", "thinking_trajectories", "attempt")
+    # checked once, on the first record: a copy without traces lacks them in every record, and one
+    # clear message beats a thousand
     first = records[0][1] if records else {}
     if not isinstance(first, dict) or any(k not in first for k in needed):
         # e.g. ../shared/data/s1k_questions_no_traces/s1k.json: problem/solution with an EMPTY `thinking`
@@ -289,6 +316,8 @@ def load_s1k(path):
         if not isinstance(trace, str) or not trace:
             raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")
         question, attempt = _field(rec, "question", where), _field(rec, "attempt", where)
+        # prompt: the SFT user message (§5.1); completion: the assistant turn, with no newlines inside the
+        # tags, unlike the RL format
         out.append({"prompt": SFT_SYSTEM_PROMPT + "\n\n" + question, "question": question, "answer": attempt,
                     "completion": "<reasoning>" + trace + "</reasoning>\n<answer>" + attempt + "</answer>"})
     return out
@@ -299,6 +328,7 @@ def load_toy(path):
     return [toy_example(ex["puzzle"], ex["solution"]) for ex in load_sudoku(path)]
 
 
+# s1k is SFT data only, so it is a loader but not one of TASKS: it has no reward and no eval parser
 LOADERS = {"gsm8k": load_gsm8k, "math": load_math, "countdown": load_countdown, "sudoku": load_sudoku,
            "toy": load_toy, "s1k": load_s1k}
 
@@ -311,12 +341,13 @@ def load_task(name, path):
 
 
 def d1_eval_subset(n_items, k=256, seed=42):
-    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False) (§8.1 item 3). A private
-    RandomState gives the same stream without touching numpy's global RNG. k=None/-1 (GSM8K, MATH) or n < k
-    (where d1 would crash) -> all items in order; n == k (Countdown) -> a permutation, as in d1."""
+    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False) (§8.1 item 3).
+    n == k (Countdown) -> a permutation, as in d1."""
+    # k=None/-1 (GSM8K and MATH, d1's subsample -1) or n < k (where d1 would crash): all items in order
     if k is None or k < 0 or n_items < k:
         return list(range(n_items))
-    # legacy MT19937 seeding: identical to np.random.seed(42) followed by np.random.choice
+    # legacy MT19937 seeding: identical to np.random.seed(42) followed by np.random.choice, but a
+    # private RandomState gives the same stream without touching numpy's global RNG
     return np.random.RandomState(seed).choice(n_items, k, replace=False).tolist()
 
 
@@ -328,11 +359,14 @@ if __name__ == "__main__":
     parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
+    # imported here, not at the top: puzzles.py imports tasks.py (a top-level import would be circular),
+    # and only this demo needs a tokenizer
     from tokenizer import load_tokenizer, make_tiny_tokenizer
     from puzzles import make_countdown, make_sudoku, make_toy, split_grids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
     tok = load_tokenizer(args.model_dir) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)
+    # the toy example comes from the training grids; the Sudoku stand-in (only without the file) from the test grids
     train_grids, test_grids = split_grids()
     examples = {"toy": make_toy(train_grids, 1, seed=0)[0]}
     for task, rel in [("gsm8k", "gsm8k/test.jsonl"), ("math", "math500/test.jsonl"),
@@ -344,6 +378,8 @@ if __name__ == "__main__":
         elif task in ("countdown", "sudoku"):
             examples[task] = (make_countdown(1, 0) if task == "countdown" else make_sudoku(test_grids, 1, 0))[0]
     for task, ex in examples.items():
+        # RL: the user message as is, not cut here (the header line says how much d1's left cut keeps);
+        # eval: the eval message plus the "<reasoning>" prefill
         rl = prompt_ids(tok, ex["prompt"])
         ev = prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task))
         print(f"===== {task}  (answer {ex['answer']!r}; RL prompt {len(rl)} tokens, "

@@ -57,10 +57,13 @@ def load_tokenizer(path):
     # silence its warning while the tokenizer loads; never run remote code for a tokenizer.
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    # local_files_only: a mistyped directory must fail, not fetch a Hub repo of the same name
     try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     finally:
         hf_logging.set_verbosity(verbosity)
+    # The canvas of masks is appended on the right, so every row's prompt must end in the same
+    # column. RoPE positions then start later for short prompts, as in LLaDA's batched sampler (llada.md §1).
     tok.padding_side = "left"
     return tok
 
@@ -77,6 +80,7 @@ def special_ids(tokenizer, config):
     if ids[MASK_TOKEN] != config.mask_token_id or ids[EOS_TOKEN] != config.eos_token_id:
         raise ValueError(f"tokenizer ids {ids} disagree with config mask_token_id="
                          f"{config.mask_token_id}, eos_token_id={config.eos_token_id}")
+    # the tokenizer's own pad token if it declares one; LLaDA's is EOS either way
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.eos_token_id
     return SpecialIds(mask=config.mask_token_id, eos=config.eos_token_id, eot=ids[EOT_TOKEN],
                       bos=ids[BOS_TOKEN], pad=pad)
@@ -85,6 +89,7 @@ def special_ids(tokenizer, config):
 def chat_ids(tokenizer, user_text):
     """Token ids of one user turn rendered with the chat template, ready for generation (ends with
     the assistant header). add_special_tokens=False: the template already holds BOS."""
+    # render to text, then encode: "<|startoftext|>" in the text is matched as the special token
     text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
                                          add_generation_prompt=True, tokenize=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -96,6 +101,8 @@ def chat_ids(tokenizer, user_text):
 
 def _bytes_to_unicode():
     """GPT-2's reversible byte -> printable character map used by byte-level BPE (byte b -> chr)."""
+    # 188 printable bytes ('!'..'~', '¡'..'¬', '®'..'ÿ'); space and control bytes are not among them,
+    # so no vocabulary string ever has to hold a space or a control character
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
         + list(range(ord("®"), ord("ÿ") + 1))
     # bytes that are printable map to themselves; the rest are shifted past BYTE_VOCAB, in order
@@ -118,13 +125,17 @@ def make_tiny_tokenizer():
     vocab = {ch: b for b, ch in _bytes_to_unicode().items()}  # 256 entries, id == byte value
     # BPE with no merges over a byte-level alphabet: exactly one token per UTF-8 byte
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    # no GPT-2 regex pre-split and no added leading space: "A B" is exactly the three bytes A, space, B
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    # decoding maps the characters back to bytes and the bytes to UTF-8 text
     core.decoder = decoders.ByteLevel()
+    # LLaDA's order: BOS, EOS, mask, header start/end, end of turn -> ids 256..261 (262 tokens)
     specials = [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN]
     # BOS and EOS are the tokenizer's own bos/eos (EOS pads, left side, as LLaDA/d1 batch prompts)
     tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
                                   pad_token=EOS_TOKEN, additional_special_tokens=specials[2:],
                                   padding_side="left")
     tok.add_special_tokens({"additional_special_tokens": specials[2:]})  # ids 256.. in list order
+    # saved with the tokenizer (transformers 5 writes chat_template.jinja), so loads render the same
     tok.chat_template = CHAT_TEMPLATE
     return tok
