@@ -52,12 +52,12 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from adapters import add_lora, lora_disabled, lora_state_dict
-from checkpoint import from_pretrained, load, save_merged
-from ddp import (full_optimizer_state, full_state_on_rank0, init_training, load_full_optimizer_state, plain_llada,
-                 set_grad_sync, shard_model, wrap_for_training)
+from adapters import add_lora, lora_disabled
+from checkpoint import from_pretrained, load
+from ddp import init_training, set_grad_sync, shard_model, wrap_for_training
 from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, compile_blocks
+from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
 from sample import generate
 from tasks import prompt_ids
 
@@ -207,7 +207,6 @@ class MicroBatch:
     ref: list = field(default_factory=list)  # μ x (b, N) under θ_ref; empty when β = 0 (step 4)
 
 
-STATE_FILE = "trainer_state.pt"  # beside the checkpoint in --out-dir: round, optimizer, adapters
 
 
 def pad_left(rows, pad_id):
@@ -260,7 +259,7 @@ def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
 # -----------------------------------------------------------------------------
 # Set-up, in the order FSDP needs: load -> LoRA -> resumed weights -> wrap (DDP or FSDP) ->
 # reference -> optimizer -> resumed optimizer state, because sharding replaces every parameter by
-# a DTensor, and the optimizer must hold those.
+# a DTensor, and the optimizer must hold those. What a save holds, and its resume, is in resume.py.
 
 
 def load_policy(args, run):
@@ -292,36 +291,6 @@ def load_policy(args, run):
     return model, tokenizer, ref_context
 
 
-def resume_weights(args, run, model):
-    """--resume: the run's weights put into the unwrapped `model`, before any sharding.
-    -> (start_round, trainer state or None). LoRA: the adapters live in the state file (the base is
-    --model-dir); full FT: the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in
-    the state file."""
-    state_file = os.path.join(args.out_dir, STATE_FILE)
-    if not (args.resume and os.path.exists(state_file)):
-        return 0, None
-    # weights_only=False: the state also holds vars(args). FSDP: memory-mapped on CPU, so ranks other than 0
-    # never read the optimizer state that rank 0 broadcasts (restore_optimizer); pages load when touched
-    state = torch.load(state_file, map_location="cpu" if args.fsdp else run.device, weights_only=False,
-                       mmap=args.fsdp)
-    if state.get("fsdp", False) != args.fsdp:  # the two optimizer layouts differ (names vs indices)
-        raise ValueError(f"{state_file} was written {'with' if state.get('fsdp') else 'without'} --fsdp; "
-                         f"resume it the same way")
-    if args.lora_r > 0:
-        # strict=False: the file holds the adapters only. The count check catches another rank or target set
-        unexpected = model.load_state_dict(state["lora"], strict=False).unexpected_keys
-        if unexpected or len(state["lora"]) != len(lora_state_dict(model)):
-            raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
-    elif args.fsdp:
-        model.load_state_dict(state["masters"])  # copied onto this rank's device
-    else:
-        # without FSDP the training dtype is the checkpoint's (save_dtype), so the saved weights are exact
-        ckpt = from_pretrained(args.out_dir, dtype=run.dtype, device=run.device)
-        model.load_state_dict(ckpt.state_dict())
-        del ckpt
-    return state["round"], state
-
-
 def load_reference(args, run):
     """Full fine-tuning with β > 0: a frozen copy of the start model, loaded after the policy is
     sharded so that a GPU never holds two full copies, and sharded the same way. It never trains,
@@ -335,40 +304,6 @@ def load_reference(args, run):
     if args.fsdp:  # no optimizer, no gradients
         shard_model(ref_model.requires_grad_(False), run.device_type)
     return ref_model
-
-
-def restore_optimizer(args, run, model, optimizer, state):
-    """--resume: the optimizer state. FSDP: rank 0's full state re-sharded onto this world size
-    (a collective); otherwise each rank loads the same file."""
-    if args.fsdp:
-        load_full_optimizer_state(model, optimizer, state["optimizer"] if run.master else {})
-    else:
-        optimizer.load_state_dict(state["optimizer"])
-
-
-def save_checkpoint(args, run, model, optimizer, tokenizer, round_idx):
-    """Official-layout weights (LoRA merged on the fly) + what --resume needs. Called on EVERY
-    rank: under FSDP the weights and the optimizer state are gathered first (collectives), then
-    rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on GPU, as LLaDA
-    ships); the fp32 masters go to the state file, so a resume continues exactly."""
-    if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
-        masters, optim_state = full_state_on_rank0(model), full_optimizer_state(model, optimizer)
-        to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
-    else:
-        masters, to_save, optim_state = None, model, optimizer.state_dict()
-    # after the collectives above, which every rank had to join, only rank 0 writes
-    if not run.master:
-        return
-    os.makedirs(args.out_dir, exist_ok=True)
-    save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
-    tokenizer.save_pretrained(args.out_dir)
-    # what --resume needs beyond the official-layout weights (the round, the optimizer, the flags, and the
-    # fp32 masters under FSDP or the adapters under LoRA)
-    state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
-             "masters": masters, "lora": lora_state_dict(model) if args.lora_r > 0 else None}
-    state_file = os.path.join(args.out_dir, STATE_FILE)
-    torch.save(state, state_file + ".tmp")
-    os.replace(state_file + ".tmp", state_file)  # never a half-written state file
 
 
 # -----------------------------------------------------------------------------
