@@ -45,6 +45,7 @@ import tasks
 from checkpoint import TINY_DIR, load
 from ddp import compute_init, default_dtype
 from sample import CACHE_MODES, generate
+from tokenizer import prompt_ids
 
 # -----------------------------------------------------------------------------
 # items and prompts
@@ -74,11 +75,11 @@ def eval_items(task, data, full=False, toy_items=200):
     return [(int(i), examples[i]) for i in ids]
 
 
-def prompt_ids(tokenizer, task, example):
+def eval_prompt_ids(tokenizer, task, example):
     """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
     # NOT the RL prompt: d1's eval asks for \boxed{} answers on GSM8K and Countdown, which RL trained with
     # bare <answer> tags (d1-spec §8.2, §10.8)
-    return tasks.prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
+    return prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
 
 
 # -----------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # consecutive items of this rank's stride, as d1's unshuffled sampler batches them: at d1's world size
         # and batch size every batch holds the same items as d1's, so even the attended pads match
         batch = items[i:i + batch_size]
-        rows = [prompt_ids(tokenizer, task, ex) for _, ex in batch]
+        rows = [eval_prompt_ids(tokenizer, task, ex) for _, ex in batch]
         P = max(len(r) for r in rows)
         # left-padded, and the pads are attended (no attention mask, as d1), so an item's result can depend on
         # which other prompts share its batch; batch_size goes into the manifest

@@ -59,7 +59,7 @@ from logprob import one_step_logprobs
 from model import BLOCK_LINEARS, compile_blocks
 from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
 from sample import generate
-from tasks import prompt_ids
+from tokenizer import prompt_ids
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
 # Any flag given on the command line overrides its preset value.
@@ -247,7 +247,7 @@ def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
     rows, n_cut = [], 0
     for ex in exs:
         # the uncut length only counts what the cut drops (a warning); tokenizing twice costs
-        # microseconds next to a rollout, and the cut itself stays in tasks.prompt_ids
+        # microseconds next to a rollout, and the cut itself stays in tokenizer.prompt_ids
         n_cut += len(prompt_ids(tokenizer, ex["prompt"])) > max_prompt_length
         # keep the LAST max_prompt_length tokens, as d1's prompt_ids[:, -200:] (d1-spec §2.4): a long prompt
         # loses its BOS and the start of its instructions, hence the warning

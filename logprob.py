@@ -184,7 +184,7 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
 
 if __name__ == "__main__":
     from checkpoint import TINY_DIR, load
-    from tasks import prompt_ids
+    from tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="one-step log-probs and the MC ELBO of one answer")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,

@@ -363,7 +363,7 @@ def compile_blocks(model):
 if __name__ == "__main__":
     # the tiny model goes to disk and back through the official layout, exactly like the 8B would
     from checkpoint import TINY_DIR, load, make_tiny
-    from tokenizer import chat_ids
+    from tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="write the tiny LLaDA and run one forward pass")
     parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
@@ -372,7 +372,7 @@ if __name__ == "__main__":
     make_tiny(args.out_dir, seed=args.seed)
     model, tok = load(args.out_dir)
     # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
-    ids = torch.tensor([chat_ids(tok, "Hello")])  # (1, P)
+    ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)
     logits = model(ids)  # (1, P, V)
     print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")
     print(f"prompt {tok.decode(ids[0])!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")

@@ -54,8 +54,7 @@ from adapters import add_lora
 from checkpoint import TINY_DIR, load, save_merged
 from ddp import full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
 from model import BLOCK_LINEARS
-from tasks import prompt_ids
-from tokenizer import EOT_TOKEN
+from tokenizer import EOT_TOKEN, prompt_ids
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 

@@ -1,5 +1,5 @@
 """
-The d1 tasks: the exact d1 prompt strings, the one way prompts become token ids, and the data loaders.
+The d1 tasks: the exact d1 prompt strings and the data loaders.
 
 Every example is a plain dict. Always present: `prompt` (the d1 RL user message, d1-spec §7.1, NOT yet
 chat-rendered) and `answer` (the gold answer as a string). Per task also:
@@ -10,7 +10,7 @@ chat-rendered) and `answer` (the gold answer as a string). Per task also:
   toy        puzzle, solution, completion (= solution: the SFT target of the CPU demo)
   s1k        question, completion (the SFT assistant turn, §5.1); prompt is the SFT user message
 The eval prompts differ from the RL ones (§8.2: \\boxed{} format, "<reasoning>" prefill); eval_message()
-builds them. prompt_ids() is the only place a user message becomes token ids (RL, eval, SFT, demos).
+builds them. tokenizer.prompt_ids() is the only place a user message becomes token ids.
 d1-spec §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
 disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH tokens is prompt_ids' max_length.
 
@@ -161,25 +161,6 @@ def toy_example(puzzle, solution):
     # may blank some of them out later)
     ex = {"puzzle": puzzle, "solution": solution, "answer": solution, "completion": solution}
     return {"prompt": rl_prompt("toy", ex), **ex}
-
-
-def prompt_ids(tokenizer, user_text, prefill="", max_length=None):
-    """Token ids (list[int]) of one user turn through the model's chat template, with the assistant
-    header, plus `prefill` (d1's eval: eval_prefill(task)). Every caller builds its prompt here:
-    grpo.py (RL, max_length=--max-prompt-length), eval.py, sft.py and the sample.py / logprob.py demos.
-    With max_length, only the last max_length ids are kept (d1's RL left cut)."""
-    # one user turn. LLaDA's template adds BOS itself and trims the message (§1), exactly like TRL's
-    # maybe_apply_chat_template in d1's RL and eval.py's create_prompt
-    messages = [{"role": "user", "content": user_text}]
-    # tokenize=False: the text is what d1 tokenizes; add_generation_prompt opens the assistant turn
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    text += prefill  # the prefill is appended AFTER the template, so it is never trimmed
-    # add_special_tokens=False: the rendered text already holds BOS (a tokenizer that adds its own
-    # would double it)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    # keep the LAST max_length ids, as d1's RL trainer does (its `prompt_ids[:, -max_prompt_length:]`,
-    # 200 in d1, §2.4): this can cut BOS and the instructions of a long prompt
-    return ids[-max_length:] if max_length else ids
 
 
 # -----------------------------------------------------------------------------
@@ -361,7 +342,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     # imported here, not at the top: puzzles.py imports tasks.py (a top-level import would be circular),
     # and only this demo needs a tokenizer
-    from tokenizer import load_tokenizer, make_tiny_tokenizer
+    from tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
     from puzzles import make_countdown, make_sudoku, make_toy, split_grids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
     tok = load_tokenizer(args.model_dir) if args.model_dir else make_tiny_tokenizer()

@@ -1,5 +1,5 @@
 """
-LLaDA's tokenizer side: the special tokens, the chat template, their ids, and a tiny stand-in.
+LLaDA's tokenizer side: the special tokens, the chat template, prompt ids, and a tiny stand-in.
 
 LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer beside its weights (no remote code,
 ../shared/docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
@@ -11,10 +11,10 @@ The tiny byte-level tokenizer (make_tiny_tokenizer) has the same special tokens 
 and the same chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
 checkpoint.make_tiny saves it beside the tiny model.
 
-    from tokenizer import load_tokenizer, special_ids, chat_ids
+    from tokenizer import load_tokenizer, special_ids, prompt_ids
     tok = load_tokenizer("/path/to/LLaDA-8B-Instruct")
     ids = special_ids(tok, model.config)          # mask / eos / eot / bos / pad
-    prompt = chat_ids(tok, "What is 2+3?")        # one user turn + the assistant header
+    prompt = prompt_ids(tok, "What is 2+3?")      # one user turn + the assistant header
 """
 
 from dataclasses import dataclass
@@ -86,13 +86,23 @@ def special_ids(tokenizer, config):
                       bos=ids[BOS_TOKEN], pad=pad)
 
 
-def chat_ids(tokenizer, user_text):
-    """Token ids of one user turn rendered with the chat template, ready for generation (ends with
-    the assistant header). add_special_tokens=False: the template already holds BOS."""
-    # render to text, then encode: "<|startoftext|>" in the text is matched as the special token
-    text = tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
-                                         add_generation_prompt=True, tokenize=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+def prompt_ids(tokenizer, user_text, prefill="", max_length=None):
+    """Token ids (list[int]) of one user turn through the model's chat template, with the assistant
+    header, plus `prefill` (d1's eval: eval_prefill(task)). Every caller builds its prompt here:
+    grpo.py (RL, max_length=--max-prompt-length), eval.py, sft.py and the sample.py / logprob.py demos.
+    With max_length, only the last max_length ids are kept (d1's RL left cut)."""
+    # one user turn. LLaDA's template adds BOS itself and trims the message (§1), exactly like TRL's
+    # maybe_apply_chat_template in d1's RL and eval.py's create_prompt
+    messages = [{"role": "user", "content": user_text}]
+    # tokenize=False: the text is what d1 tokenizes; add_generation_prompt opens the assistant turn
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text += prefill  # the prefill is appended AFTER the template, so it is never trimmed
+    # add_special_tokens=False: the rendered text already holds BOS (a tokenizer that adds its own
+    # would double it)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    # keep the LAST max_length ids, as d1's RL trainer does (its `prompt_ids[:, -max_prompt_length:]`,
+    # 200 in d1, §2.4): this can cut BOS and the instructions of a long prompt
+    return ids[-max_length:] if max_length else ids
 
 
 # -----------------------------------------------------------------------------

@@ -20,7 +20,8 @@ import tasks
 from conftest import SHARED_DATA, RL_SYSTEM, countdown_rl, exact_eval, literals, valid_by_rules
 from puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
 from tasks import (EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
-                   load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task, prompt_ids)
+                   load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task)
+from tokenizer import prompt_ids
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
@@ -265,7 +266,7 @@ def test_eval_questions_match_d1_baseline_files():
 
 
 # -----------------------------------------------------------------------------
-# prompt_ids against the paths it replaced (model.chat_ids; tasks.render / render_eval + encode; the
+# tokenizer.prompt_ids against the paths it replaced (model.chat_ids, later tokenizer.chat_ids; tasks.render / render_eval + encode; the
 # cuts in grpo.py and eval.py), for real examples of every task
 
 
@@ -352,7 +353,7 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
                 rows, n_cut = grpo.group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
                 assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
                 old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
-                assert evaluation.prompt_ids(tok, task, ex) == old_eval
+                assert evaluation.eval_prompt_ids(tok, task, ex) == old_eval
             ids, plen = sft.encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
             assert ids[:plen] == full and ids[plen:plen + 3] == [ord("4"), ord("2"), eot]
 
