@@ -31,7 +31,6 @@ Run:  python logprob.py                       (tiny random model, CPU, seconds)
 import argparse
 
 import torch
-import torch.nn.functional as F
 
 # -----------------------------------------------------------------------------
 # 1) d1's one-step estimator (+ coupled-GRPO variant)
@@ -147,37 +146,51 @@ def stratified_mask(L, b, generator=None):
     return rank.cpu() < n.unsqueeze(1), n  # (b, L) bool, (b,)
 
 
+def elbo_token_logprobs(model, prompt, completion, k=1, mask_id=None, generator=None, cfg_scale=0.0):
+    """LLaDA's Monte-Carlo ELBO with k stratified mask draws per sequence, spread over the tokens:
+    (B, N) fp32 whose row sums are the ELBO estimates of log p(completion | prompt). Differentiable
+    (no torch.no_grad here), so it can stand in for the one-step estimator inside diffu-GRPO.
+    prompt (B, P) is never masked; completion (B, N). k forward rows per sequence (2k with CFG).
+    Entry (b, i) = (1/k) Σ_j 1[i masked in draw j] (N / n_j) log p_θ(o_i | q, o with draw j masked),
+    so a token only counts in the draws that mask it, weighted by 1/(masking rate) as in Eq. 6."""
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    B, P = prompt.shape
+    N = completion.shape[1]
+    # one stratified set of k counts per sequence, drawn in row order (B = 1 replays elbo_logprob's draws)
+    draws = [stratified_mask(N, k, generator) for _ in range(B)]
+    m = torch.stack([d[0] for d in draws]).to(completion.device)  # (B, k, N) True = masked
+    n = torch.stack([d[1] for d in draws]).to(completion.device)  # (B, k) masked counts n_j
+    target = completion[:, None, :].expand(B, k, N)  # (B, k, N)
+    x = torch.cat([prompt[:, None, :].expand(B, k, P), torch.where(m, mask_id, target)], dim=2)  # (B, k, P+N)
+    x = x.reshape(B * k, P + N)
+    if cfg_scale > 0.0:
+        un_x = x.clone()
+        un_x[:, :P] = mask_id  # unconditional: prompt fully masked
+        # slice to the answer before the fp32 cast: (b, P+L, V) fp32 would be ~4 GB at V=126464
+        cond, un = model(torch.cat([x, un_x], dim=0))[:, P:].float().chunk(2, dim=0)  # 2 x (Bk, N, V)
+        logits = un + (cfg_scale + 1) * (cond - un)  # same CFG as the sampler
+    else:
+        logits = model(x)[:, P:]  # (Bk, N, V), no shift
+    lp = token_logprobs(logits, target.reshape(B * k, N)).view(B, k, N)  # (B, k, N)
+    # weight N / n_j = 1 / (draw j's masking rate), the 1/t of LLaDA's loss; 0 where visible
+    w = m * (N / n.float()).unsqueeze(-1)  # (B, k, N)
+    return (lp * w).mean(dim=1)  # (B, N); row sum = the k-sample ELBO estimate
+
+
 @torch.no_grad()
 def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0, mask_id=None,
                  generator=None):
     """Monte-Carlo lower bound on log p(answer | prompt), a python float (LLaDA Eq. 6).
     prompt (P,), answer (L,) 1-D long tensors. The prompt is never masked. mc_num samples in
-    mc_num // batch_size forward passes; cfg_scale > 0 doubles each pass (conditional and
-    unconditional = prompt fully masked, combined as in generation)."""
+    mc_num // batch_size forward passes of batch_size rows (the counts stratified within each);
+    cfg_scale > 0 doubles each pass (conditional and unconditional = prompt fully masked,
+    combined as in generation)."""
     if mc_num <= 0 or batch_size <= 0 or mc_num % batch_size != 0:
         raise ValueError(f"mc_num={mc_num} must be a positive multiple of batch_size={batch_size}")
-    mask_id = model.config.mask_token_id if mask_id is None else mask_id
-    P, L = prompt.numel(), answer.numel()
-    seq = torch.cat([prompt, answer]).unsqueeze(0).repeat(batch_size, 1)  # (b, P+L)
-    values = []
-    for _ in range(mc_num // batch_size):
-        m, n = stratified_mask(L, batch_size, generator)  # (b, L), (b,)
-        m, n = m.to(seq.device), n.to(seq.device)
-        x = seq.clone()
-        x[:, P:][m] = mask_id  # (b, P+L) answer partially masked, prompt intact
-        if cfg_scale > 0.0:
-            un_x = x.clone()
-            un_x[:, :P] = mask_id  # unconditional: prompt fully masked
-            # slice to the answer before the fp32 cast: (b, P+L, V) fp32 would be ~4 GB at V=126464
-            cond, un = model(torch.cat([x, un_x], dim=0))[:, P:].float().chunk(2, dim=0)  # 2 x (b, L, V)
-            logits = un + (cfg_scale + 1) * (cond - un)  # same CFG as the sampler
-        else:
-            logits = model(x)[:, P:].float()  # (b, L, V)
-        ce = F.cross_entropy(logits[m], seq[:, P:][m], reduction="none")  # (#masked,)
-        # row i's masked CEs are weighted by 1/(n_i/L) = L/n_i (the p_mask of LLaDA's forward_process)
-        w = (L / n.float()).unsqueeze(1).expand(-1, L)[m]  # (#masked,)
-        values.append(((ce * w).sum() / batch_size).item())
-    return -sum(values) / len(values)
+    values = [elbo_token_logprobs(model, prompt[None], answer[None], k=batch_size, mask_id=mask_id,
+                                  generator=generator, cfg_scale=cfg_scale).sum().item()
+              for _ in range(mc_num // batch_size)]  # one estimate per pass of batch_size rows
+    return sum(values) / len(values)
 
 # -----------------------------------------------------------------------------
 # demo: python logprob.py [--model-dir PATH]
