@@ -52,10 +52,12 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
 from ddp import init_training, set_grad_sync, shard_model, wrap_for_training
 from logprob import one_step_logprobs
+from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
 from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
 from sample import generate
@@ -131,7 +133,10 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
         # clip_frac: tokens where the clip binds (min picks the clipped term: no gradient). Deviation, in
         # logging only: TRL at d1's commit logs the share with ρA < clip(ρ)A (d1-spec §4.2), the other side
         stats = {"kl": ((kl * mask).sum() / n).item(),
-                 "clip_frac": (((unclipped > clipped).float() * mask).sum() / n).item()}
+                 "clip_frac": (((unclipped > clipped).float() * mask).sum() / n).item(),
+                 # how far the policy has moved from θ_old on these tokens: mean ρ and mean |ρ - 1|
+                 "ratio_mean": ((ratio * mask).sum() / n).item(),
+                 "ratio_dev": (((ratio - 1).abs() * mask).sum() / n).item()}
     return loss, stats
 
 
@@ -139,15 +144,22 @@ def round_metrics(batches, G, update_stats, reward_parts):
     """One round's log line, this rank's share: mean reward, the mean within-group std of the
     rewards, the share of groups whose rewards are all equal (zero advantage: no learning signal),
     the mean completion length (tokens up to the first EOS), the update's loss / KL / clip
-    fraction, and each reward function's mean (`reward_parts`: sums over the completions)."""
+    fraction / ratio / gradient norm, each reward function's mean (`reward_parts`: sums over the
+    completions), and token_nll: the mean -log π_old(o_k | q') of the sampled completion tokens
+    under the first mask seed, an estimate of the policy's per-token entropy (exact for on-policy
+    samples only if the one-step marginals were the sampler's: a proxy, watched for collapse)."""
     rewards = torch.cat([b.rewards for b in batches])  # (local completions,)
     # logged only (d1's reward_std). A group with std 0 has all advantages 0, so its surrogate term gives
     # no gradient (only the KL acts): zero_std_groups counts those (d1's zero_std_ratio, same 1e-6)
     group_std = rewards.view(-1, G).std(dim=1)  # (local groups,)
+    nll = {}
+    if batches[0].old:  # the old log-probs of mask seed 0, (b, N) per micro-batch
+        tokens = sum(b.mask.sum() for b in batches).clamp(min=1)
+        nll = {"token_nll": (-sum((b.old[0] * b.mask).sum() for b in batches) / tokens).item()}
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
             "zero_std_groups": (group_std < 1e-6).float().mean().item(),
             "completion_len": torch.cat([b.mask.sum(1) for b in batches]).mean().item(),
-            **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
+            **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
 
 
 # -----------------------------------------------------------------------------
@@ -351,9 +363,10 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
     `seed` (one forward + one backward each), gradients accumulated over the micro-batches and,
     under DDP / FSDP, averaged over ranks on the last one; then one clipped optimizer step.
     `model` is the wrapped policy (DDP / FSDP / plain; a DDP wrapper has no .config, hence
-    mask_id). Returns the loss, KL and clip fraction averaged over this rank's micro-batches."""
+    mask_id). Returns the loss, KL, clip fraction and ratio statistics averaged over this rank's
+    micro-batches, and the gradient norm before clipping."""
     model.train()  # LoRA dropout (if any) only in the policy pass
-    stats = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+    stats = {}
     for i, b in enumerate(batches):
         set_grad_sync(model, i == len(batches) - 1)  # reduce only on the last micro-batch
         with amp():
@@ -366,10 +379,13 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
         loss, st = grpo_loss(logp, b.old[j], b.ref[j] if beta else None, b.adv, b.mask, epsilon, beta)
         # HF divides each micro-batch loss by the accumulation steps in d1 too (d1-spec §4.2)
         (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
-        for k, v in (("loss", loss.item()), ("kl", st["kl"]), ("clip_frac", st["clip_frac"])):
-            stats[k] += v / accum
-    if grad_clip > 0:  # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards)
-        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        for k, v in {"loss": loss.item(), **st}.items():
+            stats[k] = stats.get(k, 0.0) + v / accum
+    # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards). grad_clip 0: no clipping, the
+    # norm is still measured (an infinite max norm clips nothing)
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
+    # a DTensor under FSDP: the full value is the same on every rank
+    stats["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
     optimizer.zero_grad(set_to_none=True)
     return stats
@@ -428,6 +444,9 @@ def parse_args(argv=None):
     parser.add_argument("--grad-clip", type=float, help="max grad norm (d1: 0.2)")
     parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N rounds (and at the end)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir")
+    parser.add_argument("--eval-every", type=int, default=0, help="toy: held-out greedy accuracy every N rounds "
+                        "(and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
+    parser.add_argument("--eval-items", type=int, default=200, help="toy: held-out puzzles for --eval-every")
     # system
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
@@ -461,6 +480,9 @@ if __name__ == "__main__":
         raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
                          f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
+    if args.eval_every and (args.task != "toy" or args.fsdp):
+        # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
+        raise ValueError("--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
 
     # -------------------------------------------------------------------------
     # data: the prompts of every task, shuffled once (d1: seed 42); rewards by task
@@ -495,6 +517,18 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
     t_start = time.time()
+    # one JSON line per round in <out-dir>/metrics.jsonl (rank 0); a resume rewrites the rounds after its own
+    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
+                                          start_round) if master else (None, 0.0)
+    if args.eval_every and master:
+        # the toy's held-out puzzles and eval.py's protocol (greedy, the 16-token canvas as one block, 8 steps),
+        # so a curve's last point equals `eval.py --model-dir <out-dir>` on the same items
+        heldout = evaluation.eval_items("toy", "", toy_items=args.eval_items)
+        heldout_acc = lambda: evaluation.accuracy("toy", evaluation.run_items(
+            raw_model, tokenizer, "toy", heldout, 16, 16, 8, batch_size=100))
+        if start_round == 0:  # the starting point of the curve: the SFT model
+            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, "heldout_acc": heldout_acc()})
+    eval_s = 0.0  # seconds spent on --eval-every, kept out of elapsed_s (training time)
     bar = tqdm(range(start_round, args.rounds), desc="grpo", disable=not master,
                initial=start_round, total=args.rounds)
     for rnd in bar:
@@ -554,13 +588,13 @@ if __name__ == "__main__":
 
         # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
         t0 = time.time()
-        stats_sum = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0}  # means over steps and micro-batches
+        stats_sum = {}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
             # `model` (the DDP / FSDP wrapper) here: this is the only pass that needs gradient sync
             st = policy_step(model, batches, j, s, optimizer, params, run.amp, mask_id, args.epsilon,
                              args.beta, args.p_mask, args.grad_clip, accum)
             for k, v in st.items():
-                stats_sum[k] += v / len(seeds)
+                stats_sum[k] = stats_sum.get(k, 0.0) + v / len(seeds)
         timing["update"] = time.time() - t0
 
         # 6. logging: every metric is averaged over ranks first
@@ -576,9 +610,24 @@ if __name__ == "__main__":
             tqdm.write(f"round {rnd + 1}: {line} | s/phase " +
                        " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
             bar.set_postfix(reward=f"{metrics['reward']:.3f}")
+            # the same as data, with the round's cost: sequences through the model, all ranks (rollout: one
+            # pass per diffusion step; old / ref: one per mask seed; policy: μ forwards and backwards)
+            rows = args.prompts_per_step * G
+            passes = args.diffusion_steps + len(seeds) * (2 + (args.beta > 0))
+            record = {"step": rnd + 1, "elapsed_s": elapsed0 + time.time() - t_start - eval_s, **metrics,
+                      **{f"s_{k}": v for k, v in timing.items()},
+                      "fwd_rows": rows * passes, "bwd_rows": rows * len(seeds)}
+            if args.eval_every and ((rnd + 1) % args.eval_every == 0 or rnd + 1 == args.rounds):
+                # after the clock reading above, and subtracted from later ones: elapsed_s is training time
+                t_eval = time.time()
+                record["heldout_acc"] = heldout_acc()
+                eval_s += time.time() - t_eval
+                tqdm.write(f"round {rnd + 1}: held-out accuracy {record['heldout_acc']:.1f}%")
+            log_metrics(metrics_file, record)
         if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
             save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes
     if master:
-        print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}")
+        metrics_file.close()
+        print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}, metrics in {metrics_file.name}")
     if run.distributed:
         dist.destroy_process_group()

@@ -54,6 +54,7 @@ from adapters import add_lora
 from checkpoint import TINY_DIR, load, save_merged
 from ddp import full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
 from model import BLOCK_LINEARS
+from metrics import log_metrics, open_metrics
 from tokenizer import EOT_TOKEN, prompt_ids
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -283,8 +284,11 @@ if __name__ == "__main__":
     # the loop
     g = torch.Generator().manual_seed(args.seed)  # data order + noise; identical on all ranks
     best, t0 = float("inf"), time.time()
+    # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py)
+    metrics_file = open_metrics(args.out_dir, {**vars(args), "world_size": world_size})[0] if master else None
     bar = tqdm(range(max_steps), desc="sft", disable=not master)
     for step in bar:
+        t_step = time.time()
         lr = get_lr(step, max_steps, args.lr, args.warmup_steps)  # set by hand each step, nanoGPT style
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -312,8 +316,9 @@ if __name__ == "__main__":
             # the sum of the / accum losses: this rank's mean micro-batch loss
             loss_sum += loss.item()
         # d1: max_grad_norm 1.0 (§5.3)
-        if args.grad_clip > 0:  # on the averaged gradient (FSDP: the norm is all-reduced over shards)
-            torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+        # on the averaged gradient (FSDP: the norm is all-reduced over shards); grad_clip 0 clips nothing
+        # (an infinite max norm) but the norm is still measured for the log
+        norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip if args.grad_clip > 0 else float("inf"))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if run.distributed:  # the logged loss is the mean over ranks
@@ -321,6 +326,10 @@ if __name__ == "__main__":
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
+        # a DTensor under FSDP: the full value is the same on every rank
+        record = {"step": step + 1, "loss": loss_sum, "lr": lr,
+                  "grad_norm": float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm),
+                  "tokens": int(X.numel()), "s_step": time.time() - t_step}  # tokens: the global batch
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
             ev = eval_loss()  # on every rank, the whole eval set
@@ -328,6 +337,7 @@ if __name__ == "__main__":
                 ev_t = torch.tensor(ev, device=device)  # so every rank must take the same decision
                 dist.broadcast(ev_t, src=0)
                 ev = ev_t.item()
+            record["eval_loss"] = ev
             if master:
                 tqdm.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
                            f"{time.time() - t0:.0f}s")
@@ -343,7 +353,10 @@ if __name__ == "__main__":
                     with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
                         json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)
                 del to_save  # rank 0 frees its gathered copy before training on
+        if master:
+            log_metrics(metrics_file, {**record, "elapsed_s": time.time() - t0})
     if master:
+        metrics_file.close()
         print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f}; model in {args.out_dir}")
     if run.distributed:
         dist.destroy_process_group()

@@ -5,7 +5,9 @@ equivalence of a 2-process gloo run with 1 process on the same global batch.
 Run: python -m pytest tests/test_grpo.py -q
 """
 import argparse
+import json
 import math
+import subprocess
 import sys
 from contextlib import nullcontext
 
@@ -19,6 +21,7 @@ from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_m
 from grpo import (FIXED_MASK_SEED, MicroBatch, completion_mask, grpo_loss, group_advantages, load_rl_data,
                   mask_generator, mask_seeds, pad_left, policy_step, round_metrics, score_old_ref)
 from logprob import one_step_logprobs
+from metrics import read_metrics
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():
     E = 9
@@ -161,6 +164,18 @@ def test_resume_continues_the_same_run(tmp_path):
     a, b = (from_pretrained(tmp_path / p).state_dict() for p in ("straight", "resumed"))
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+    # metrics.jsonl: one line per round, and the resumed file tells the same run (bar wall-clock times)
+    straight, resumed = (read_metrics(str(tmp_path / p)) for p in ("straight", "resumed"))
+    assert [r["step"] for r in straight] == [r["step"] for r in resumed] == [1, 2]
+    for x, y in zip(straight, resumed):
+        assert x.keys() == y.keys() and {"reward", "loss", "kl", "ratio_mean", "grad_norm", "token_nll"} <= x.keys()
+        for k in x:
+            if k != "elapsed_s" and not k.startswith("s_"):
+                assert abs(x[k] - y[k]) < 1e-4 * (1 + abs(x[k])), (k, x[k], y[k])
+    # cost columns from the flags: 2 prompts x G 3 rows; 4 diffusion steps + 2 seeds x (old, ref, policy)
+    assert straight[0]["fwd_rows"] == 6 * (4 + 2 * 3) and straight[0]["bwd_rows"] == 6 * 2
+    # ratio exactly 1 at the first inner step of each round, so its mean over the two steps stays near 1
+    assert abs(straight[0]["ratio_mean"] - 1) < 0.5 and straight[0]["grad_norm"] > 0
 
 
 def test_mask_seeds_fixed_ablation_and_keys():
@@ -222,3 +237,24 @@ def test_round_metrics_against_a_hand_count():
     assert m["zero_std_groups"] == 0.5  # two of four groups carry no signal
     assert abs(m["completion_len"] - 27 / 12) < 1e-6
     assert m["loss"] == 0.25 and m["r/correctness"] == 0.5
+
+
+def test_eval_every_logs_a_heldout_curve_that_ends_at_eval_py(tmp_path):
+    # --eval-every: held-out greedy accuracy before round 1 and after each round; the last point must be what
+    # eval.py reports for the saved model on the same items (same protocol, same code)
+    model_dir = tmp_path / "tiny"
+    write_digit_model(model_dir)
+    out = tmp_path / "grpo"
+    run([sys.executable, str(REPO / "grpo.py"), "--model-dir", str(model_dir), "--out-dir", str(out),
+         "--num-examples", "8", "--prompts-per-step", "2", "--groups-per-micro", "2", "--num-generations", "3",
+         "--num-iterations", "1", "--diffusion-steps", "4", "--rounds", "2", "--lr", "1e-2",
+         "--eval-every", "1", "--eval-items", "20"], REPO)
+    curve = [(r["step"], r["heldout_acc"]) for r in read_metrics(str(out)) if "heldout_acc" in r]
+    assert [s for s, _ in curve] == [0, 1, 2]
+    run([sys.executable, str(REPO / "eval.py"), "--model-dir", str(out), "--toy-items", "20",
+         "--out-dir", str(tmp_path / "eval"), "--json", str(tmp_path / "eval.json")], REPO)
+    assert json.loads((tmp_path / "eval.json").read_text())[0]["accuracy"] == curve[-1][1]
+    # the toy only, and never under FSDP (rank 0 evaluating alone would hang a sharded forward)
+    p = subprocess.run([sys.executable, str(REPO / "grpo.py"), "--eval-every", "1", "--task", "gsm8k",
+                        "--out-dir", str(tmp_path / "refused")], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode != 0 and "--eval-every measures the toy" in p.stderr

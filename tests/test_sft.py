@@ -10,6 +10,7 @@ import torch
 
 from checkpoint import from_pretrained, make_tiny
 from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
+from metrics import read_metrics
 from conftest import REPO, run, torchrun
 from tokenizer import load_tokenizer
 
@@ -86,3 +87,8 @@ def test_ddp_two_processes_equal_one_process(tmp_path):
     assert max((one[k] - start[k]).abs().max().item() for k in one) > 1e-3  # it trained
     for k in one:
         torch.testing.assert_close(one[k], two[k], atol=1e-5, rtol=1e-4)
+    # metrics.jsonl: one line per step, the same losses on 1 and 2 processes, eval loss at the last step only
+    m1, m2 = (read_metrics(str(tmp_path / p)) for p in ("one", "two"))
+    assert [r["step"] for r in m1] == [r["step"] for r in m2] == [1, 2, 3]
+    assert all(abs(a["loss"] - b["loss"]) < 1e-4 and a["tokens"] == 2 * 4 * 52 for a, b in zip(m1, m2))
+    assert ["eval_loss" in r for r in m1] == [False, False, True] and m1[0]["grad_norm"] > 0

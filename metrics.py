@@ -1,0 +1,87 @@
+"""
+Metrics as data: every training script writes one JSON line per step (sft.py) or round (grpo.py)
+to <out-dir>/metrics.jsonl, beside <out-dir>/train_args.json (the resolved flags and world size),
+so a run can be plotted, compared and re-analysed without parsing its console output.
+
+A line is a flat dict of numbers with "step" (the optimizer step or round, 1-based) and
+"elapsed_s" (wall-clock seconds since the run started, resumes included). Only rank 0 writes. A
+resumed run keeps the lines up to the step it resumes from and writes the rest again, so the file
+always describes one run.
+
+Draw any metrics files side by side (matplotlib is optional: only this entry needs it):
+    python metrics.py out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
+"""
+import argparse
+import json
+import os
+
+
+METRICS_FILE = "metrics.jsonl"
+ARGS_FILE = "train_args.json"
+
+
+def open_metrics(out_dir, config, start_step=0):
+    """(the metrics file of a run opened for appending, the elapsed_s it had reached), with the
+    config written beside it. Lines with step > start_step are dropped first (start_step = 0:
+    a fresh run, all of them)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, ARGS_FILE), "w") as f:
+        json.dump(config, f, indent=2)
+    path = os.path.join(out_dir, METRICS_FILE)
+    # keep what the resumed-from state had already logged; drop steps it will redo (or everything when fresh)
+    kept = [r for r in read_metrics(out_dir) if r["step"] <= start_step] if start_step and os.path.exists(path) else []
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in kept)
+    os.replace(path + ".tmp", path)  # never half a file
+    # a resumed run's clock continues from its last kept line
+    return open(path, "a"), (kept[-1].get("elapsed_s", 0.0) if kept else 0.0)
+
+
+def log_metrics(f, record):
+    """One line, flushed at once: a crash loses no line that was logged."""
+    f.write(json.dumps(record) + "\n")
+    f.flush()
+
+
+def read_metrics(out_dir):
+    """[dict] from <out_dir>/metrics.jsonl (or a path to the file itself); a torn last line
+    (a crash mid-write) is skipped."""
+    path = out_dir if out_dir.endswith(".jsonl") else os.path.join(out_dir, METRICS_FILE)
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="draw metrics.jsonl files side by side")
+    parser.add_argument("runs", nargs="+", help="run directories (or metrics.jsonl files)")
+    parser.add_argument("--keys", type=str, default="reward,loss", help="comma-separated metrics, one panel each")
+    parser.add_argument("--x", type=str, default="step", help="x axis: step or elapsed_s")
+    parser.add_argument("--out", type=str, default="out/metrics.png", help="the picture to write")
+    args = parser.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("metrics.py draws with matplotlib, an optional dependency: pip install matplotlib")
+    keys = args.keys.split(",")
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
+    for run in args.runs:
+        rows = read_metrics(run)
+        for ax, key in zip(axes[0], keys):
+            pts = [(r[args.x], r[key]) for r in rows if key in r and args.x in r]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=run)
+    for ax, key in zip(axes[0], keys):
+        ax.set_title(key)
+        ax.set_xlabel(args.x)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")

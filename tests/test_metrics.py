@@ -1,0 +1,46 @@
+"""
+Tests for metrics.py: a resumed run keeps the lines up to its step and rewrites the rest, a fresh run
+starts empty, a torn last line is skipped, and the plot entry says what is missing without matplotlib.
+
+Run:  .venv/bin/python -m pytest tests/test_metrics.py -q
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from metrics import ARGS_FILE, log_metrics, open_metrics, read_metrics
+
+
+def test_resume_keeps_earlier_lines_and_fresh_run_starts_empty(tmp_path):
+    f, elapsed = open_metrics(str(tmp_path), {"lr": 1.0})
+    assert elapsed == 0.0
+    for s in range(1, 5):
+        log_metrics(f, {"step": s, "elapsed_s": 10.0 * s, "loss": 1.0 / s})
+    f.close()
+    assert json.loads((tmp_path / ARGS_FILE).read_text()) == {"lr": 1.0}
+    f, elapsed = open_metrics(str(tmp_path), {"lr": 1.0}, start_step=2)  # resumed from step 2's save
+    assert [r["step"] for r in read_metrics(str(tmp_path))] == [1, 2] and elapsed == 20.0
+    log_metrics(f, {"step": 3, "elapsed_s": 31.0, "loss": 0.3})
+    f.close()
+    assert [r["step"] for r in read_metrics(str(tmp_path))] == [1, 2, 3]
+    open_metrics(str(tmp_path), {"lr": 2.0})[0].close()  # a fresh run in the same folder
+    assert read_metrics(str(tmp_path)) == []
+
+
+def test_torn_last_line_is_skipped(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n{"step": 2, "lo')
+    assert read_metrics(str(tmp_path / "metrics.jsonl")) == [{"step": 1, "loss": 0.5}]
+
+
+def test_plot_entry_without_matplotlib_says_so(tmp_path):
+    try:
+        import matplotlib  # noqa: F401
+        pytest.skip("matplotlib is installed here: the missing-dependency message cannot be tested")
+    except ImportError:
+        pass
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5, "loss": 1.0}\n')
+    p = subprocess.run([sys.executable, str(REPO / "metrics.py"), str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode != 0 and "pip install matplotlib" in p.stderr
