@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny gpu-check clean
+.PHONY: install test run tiny lab-estimators gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -18,6 +18,10 @@ run: install                   ## the CPU pipeline on the tiny model, 3 seeds: S
 
 test: install                  ## the whole test suite, CPU, a few minutes on 2 cores
 	$(PY) -m pytest tests -q
+
+lab-estimators: install        ## every likelihood estimator vs exact values on the toy (trains seed 0 first if needed)
+	[ -f out/toy/seed0/grpo/config.json ] || bash runs/toy.sh 0
+	$(PY) study_estimators.py
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) model.py

@@ -1,0 +1,213 @@
+"""
+How good is each likelihood estimator? Every estimator of logprob.py measured against the exact
+values of exact.py, on (prompt, completion) pairs sampled from the trained toy model and from a
+random one, with each estimator's cost (forward rows per estimate) beside it.
+
+Pairs. Toy Sudoku prompts from the training grids (those diffu-GRPO trains on); G completions per
+prompt sampled as in a rollout (16 tokens, 8 steps, temperature 1). An exact value needs 2^N - 1
+forward rows, so the first 16 - N completion tokens are moved into the prompt (revealed context)
+and the last N (default 8, 255 rows) are the completion being scored.
+
+Per estimator and model, over all pairs (sequence level: sums over the N tokens, in nats):
+  bias    mean of (estimate - exact log p(o|q)), each pair's estimate averaged over --draws
+  sd      the spread of one estimate (square root of the mean within-pair variance over draws)
+  rmse    root mean square error of one estimate
+  rank    Spearman correlation of one draw with the exact values across all pairs (mean over draws)
+  cos seq cosine between the gradient (all weights) of one estimate and of the exact log p(o|q),
+          mean over pairs
+  cos grpo cosine between the diffu-GRPO gradient from the estimator and from exact log-likelihoods,
+          mean over groups: at the first inner step (ρ = 1) with β = 0 the clipped objective's
+          gradient is Σ_i A_i ∇ log π(o_i) (d1 Eq. 3, token-level normalisation is a constant here)
+          with A_i = r_i - mean(r) from the toy reward; groups whose rewards are all equal carry no
+          gradient and are skipped (all of them for the random model, whose reward is always 0)
+Rows are forward-pass rows per estimate (a row = one sequence of P + N tokens through the model).
+
+Run:  python study_estimators.py          (needs out/toy/seed0/grpo: `bash runs/toy.sh 0`, or `make lab-estimators`)
+      writes out/study/estimators.json and prints the README's table
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+from tqdm import tqdm
+
+from checkpoint import load, make_tiny
+from exact import conditional_table, exact_elbo, exact_logprob
+from logprob import elbo_token_logprobs, one_step_logprobs
+from puzzles import make_toy, split_grids
+from rewards import toy_reward
+from sample import generate
+from tokenizer import prompt_ids
+
+# name -> (per-token estimate (1, N) of one pair, forward rows per estimate); `g` is a torch.Generator
+ESTIMATORS = {
+    "one-step, p_mask 0": (lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.0, generator=g), 1),
+    "one-step, p_mask 0.15 (d1)": (lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.15, generator=g), 1),
+    "coupled (DiffuCoder), p_mask 0": (
+        lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.0, generator=g, coupled=True), 2),
+    "MC ELBO, k = 1": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=1, generator=g), 1),
+    "MC ELBO, k = 4": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=4, generator=g), 4),
+    "MC ELBO, k = 16": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=16, generator=g), 16),
+}
+
+
+def flat_grad(value, params):
+    """∇ value w.r.t. params, flattened to one (D,) fp64 vector."""
+    grads = torch.autograd.grad(value, params)
+    return torch.cat([g.reshape(-1) for g in grads]).double()  # (D,)
+
+
+def cosine(a, b):
+    return (a @ b / (a.norm() * b.norm() + 1e-30)).item()
+
+
+def mean_ci(values):
+    """(mean, 95 % half-width by the normal approximation) of a list of floats; the half-width is
+    None for fewer than 2 values (no spread to measure), both None for none."""
+    if not values:
+        return None, None
+    t = torch.tensor(values, dtype=torch.float64)
+    return t.mean().item(), (1.96 * t.std() / len(t) ** 0.5).item() if len(t) > 1 else None
+
+
+def spearman(x, y):
+    """Rank correlation of two (n,) tensors (no ties in continuous values)."""
+    rx, ry = x.argsort().argsort().double(), y.argsort().argsort().double()  # (n,) ranks
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return (rx @ ry / (rx.norm() * ry.norm())).item()
+
+
+def sample_pairs(model, tok, exs, G, N, seed):
+    """[(context ids (P',), completion ids (N,), reward, group index)] for G samples per example."""
+    pairs = []
+    for gi, ex in enumerate(exs):
+        q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
+        gen = torch.Generator().manual_seed(seed + gi)
+        with torch.no_grad():  # a rollout as grpo.py's toy preset draws it
+            out = generate(model, q.repeat(G, 1), gen_length=16, block_length=16, steps=8, temperature=1.0,
+                           generator=gen)[:, q.numel():]  # (G, 16)
+        for o in out:
+            r = toy_reward(tok.decode(o, skip_special_tokens=True), ex)
+            # the first 16 - N sampled tokens become revealed context, the last N the scored completion
+            pairs.append((torch.cat([q, o[:16 - N]]), o[16 - N:], r, gi))
+    return pairs
+
+
+def study(model, pairs, draws, seed):
+    """Per estimator: the metrics described at the top, and the exact values themselves."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    exact, elbo = [], []
+    est = {name: [] for name in ESTIMATORS}  # name -> per pair (draws,) values
+    cos_seq = {name: [] for name in ESTIMATORS}
+    group_grads = {}  # group -> {name or "exact": Σ_i A_i ∇ℓ_i}
+    rewards = {}
+    for q, o, r, gi in pairs:
+        rewards.setdefault(gi, []).append(r)
+    adv = {gi: [r - sum(rs) / len(rs) for r in rs] for gi, rs in rewards.items()}  # A_i = r_i - mean
+    seen = {}
+    for q, o, r, gi in tqdm(pairs, desc="pairs", mininterval=5):
+        a = adv[gi][seen.setdefault(gi, 0)]
+        seen[gi] += 1
+        table = conditional_table(model, q, o)  # (2^N, N) fp64, with the graph
+        ll = exact_logprob(table)
+        exact.append(ll.item())
+        elbo.append(exact_elbo(table).item())
+        g_exact = flat_grad(ll, params)  # (D,)
+        gg = group_grads.setdefault(gi, {})
+        gg["exact"] = gg.get("exact", 0) + a * g_exact
+        for name, (fn, _) in ESTIMATORS.items():
+            g = torch.Generator().manual_seed(seed)
+            # draw 0 keeps the graph (the gradient a training step would use); the rest only values
+            v0 = fn(model, q[None], o[None], g).sum()
+            g_est = flat_grad(v0, params)
+            cos_seq[name].append(cosine(g_est, g_exact))
+            gg[name] = gg.get(name, 0) + a * g_est
+            with torch.no_grad():
+                rest = [fn(model, q[None], o[None], g).sum().item() for _ in range(draws - 1)]
+            est[name].append(torch.tensor([v0.item()] + rest, dtype=torch.float64))
+        seed += 1
+    exact_t = torch.tensor(exact, dtype=torch.float64)  # (pairs,)
+    rows = {}
+    for name, (_, cost) in ESTIMATORS.items():
+        e = torch.stack(est[name])  # (pairs, draws)
+        err = e - exact_t[:, None]
+        informative = [gg for gi, gg in group_grads.items() if any(x != 0 for x in adv[gi])]
+        rows[name] = {
+            "rows": cost,
+            "bias": err.mean().item(),
+            "sd": e.var(dim=1).mean().sqrt().item() if e.shape[1] > 1 else 0.0,
+            "rmse": err.pow(2).mean().sqrt().item(),
+            "rank": sum(spearman(e[:, d], exact_t) for d in range(e.shape[1])) / e.shape[1],
+            # means over pairs / groups with a 95 % half-width: one draw per pair is what a training step sees
+            "cos_seq": mean_ci(cos_seq[name])[0], "cos_seq_ci": mean_ci(cos_seq[name])[1],
+            "cos_grpo": mean_ci([cosine(gg[name], gg["exact"]) for gg in informative])[0],
+            "cos_grpo_ci": mean_ci([cosine(gg[name], gg["exact"]) for gg in informative])[1],
+            "groups_with_signal": len(informative),
+        }
+    elbo_t = torch.tensor(elbo, dtype=torch.float64)
+    # the exact ELBO as one more row: the bias every MC ELBO estimate inherits, at 2^N - 1 rows
+    rows["exact ELBO (reference)"] = {"rows": 2 ** pairs[0][1].numel() - 1, "bias": (elbo_t - exact_t).mean().item(),
+                                      "sd": 0.0, "rmse": (elbo_t - exact_t).pow(2).mean().sqrt().item(),
+                                      "rank": spearman(elbo_t, exact_t), "cos_seq": None, "cos_seq_ci": None,
+                                      "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None}
+    return rows, exact, elbo
+
+
+def fmt(v, ci, n=None):
+    """'0.66 ± 0.16', with the number of groups behind a diffu-GRPO cosine when given."""
+    if v is None:
+        return "—"
+    return (f"{v:.2f}" if ci is None else f"{v:.2f} ± {ci:.2f}") + ("" if n is None else f" ({n} groups)")
+
+
+def table_markdown(results):
+    lines = ["| model | estimator | rows | bias | sd | rmse | rank corr. | cos ∇ seq (95 % CI) | cos ∇ diffu-GRPO (95 % CI) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for model_name, res in results.items():
+        for name, r in res["estimators"].items():
+            lines.append(f"| {model_name} | {name} | {r['rows']} | {r['bias']:+.3f} | {r['sd']:.3f} | {r['rmse']:.3f} "
+                         f"| {r['rank']:.3f} | {fmt(r['cos_seq'], r['cos_seq_ci'])} "
+                         f"| {fmt(r['cos_grpo'], r['cos_grpo_ci'], r['groups_with_signal'])} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="likelihood estimators vs exact values on the toy")
+    parser.add_argument("--trained", type=str, default="out/toy/seed0/grpo",
+                        help="a trained toy checkpoint (make run / `bash runs/toy.sh 0` writes this one)")
+    parser.add_argument("--random-dir", type=str, default="out/study/random-tiny", help="where the random tiny model is written")
+    parser.add_argument("--prompts", type=int, default=32, help="toy prompts (groups) per model")
+    parser.add_argument("--group", type=int, default=6, help="completions per prompt (G, grpo.py's toy preset)")
+    parser.add_argument("--n", type=int, default=8, help="completion tokens scored exactly (2^n - 1 rows per pair)")
+    parser.add_argument("--draws", type=int, default=16, help="independent draws of each stochastic estimator per pair")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, rollouts and estimator draws")
+    parser.add_argument("--out", type=str, default="out/study/estimators.json", help="results (JSON)")
+    args = parser.parse_args()
+    if not 1 <= args.n <= 12:
+        parser.error("--n must be in 1..12: the exact values need 2^n - 1 forward rows per pair")
+    if not os.path.exists(os.path.join(args.trained, "config.json")):
+        raise SystemExit(f"no trained toy model in {args.trained}: run `bash runs/toy.sh 0` (a few minutes) "
+                         f"or pass --trained")
+    torch.manual_seed(args.seed)
+    start = time.time()
+    make_tiny(args.random_dir, seed=args.seed)
+    train_grids, _ = split_grids()  # the grids SFT and diffu-GRPO train on (data seed 0)
+    exs = make_toy(train_grids, args.prompts, seed=10_000 + args.seed)
+    results = {}
+    for model_name, path in (("trained toy", args.trained), ("random", args.random_dir)):
+        model, tok = load(path)
+        model.eval()  # no dropout; gradients still flow
+        pairs = sample_pairs(model, tok, exs, args.group, args.n, args.seed)
+        rows, exact, elbo = study(model, pairs, args.draws, args.seed)
+        results[model_name] = {"checkpoint": path, "pairs": len(pairs), "exact_logp": exact, "exact_elbo": elbo,
+                               "mean_reward": sum(p[2] for p in pairs) / len(pairs), "estimators": rows}
+        print(f"{model_name}: {len(pairs)} pairs, mean exact log p {sum(exact) / len(exact):.3f}, "
+              f"mean reward {results[model_name]['mean_reward']:.3f}")
+    out = {"args": vars(args), "seconds": time.time() - start, "results": results}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(table_markdown(results))
+    print(f"wrote {args.out} in {out['seconds']:.0f} s")
