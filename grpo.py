@@ -56,7 +56,7 @@ import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
 from ddp import init_training, set_grad_sync, shard_model, wrap_for_training
-from logprob import one_step_logprobs
+from logprob import elbo_token_logprobs, one_step_logprobs
 from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
 from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
@@ -336,8 +336,29 @@ def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temp
     return out[:, prompt.shape[1]:]
 
 
+# The per-token log-probs inside diffu-GRPO (--estimator). d1's is one_step; the others are for the
+# estimator ablation (issue 11; quality against exact values in study_estimators.py). Each draws its
+# masks from the same keyed generator, so θ, θ_old and θ_ref score the very same masked inputs.
+ESTIMATORS = ("one_step", "coupled", "elbo")
+ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
+
+
+def estimate_logprobs(model, b, seed, p_mask, estimator="one_step", mask_id=None):
+    """(b, N) per-token log-prob estimates of micro-batch b under mask seed `seed`:
+    one_step: d1's (completion fully masked, prompt masked with p_mask; 1 row per sequence);
+    coupled:  DiffuCoder's complementary completion masks, same prompt mask (2 rows);
+    elbo:     LLaDA's MC ELBO terms with ELBO_DRAWS stratified draws, prompt never masked (2 rows);
+              a token's entry is (N / n) log p summed over the draws that mask it, / draws, so the
+              token-level ratio exp(ℓθ - ℓold) scales its log-ratio by N / n (0 where never masked)."""
+    g = mask_generator(seed, b.index)  # rebuilt from the key: the same masks at every call
+    if estimator == "elbo":
+        return elbo_token_logprobs(model, b.prompt, b.completion, k=ELBO_DRAWS, mask_id=mask_id, generator=g)
+    return one_step_logprobs(model, b.prompt, b.completion, mask_id=mask_id, p_mask_prompt=p_mask, generator=g,
+                             coupled=estimator == "coupled")
+
+
 @torch.no_grad()
-def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, amp):
+def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, amp, estimator="one_step"):
     """Step 4: for every mask seed and micro-batch, the old policy's per-token log-probs and, when
     β > 0, the reference's, once per round, under the very same masked prompt q' (a generator
     rebuilt from the same key). ref_model None: the reference is `model` inside ref_context
@@ -348,17 +369,16 @@ def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, a
             with amp():
                 # d1 runs all μ seeds as one no-grad forward of μ·b rows (d1-spec §3.2); one seed at a time gives the
                 # same masks at 1/μ of the activation memory
-                b.old.append(one_step_logprobs(model, b.prompt, b.completion, p_mask_prompt=p_mask,
-                                               generator=mask_generator(s, b.index)))  # (b, N)
+                b.old.append(estimate_logprobs(model, b, s, p_mask, estimator))  # (b, N)
                 if beta:
                     with ref_context():
                         # a fresh generator from the same key: the reference scores exactly the q' the old policy saw
-                        b.ref.append(one_step_logprobs(ref_model if ref_model is not None else model,
-                                                       b.prompt, b.completion, p_mask_prompt=p_mask,
-                                                       generator=mask_generator(s, b.index)))  # (b, N)
+                        b.ref.append(estimate_logprobs(ref_model if ref_model is not None else model, b, s, p_mask,
+                                                       estimator))  # (b, N)
 
 
-def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilon, beta, p_mask, grad_clip, accum):
+def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilon, beta, p_mask, grad_clip, accum,
+                estimator="one_step"):
     """Step 5, inner step j of μ: the policy's log-probs of every micro-batch under mask seed
     `seed` (one forward + one backward each), gradients accumulated over the micro-batches and,
     under DDP / FSDP, averaged over ranks on the last one; then one clipped optimizer step.
@@ -373,8 +393,7 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
             # the key of the old/ref passes of seed j, so ρ compares the same masked view (d1-spec §3.2). Deviation:
             # step j uses seed j for every micro-batch, μ distinct masks per round; d1's `_step % μ` with gradient
             # accumulation 2 gives each micro-batch only μ/2
-            logp = one_step_logprobs(model, b.prompt, b.completion, mask_id=mask_id,
-                                     p_mask_prompt=p_mask, generator=mask_generator(seed, b.index))  # (b, N)
+            logp = estimate_logprobs(model, b, seed, p_mask, estimator, mask_id)  # (b, N)
         # (b, N) tensors in, a scalar out: the token mean of this micro-batch
         loss, st = grpo_loss(logp, b.old[j], b.ref[j] if beta else None, b.adv, b.mask, epsilon, beta)
         # HF divides each micro-batch loss by the accumulation steps in d1 too (d1-spec §4.2)
@@ -431,6 +450,9 @@ def parse_args(argv=None):
     parser.add_argument("--epsilon", type=float, help="PPO clip range ε (d1: 0.5)")
     parser.add_argument("--beta", type=float, help="KL coefficient β (d1: 0.04); 0 skips the reference passes")
     parser.add_argument("--p-mask", type=float, help="prompt masking probability of the estimator (d1: 0.15)")
+    parser.add_argument("--estimator", type=str, default="one_step", choices=ESTIMATORS,
+                        help="per-token log-probs: one_step (d1), coupled (DiffuCoder), elbo (LLaDA's MC ELBO, "
+                        f"{ELBO_DRAWS} draws); see estimate_logprobs")
     parser.add_argument("--fixed-mask-seed", action="store_true", help="d1's ablation: mask seed 42 for every step")
     parser.add_argument("--scale-std", action="store_true", help="divide advantages by the group std (original GRPO)")
     # rollout
@@ -523,11 +545,17 @@ if __name__ == "__main__":
     if args.eval_every and master:
         # the toy's held-out puzzles and eval.py's protocol (greedy, the 16-token canvas as one block, 8 steps),
         # so a curve's last point equals `eval.py --model-dir <out-dir>` on the same items
-        heldout = evaluation.eval_items("toy", "", toy_items=args.eval_items)
-        heldout_acc = lambda: evaluation.accuracy("toy", evaluation.run_items(
-            raw_model, tokenizer, "toy", heldout, 16, 16, 8, batch_size=100))
+        # and, beside it, new puzzles from the TRAINING grids (seen_grid_acc): 4x4 Sudoku has only 288
+        # solution grids, so a model can score there by recalling grids; the gap between the two curves
+        # is memorisation, not the rule (issue 11's clean-label question)
+        import puzzles
+        eval_sets = {"heldout_acc": evaluation.eval_items("toy", "", toy_items=args.eval_items),
+                     "seen_grid_acc": list(enumerate(puzzles.make_toy(
+                         puzzles.split_grids(seed=args.data_seed)[0], args.eval_items, seed=54_321)))}
+        heldout_acc = lambda: {k: evaluation.accuracy("toy", evaluation.run_items(
+            raw_model, tokenizer, "toy", items, 16, 16, 8, batch_size=100)) for k, items in eval_sets.items()}
         if start_round == 0:  # the starting point of the curve: the SFT model
-            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, "heldout_acc": heldout_acc()})
+            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **heldout_acc()})
     eval_s = 0.0  # seconds spent on --eval-every, kept out of elapsed_s (training time)
     bar = tqdm(range(start_round, args.rounds), desc="grpo", disable=not master,
                initial=start_round, total=args.rounds)
@@ -583,7 +611,8 @@ if __name__ == "__main__":
         t0 = time.time()
         seeds = mask_seeds(args.seed, rnd, args.num_iterations, args.fixed_mask_seed)
         # before any update: θ_old is exactly the θ that sampled the rollouts
-        score_old_ref(raw_model, ref_model, ref_context, batches, seeds, args.p_mask, args.beta, run.amp)
+        score_old_ref(raw_model, ref_model, ref_context, batches, seeds, args.p_mask, args.beta, run.amp,
+                      args.estimator)
         timing["old_ref"] = time.time() - t0
 
         # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
@@ -592,7 +621,7 @@ if __name__ == "__main__":
         for j, s in enumerate(seeds):
             # `model` (the DDP / FSDP wrapper) here: this is the only pass that needs gradient sync
             st = policy_step(model, batches, j, s, optimizer, params, run.amp, mask_id, args.epsilon,
-                             args.beta, args.p_mask, args.grad_clip, accum)
+                             args.beta, args.p_mask, args.grad_clip, accum, args.estimator)
             for k, v in st.items():
                 stats_sum[k] = stats_sum.get(k, 0.0) + v / len(seeds)
         timing["update"] = time.time() - t0
@@ -620,9 +649,10 @@ if __name__ == "__main__":
             if args.eval_every and ((rnd + 1) % args.eval_every == 0 or rnd + 1 == args.rounds):
                 # after the clock reading above, and subtracted from later ones: elapsed_s is training time
                 t_eval = time.time()
-                record["heldout_acc"] = heldout_acc()
+                record.update(heldout_acc())
                 eval_s += time.time() - t_eval
-                tqdm.write(f"round {rnd + 1}: held-out accuracy {record['heldout_acc']:.1f}%")
+                tqdm.write(f"round {rnd + 1}: held-out accuracy {record['heldout_acc']:.1f}% "
+                           f"(puzzles of training grids {record['seen_grid_acc']:.1f}%)")
             log_metrics(metrics_file, record)
         if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
             save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes

@@ -8,8 +8,10 @@ A line is a flat dict of numbers with "step" (the optimizer step or round, 1-bas
 resumed run keeps the lines up to the step it resumes from and writes the rest again, so the file
 always describes one run.
 
-Draw any metrics files side by side (matplotlib is optional: only this entry needs it):
+Draw any metrics files side by side (matplotlib is optional: only the picture needs it), or
+print each key's first and last value per run as a table:
     python metrics.py out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
+    python metrics.py out/grpo out/grpo-fixed-mask --keys heldout_acc,token_nll --table
 """
 import argparse
 import json
@@ -35,6 +37,12 @@ def open_metrics(out_dir, config, start_step=0):
     os.replace(path + ".tmp", path)  # never half a file
     # a resumed run's clock continues from its last kept line
     return open(path, "a"), (kept[-1].get("elapsed_s", 0.0) if kept else 0.0)
+
+
+def first_last(rows, key):
+    """(first, last) value of `key` over a run's lines that have it, or (None, None)."""
+    vals = [r[key] for r in rows if key in r]
+    return (vals[0], vals[-1]) if vals else (None, None)
 
 
 def log_metrics(f, record):
@@ -63,14 +71,25 @@ if __name__ == "__main__":
     parser.add_argument("--keys", type=str, default="reward,loss", help="comma-separated metrics, one panel each")
     parser.add_argument("--x", type=str, default="step", help="x axis: step or elapsed_s")
     parser.add_argument("--out", type=str, default="out/metrics.png", help="the picture to write")
+    parser.add_argument("--table", action="store_true", help="print first -> last of each key instead of drawing")
     args = parser.parse_args()
+    keys = args.keys.split(",")
+    if args.table:
+        width = max(len(r) for r in args.runs)
+        print(f"{'run':<{width}}  " + "  ".join(f"{k + ' first -> last':>26}" for k in keys))
+        for run in args.runs:
+            cells = []
+            for k in keys:
+                a, b = first_last(read_metrics(run), k)
+                cells.append(f"{'—':>26}" if a is None else f"{a:>12.3f} -> {b:<10.3f}")
+            print(f"{run:<{width}}  " + "  ".join(cells))
+        raise SystemExit(0)
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no display needed
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("metrics.py draws with matplotlib, an optional dependency: pip install matplotlib")
-    keys = args.keys.split(",")
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
     for run in args.runs:
         rows = read_metrics(run)

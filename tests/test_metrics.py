@@ -4,6 +4,7 @@ starts empty, a torn last line is skipped, and the plot entry says what is missi
 
 Run:  .venv/bin/python -m pytest tests/test_metrics.py -q
 """
+import importlib.util
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from metrics import ARGS_FILE, log_metrics, open_metrics, read_metrics
+from metrics import ARGS_FILE, first_last, log_metrics, open_metrics, read_metrics
 
 
 def test_resume_keeps_earlier_lines_and_fresh_run_starts_empty(tmp_path):
@@ -36,11 +37,13 @@ def test_torn_last_line_is_skipped(tmp_path):
 
 
 def test_plot_entry_without_matplotlib_says_so(tmp_path):
-    try:
-        import matplotlib  # noqa: F401
+    if importlib.util.find_spec("matplotlib") is not None:
         pytest.skip("matplotlib is installed here: the missing-dependency message cannot be tested")
-    except ImportError:
-        pass
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5, "loss": 1.0}\n')
     p = subprocess.run([sys.executable, str(REPO / "metrics.py"), str(tmp_path)], capture_output=True, text=True)
     assert p.returncode != 0 and "pip install matplotlib" in p.stderr
+
+
+def test_first_last_skips_lines_without_the_key():
+    rows = [{"step": 0, "heldout_acc": 30.0}, {"step": 1, "reward": 0.5}, {"step": 2, "heldout_acc": 35.5}]
+    assert first_last(rows, "heldout_acc") == (30.0, 35.5) and first_last(rows, "kl") == (None, None)
