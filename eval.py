@@ -59,6 +59,22 @@ def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
     return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
 
 
+def toy_curve_sets(n=200, data_seed=0):
+    """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out toy items,
+    "seen_grid_acc": n new puzzles of the TRAINING grids}. 4x4 Sudoku has only 288 solution grids,
+    so a model can score on the second set by recalling grids it trained on, not by the rule."""
+    train_grids, _ = puzzles.split_grids(seed=data_seed)
+    return {"heldout_acc": list(enumerate(toy_test_set(n, data_seed))),
+            "seen_grid_acc": list(enumerate(puzzles.make_toy(train_grids, n, seed=54_321)))}
+
+
+def toy_accuracies(model, tokenizer, sets):
+    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the 16-token
+    canvas as one block, 8 steps (gen / 2), batches of 100."""
+    return {name: accuracy("toy", run_items(model, tokenizer, "toy", items, 16, 16, 8, batch_size=100))
+            for name, items in sets.items()}
+
+
 def eval_items(task, data, full=False, toy_items=200):
     """[(item id, example)]: the whole test file for GSM8K / MATH, d1's 256-item subset for Countdown
     and Sudoku unless `full` (d1: np.random.seed(42); np.random.choice(n, 256, replace=False))."""

@@ -56,7 +56,7 @@ import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
 from ddp import init_training, set_grad_sync, shard_model, wrap_for_training
-from logprob import elbo_token_logprobs, one_step_logprobs
+from logprob import ELBO_DRAWS, ESTIMATORS, estimate_logprobs
 from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
 from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
@@ -336,27 +336,6 @@ def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temp
     return out[:, prompt.shape[1]:]
 
 
-# The per-token log-probs inside diffu-GRPO (--estimator). d1's is one_step; the others are for the
-# estimator ablation (issue 11; quality against exact values in study_estimators.py). Each draws its
-# masks from the same keyed generator, so θ, θ_old and θ_ref score the very same masked inputs.
-ESTIMATORS = ("one_step", "coupled", "elbo")
-ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
-
-
-def estimate_logprobs(model, b, seed, p_mask, estimator="one_step", mask_id=None):
-    """(b, N) per-token log-prob estimates of micro-batch b under mask seed `seed`:
-    one_step: d1's (completion fully masked, prompt masked with p_mask; 1 row per sequence);
-    coupled:  DiffuCoder's complementary completion masks, same prompt mask (2 rows);
-    elbo:     LLaDA's MC ELBO terms with ELBO_DRAWS stratified draws, prompt never masked (2 rows);
-              a token's entry is (N / n) log p summed over the draws that mask it, / draws, so the
-              token-level ratio exp(ℓθ - ℓold) scales its log-ratio by N / n (0 where never masked)."""
-    g = mask_generator(seed, b.index)  # rebuilt from the key: the same masks at every call
-    if estimator == "elbo":
-        return elbo_token_logprobs(model, b.prompt, b.completion, k=ELBO_DRAWS, mask_id=mask_id, generator=g)
-    return one_step_logprobs(model, b.prompt, b.completion, mask_id=mask_id, p_mask_prompt=p_mask, generator=g,
-                             coupled=estimator == "coupled")
-
-
 @torch.no_grad()
 def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, amp, estimator="one_step"):
     """Step 4: for every mask seed and micro-batch, the old policy's per-token log-probs and, when
@@ -369,12 +348,15 @@ def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, a
             with amp():
                 # d1 runs all μ seeds as one no-grad forward of μ·b rows (d1-spec §3.2); one seed at a time gives the
                 # same masks at 1/μ of the activation memory
-                b.old.append(estimate_logprobs(model, b, s, p_mask, estimator))  # (b, N)
+                # --estimator (d1: one_step); the generator is rebuilt from the key, so every call sees the same masks
+                b.old.append(estimate_logprobs(model, b.prompt, b.completion, estimator, p_mask,
+                                               mask_generator(s, b.index)))  # (b, N)
                 if beta:
                     with ref_context():
                         # a fresh generator from the same key: the reference scores exactly the q' the old policy saw
-                        b.ref.append(estimate_logprobs(ref_model if ref_model is not None else model, b, s, p_mask,
-                                                       estimator))  # (b, N)
+                        b.ref.append(estimate_logprobs(ref_model if ref_model is not None else model, b.prompt,
+                                                       b.completion, estimator, p_mask,
+                                                       mask_generator(s, b.index)))  # (b, N)
 
 
 def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilon, beta, p_mask, grad_clip, accum,
@@ -393,7 +375,8 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
             # the key of the old/ref passes of seed j, so ρ compares the same masked view (d1-spec §3.2). Deviation:
             # step j uses seed j for every micro-batch, μ distinct masks per round; d1's `_step % μ` with gradient
             # accumulation 2 gives each micro-batch only μ/2
-            logp = estimate_logprobs(model, b, seed, p_mask, estimator, mask_id)  # (b, N)
+            logp = estimate_logprobs(model, b.prompt, b.completion, estimator, p_mask, mask_generator(seed, b.index),
+                                     mask_id)  # (b, N)
         # (b, N) tensors in, a scalar out: the token mean of this micro-batch
         loss, st = grpo_loss(logp, b.old[j], b.ref[j] if beta else None, b.adv, b.mask, epsilon, beta)
         # HF divides each micro-batch loss by the accumulation steps in d1 too (d1-spec §4.2)
@@ -452,7 +435,7 @@ def parse_args(argv=None):
     parser.add_argument("--p-mask", type=float, help="prompt masking probability of the estimator (d1: 0.15)")
     parser.add_argument("--estimator", type=str, default="one_step", choices=ESTIMATORS,
                         help="per-token log-probs: one_step (d1), coupled (DiffuCoder), elbo (LLaDA's MC ELBO, "
-                        f"{ELBO_DRAWS} draws); see estimate_logprobs")
+                        f"{ELBO_DRAWS} draws); see logprob.estimate_logprobs")
     parser.add_argument("--fixed-mask-seed", action="store_true", help="d1's ablation: mask seed 42 for every step")
     parser.add_argument("--scale-std", action="store_true", help="divide advantages by the group std (original GRPO)")
     # rollout
@@ -543,17 +526,10 @@ if __name__ == "__main__":
     metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
                                           start_round) if master else (None, 0.0)
     if args.eval_every and master:
-        # the toy's held-out puzzles and eval.py's protocol (greedy, the 16-token canvas as one block, 8 steps),
-        # so a curve's last point equals `eval.py --model-dir <out-dir>` on the same items
-        # and, beside it, new puzzles from the TRAINING grids (seen_grid_acc): 4x4 Sudoku has only 288
-        # solution grids, so a model can score there by recalling grids; the gap between the two curves
-        # is memorisation, not the rule (issue 11's clean-label question)
-        import puzzles
-        eval_sets = {"heldout_acc": evaluation.eval_items("toy", "", toy_items=args.eval_items),
-                     "seen_grid_acc": list(enumerate(puzzles.make_toy(
-                         puzzles.split_grids(seed=args.data_seed)[0], args.eval_items, seed=54_321)))}
-        heldout_acc = lambda: {k: evaluation.accuracy("toy", evaluation.run_items(
-            raw_model, tokenizer, "toy", items, 16, 16, 8, batch_size=100)) for k, items in eval_sets.items()}
+        # held-out puzzles (heldout_acc, the items of `eval.py`, so the last point equals its number) and new
+        # puzzles of the training grids (seen_grid_acc: the gap between the two curves is memorisation)
+        eval_sets = evaluation.toy_curve_sets(args.eval_items, args.data_seed)
+        heldout_acc = lambda: evaluation.toy_accuracies(raw_model, tokenizer, eval_sets)
         if start_round == 0:  # the starting point of the curve: the SFT model
             log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **heldout_acc()})
     eval_s = 0.0  # seconds spent on --eval-every, kept out of elapsed_s (training time)

@@ -193,6 +193,30 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
     return sum(values) / len(values)
 
 # -----------------------------------------------------------------------------
+# 3) The estimator inside diffu-GRPO, by name (grpo.py --estimator). d1's is one_step; the others are
+# for the estimator ablation (their quality against exact values: study_estimators.py)
+
+ESTIMATORS = ("one_step", "coupled", "elbo")
+ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
+
+
+def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_prompt=0.15, generator=None,
+                      mask_id=None):
+    """(B, N) per-token log-prob estimates by name; pass a freshly keyed generator for θ, θ_old and
+    θ_ref to score the very same masked inputs.
+    one_step: d1's (completion fully masked, prompt masked with p_mask_prompt; 1 row per sequence);
+    coupled:  DiffuCoder's complementary completion masks, same prompt mask (2 rows);
+    elbo:     LLaDA's MC ELBO terms with ELBO_DRAWS stratified draws, prompt never masked (2 rows);
+              a token's entry is (N / n) log p summed over the draws that mask it, / draws, so a
+              token-level ratio exp(ℓθ - ℓold) scales its log-ratio by N / n (0 where never masked)."""
+    if estimator == "elbo":
+        return elbo_token_logprobs(model, prompt, completion, k=ELBO_DRAWS, mask_id=mask_id, generator=generator)
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}: one of {ESTIMATORS}")
+    return one_step_logprobs(model, prompt, completion, mask_id=mask_id, p_mask_prompt=p_mask_prompt,
+                             generator=generator, coupled=estimator == "coupled")
+
+# -----------------------------------------------------------------------------
 # demo: python logprob.py [--model-dir PATH]
 
 if __name__ == "__main__":

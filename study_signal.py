@@ -5,7 +5,7 @@ independent rollout batches, for a checkpoint on the toy.
 For K independent batches of --prompts toy prompts (from the training grids, as grpo.py draws
 them) × G completions (rollouts with grpo.py's own `rollout`), take the gradient of the diffu-GRPO
 objective at its first inner step (ρ = 1, β = 0: the token mean of -A_i log π(o_ik), d1 Eq. 3) with
-the chosen estimator (grpo.estimate_logprobs), and report the mean pairwise cosine between the K
+the chosen estimator (logprob.estimate_logprobs), and report the mean pairwise cosine between the K
 gradients. If it is near 1, every round pushes the same way and training follows the signal. If
 it is near 0, each round's gradient is mostly sampling noise: Adam normalises its steps, so the
 weights random-walk at the learning rate, and a model that had nothing consistent left to learn
@@ -24,6 +24,7 @@ import torch
 import grpo
 import puzzles
 from checkpoint import load
+from logprob import ESTIMATORS, estimate_logprobs
 from rewards import toy_reward
 
 
@@ -43,7 +44,7 @@ def batch_gradient(model, tokenizer, exs, G, seed, p_mask, estimator):
     rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, [ex for ex in exs for _ in range(G)])])
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos),
                         adv=grpo.group_advantages(rewards, G))
-    logp = grpo.estimate_logprobs(model, b, seed, p_mask, estimator)  # (b, N) with grad
+    logp = estimate_logprobs(model, prompt, completion, estimator, p_mask, grpo.mask_generator(seed, 0))  # (b, N)
     # old = θ itself (ρ = 1): the clip is inactive and the gradient is the plain policy gradient
     loss, _ = grpo.grpo_loss(logp, logp.detach(), None, b.adv, b.mask, 0.5, 0.0)
     grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
@@ -57,7 +58,7 @@ if __name__ == "__main__":
     parser.add_argument("--prompts", type=int, default=16, help="prompts per batch (grpo.py toy: 16)")
     parser.add_argument("--group", type=int, default=6, help="completions per prompt G")
     parser.add_argument("--p-mask", type=float, default=0.15, help="prompt masking of the estimator")
-    parser.add_argument("--estimator", type=str, default="one_step", choices=grpo.ESTIMATORS, help="see grpo.py")
+    parser.add_argument("--estimator", type=str, default="one_step", choices=ESTIMATORS, help="see logprob.estimate_logprobs")
     parser.add_argument("--seed", type=int, default=0, help="seed of prompts, rollouts and masks")
     parser.add_argument("--json", type=str, default="", help="also append the result to this JSON-lines file")
     args = parser.parse_args()

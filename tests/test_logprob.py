@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from logprob import (coupled_masks, elbo_logprob, mean_field_logprob, one_step_logprobs,
-                     prompt_mask, stratified_counts, stratified_mask)
+from logprob import (ELBO_DRAWS, ESTIMATORS, coupled_masks, elbo_logprob, elbo_token_logprobs, estimate_logprobs,
+                     mean_field_logprob, one_step_logprobs, prompt_mask, stratified_counts, stratified_mask)
 from model import LLaDA, LLaDAConfig
 
 V, MASK, EOS = 64, 63, 62  # tiny vocab; the mask id is only ever read from model.config
@@ -305,3 +305,18 @@ def test_cpu_generator_gives_same_mask_on_gpu():
     a = prompt_mask((4, 32), 0.3, gen(5), device="cuda")
     b = prompt_mask((4, 32), 0.3, gen(5), device="cpu")
     assert a.is_cuda and torch.equal(a.cpu(), b)
+
+
+def test_estimators_by_name_dispatch_with_the_given_generator(model):
+    prompt, completion = tokens(2, 7, 1), tokens(2, 5, 2)
+    with torch.no_grad():
+        got = {e: estimate_logprobs(model, prompt, completion, e, 0.3, gen(99)) for e in ESTIMATORS}
+        want = {"one_step": one_step_logprobs(model, prompt, completion, p_mask_prompt=0.3, generator=gen(99)),
+                "coupled": one_step_logprobs(model, prompt, completion, p_mask_prompt=0.3, coupled=True,
+                                             generator=gen(99)),
+                "elbo": elbo_token_logprobs(model, prompt, completion, k=ELBO_DRAWS, generator=gen(99))}
+    for e in ESTIMATORS:
+        assert torch.equal(got[e], want[e]), e
+    assert not torch.equal(got["elbo"], got["one_step"]) and not torch.equal(got["coupled"], got["one_step"])
+    with pytest.raises(ValueError, match="unknown estimator"):
+        estimate_logprobs(model, prompt, completion, "two_step")
