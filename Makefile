@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny lab-estimators gpu-check clean
+.PHONY: install test run tiny lab-estimators lab-ablations gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -22,6 +22,9 @@ test: install                  ## the whole test suite, CPU, a few minutes on 2 
 lab-estimators: install        ## every likelihood estimator vs exact values on the toy (trains seed 0 first if needed)
 	[ -f out/toy/seed0/grpo/config.json ] || bash runs/toy.sh 0
 	$(PY) study_estimators.py
+
+lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out curves (runs/ablations.sh)
+	bash runs/ablations.sh
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) model.py
