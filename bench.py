@@ -8,7 +8,7 @@ completions, so "passes" are per batch, not per sample):
   old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4)
   ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0
   policy       μ forward + μ backward  one per inner step, one micro-batch (grpo.py step 5)
-bench() counts the real calls with hooks on the model(s) and reports them beside analytic_passes().
+bench() counts the real calls with hooks on the model(s) and reports them beside grpo.analytic_passes().
 
 FLOPs (for TFLOP/s and MFU on a GPU), with N = parameters of the matmuls (everything but the
 embedding lookup) and L = prompt + gen_length tokens per sequence:
@@ -50,7 +50,8 @@ import grpo
 from adapters import add_lora, lora_disabled, quantize_blocks
 from checkpoint import TINY_CONFIG, load
 from ddp import autocast_bf16
-from grpo import MicroBatch, completion_mask, group_advantages, mask_generator, policy_step, rollout, score_old_ref
+from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, mask_generator, policy_step,
+                  rollout, score_old_ref)
 from logprob import one_step_logprobs
 from memplan import memory_plan, probe_activations
 from model import LLaDA, LLaDAConfig, compile_blocks
@@ -76,17 +77,6 @@ def preset_defaults(name):
 # the tiny byte-level tokenizer's ids: 256 bytes, then BOS, EOS, mask, header start/end, end of
 # turn (256..261); pad = EOS, as in LLaDA
 TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
-
-
-def analytic_passes(steps, num_iterations, beta):
-    """Model calls of one round (one rollout + μ inner steps, one micro-batch)."""
-    mu = num_iterations
-    # each call is one batched forward over the B completions, so none of these scales with B.
-    # rollout: one per denoising step (the exact sampler never stops early: every block runs all its steps);
-    # old / ref: one no-grad forward per mask seed, ref only when β > 0; policy: one forward and one
-    # backward per inner step, one micro-batch per optimizer step
-    return {"rollout_fwd": steps, "old_fwd": mu, "ref_fwd": mu if beta > 0 else 0,
-            "policy_fwd": mu, "policy_bwd": mu}
 
 
 def matmul_params(model):

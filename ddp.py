@@ -151,6 +151,15 @@ def set_grad_sync(model, on):
         model.require_backward_grad_sync = on
 
 
+def clip_grad_norm(params, max_norm):
+    """Clip the gradients to max_norm (0 = no clipping) and return their total norm BEFORE clipping
+    as a float, for the metrics log. Under FSDP the norm is all-reduced over the shards and comes
+    back as a DTensor whose full value is the same on every rank."""
+    # an infinite max norm clips nothing, so the norm is measured either way
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
 # -----------------------------------------------------------------------------
 # FSDP2
 

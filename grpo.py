@@ -55,8 +55,8 @@ from tqdm import tqdm
 import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
-from ddp import init_training, set_grad_sync, shard_model, wrap_for_training
-from logprob import ELBO_DRAWS, ESTIMATORS, estimate_logprobs
+from ddp import clip_grad_norm, init_training, set_grad_sync, shard_model, wrap_for_training
+from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, estimate_logprobs
 from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
 from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
@@ -138,6 +138,17 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
                  "ratio_mean": ((ratio * mask).sum() / n).item(),
                  "ratio_dev": (((ratio - 1).abs() * mask).sum() / n).item()}
     return loss, stats
+
+
+def analytic_passes(steps, num_iterations, beta):
+    """Model calls of one round (one rollout + μ inner steps, one micro-batch)."""
+    mu = num_iterations
+    # each call is one batched forward over the B completions, so none of these scales with B.
+    # rollout: one per denoising step (the exact sampler never stops early: every block runs all its steps);
+    # old / ref: one no-grad forward per mask seed, ref only when β > 0; policy: one forward and one
+    # backward per inner step, one micro-batch per optimizer step
+    return {"rollout_fwd": steps, "old_fwd": mu, "ref_fwd": mu if beta > 0 else 0,
+            "policy_fwd": mu, "policy_bwd": mu}
 
 
 def round_metrics(batches, G, update_stats, reward_parts):
@@ -336,6 +347,13 @@ def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temp
     return out[:, prompt.shape[1]:]
 
 
+def preset_rollout(model, prompt, generator, preset="tiny"):
+    """rollout() with a preset's sampler settings, for scripts outside the trainer (study_*.py)."""
+    p = PRESETS[preset]
+    return rollout(model, prompt, generator, nullcontext, p["gen_length"], p["block_length"], p["diffusion_steps"],
+                   p["temperature"])
+
+
 @torch.no_grad()
 def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, amp, estimator="one_step"):
     """Step 4: for every mask seed and micro-batch, the old policy's per-token log-probs and, when
@@ -383,11 +401,8 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
         (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v / accum
-    # d1: max_grad_norm 0.2 (FSDP: the norm is all-reduced over shards). grad_clip 0: no clipping, the
-    # norm is still measured (an infinite max norm clips nothing)
-    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
-    # a DTensor under FSDP: the full value is the same on every rank
-    stats["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    # d1: max_grad_norm 0.2; grad_clip 0 clips nothing but the norm is still logged
+    stats["grad_norm"] = clip_grad_norm(params, grad_clip)
     optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
     optimizer.zero_grad(set_to_none=True)
     return stats
@@ -529,9 +544,9 @@ if __name__ == "__main__":
         # held-out puzzles (heldout_acc, the items of `eval.py`, so the last point equals its number) and new
         # puzzles of the training grids (seen_grid_acc: the gap between the two curves is memorisation)
         eval_sets = evaluation.toy_curve_sets(args.eval_items, args.data_seed)
-        heldout_acc = lambda: evaluation.toy_accuracies(raw_model, tokenizer, eval_sets)
+        curve_point = lambda: evaluation.toy_accuracies(raw_model, tokenizer, eval_sets)  # {name: accuracy %}
         if start_round == 0:  # the starting point of the curve: the SFT model
-            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **heldout_acc()})
+            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve_point()})
     eval_s = 0.0  # seconds spent on --eval-every, kept out of elapsed_s (training time)
     bar = tqdm(range(start_round, args.rounds), desc="grpo", disable=not master,
                initial=start_round, total=args.rounds)
@@ -615,17 +630,19 @@ if __name__ == "__main__":
             tqdm.write(f"round {rnd + 1}: {line} | s/phase " +
                        " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
             bar.set_postfix(reward=f"{metrics['reward']:.3f}")
-            # the same as data, with the round's cost: sequences through the model, all ranks (rollout: one
-            # pass per diffusion step; old / ref: one per mask seed; policy: μ forwards and backwards)
-            rows = args.prompts_per_step * G
-            passes = args.diffusion_steps + len(seeds) * (2 + (args.beta > 0))
+            # the same as data, with the round's cost in sequences through the model, all ranks: the model
+            # calls of analytic_passes times the round's rows, and the scoring calls (old, ref, policy) times
+            # the estimator's rows per sequence (coupled and ELBO run 2)
+            rows, calls = args.prompts_per_step * G, analytic_passes(args.diffusion_steps, len(seeds), args.beta)
+            k = ESTIMATOR_ROWS[args.estimator]
+            fwd_rows = rows * (calls["rollout_fwd"] + k * (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]))
             record = {"step": rnd + 1, "elapsed_s": elapsed0 + time.time() - t_start - eval_s, **metrics,
                       **{f"s_{k}": v for k, v in timing.items()},
-                      "fwd_rows": rows * passes, "bwd_rows": rows * len(seeds)}
+                      "fwd_rows": fwd_rows, "bwd_rows": rows * k * calls["policy_bwd"]}
             if args.eval_every and ((rnd + 1) % args.eval_every == 0 or rnd + 1 == args.rounds):
                 # after the clock reading above, and subtracted from later ones: elapsed_s is training time
                 t_eval = time.time()
-                record.update(heldout_acc())
+                record.update(curve_point())
                 eval_s += time.time() - t_eval
                 tqdm.write(f"round {rnd + 1}: held-out accuracy {record['heldout_acc']:.1f}% "
                            f"(puzzles of training grids {record['seen_grid_acc']:.1f}%)")

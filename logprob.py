@@ -198,6 +198,7 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
 
 ESTIMATORS = ("one_step", "coupled", "elbo")
 ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
+ESTIMATOR_ROWS = {"one_step": 1, "coupled": 2, "elbo": ELBO_DRAWS}  # forward rows per scored sequence
 
 
 def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_prompt=0.15, generator=None,

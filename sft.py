@@ -52,7 +52,7 @@ from tqdm import tqdm
 
 from adapters import add_lora
 from checkpoint import TINY_DIR, load, save_merged
-from ddp import full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
+from ddp import clip_grad_norm, full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
 from model import BLOCK_LINEARS
 from metrics import log_metrics, open_metrics
 from tokenizer import EOT_TOKEN, prompt_ids
@@ -316,9 +316,8 @@ if __name__ == "__main__":
             # the sum of the / accum losses: this rank's mean micro-batch loss
             loss_sum += loss.item()
         # d1: max_grad_norm 1.0 (§5.3)
-        # on the averaged gradient (FSDP: the norm is all-reduced over shards); grad_clip 0 clips nothing
-        # (an infinite max norm) but the norm is still measured for the log
-        norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip if args.grad_clip > 0 else float("inf"))
+        # on the averaged gradient; grad_clip 0 clips nothing but the norm is still logged
+        grad_norm = clip_grad_norm(params, args.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if run.distributed:  # the logged loss is the mean over ranks
@@ -326,9 +325,7 @@ if __name__ == "__main__":
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
-        # a DTensor under FSDP: the full value is the same on every rank
-        record = {"step": step + 1, "loss": loss_sum, "lr": lr,
-                  "grad_norm": float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm),
+        record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm,
                   "tokens": int(X.numel()), "s_step": time.time() - t_step}  # tokens: the global batch
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:

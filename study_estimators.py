@@ -33,12 +33,12 @@ import time
 import torch
 from tqdm import tqdm
 
+import grpo
 from checkpoint import load, make_tiny
 from exact import conditional_table, exact_elbo, exact_logprob
 from logprob import elbo_token_logprobs, one_step_logprobs
 from puzzles import make_toy, split_grids
 from rewards import toy_reward
-from sample import generate
 from tokenizer import prompt_ids
 
 # name -> (per-token estimate (1, N) of one pair, forward rows per estimate); `g` is a torch.Generator
@@ -84,14 +84,12 @@ def sample_pairs(model, tok, exs, G, N, seed):
     pairs = []
     for gi, ex in enumerate(exs):
         q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
-        gen = torch.Generator().manual_seed(seed + gi)
-        with torch.no_grad():  # a rollout as grpo.py's toy preset draws it
-            out = generate(model, q.repeat(G, 1), gen_length=16, block_length=16, steps=8, temperature=1.0,
-                           generator=gen)[:, q.numel():]  # (G, 16)
+        # a rollout as grpo.py's toy preset draws it: (G, 16)
+        out = grpo.preset_rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi))
         for o in out:
             r = toy_reward(tok.decode(o, skip_special_tokens=True), ex)
             # the first 16 - N sampled tokens become revealed context, the last N the scored completion
-            pairs.append((torch.cat([q, o[:16 - N]]), o[16 - N:], r, gi))
+            pairs.append((torch.cat([q, o[:-N]]), o[-N:], r, gi))
     return pairs
 
 

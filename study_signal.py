@@ -38,8 +38,7 @@ def batch_gradient(model, tokenizer, exs, G, seed, p_mask, estimator):
     """(flat gradient of the diffu-GRPO objective at ρ = 1 for one batch, mean reward)."""
     eos = model.config.eos_token_id
     prompt, _ = grpo.group_prompts(tokenizer, exs, G, 256, eos)  # (b, P), G rows per prompt
-    # toy preset's rollout: gen 16 in one block, 8 steps, temperature 1
-    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), torch.no_grad, 16, 16, 8, 1.0)
+    completion = grpo.preset_rollout(model, prompt, torch.Generator().manual_seed(seed))  # (b, 16), toy preset
     texts = tokenizer.batch_decode(completion, skip_special_tokens=True)
     rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, [ex for ex in exs for _ in range(G)])])
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos),

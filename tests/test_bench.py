@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import analytic_passes, bench
+from bench import bench
+from grpo import analytic_passes
 from model import LLaDA, LLaDAConfig
 
 BENCH = str(Path(__file__).resolve().parents[1] / "bench.py")

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from logprob import (ELBO_DRAWS, ESTIMATORS, coupled_masks, elbo_logprob, elbo_token_logprobs, estimate_logprobs,
+from logprob import (ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, coupled_masks, elbo_logprob, elbo_token_logprobs, estimate_logprobs,
                      mean_field_logprob, one_step_logprobs, prompt_mask, stratified_counts, stratified_mask)
 from model import LLaDA, LLaDAConfig
 
@@ -320,3 +320,9 @@ def test_estimators_by_name_dispatch_with_the_given_generator(model):
     assert not torch.equal(got["elbo"], got["one_step"]) and not torch.equal(got["coupled"], got["one_step"])
     with pytest.raises(ValueError, match="unknown estimator"):
         estimate_logprobs(model, prompt, completion, "two_step")
+    # the cost grpo.py logs (fwd_rows) counts ESTIMATOR_ROWS rows per sequence: what the model really sees
+    for e in ESTIMATORS:
+        spy = Spy(model)
+        with torch.no_grad():
+            estimate_logprobs(spy, prompt, completion, e, 0.3, gen(99))
+        assert len(spy.calls) == 1 and spy.calls[0][0].shape[0] == 2 * ESTIMATOR_ROWS[e], e
