@@ -306,8 +306,9 @@ def real_examples(tmp_path):
 
 
 def test_prompt_ids_equal_the_old_paths(tok, tmp_path):
-    n = 0
-    for task, exs in real_examples(tmp_path).items():
+    n, examples = 0, real_examples(tmp_path)
+    assert all(examples.values())  # every task has examples to check, with or without ../shared/data
+    for task, exs in examples.items():
         for ex in exs:
             full = old_prompt_ids(tok, ex["prompt"])
             # RL, SFT and the demos: the RL (or SFT) user message, no prefill, uncut
@@ -318,7 +319,9 @@ def test_prompt_ids_equal_the_old_paths(tok, tmp_path):
                 old = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
                 assert prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task)) == old
             n += 1
-    assert n >= 20
+    # with the real test files: 4 spread rows + the longest of each file on top of the generated ones
+    # (without ../shared/data, e.g. a clone elsewhere, only the generated and in-file examples: 17)
+    assert n >= (20 if SHARED_DATA.is_dir() else 17)
 
 
 def test_rl_prompt_is_cut_from_the_left(tok):
