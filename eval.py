@@ -75,11 +75,11 @@ def toy_accuracies(model, tokenizer, sets):
             for name, items in sets.items()}
 
 
-def eval_items(task, data, full=False, toy_items=200):
+def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
     """[(item id, example)]: the whole test file for GSM8K / MATH, d1's 256-item subset for Countdown
     and Sudoku unless `full` (d1: np.random.seed(42); np.random.choice(n, 256, replace=False))."""
     if task == "toy":
-        return list(enumerate(toy_test_set(toy_items)))
+        return list(enumerate(toy_test_set(toy_items, blanks=toy_blanks)))
     if not data:
         raise ValueError(f"--task {task} needs --data PATH (its local test file)")
     examples = tasks.load_task(task, data)
@@ -277,8 +277,8 @@ def paired_bootstrap(a, b, n_boot=10_000, seed=0):
 # settings that must agree for two result directories to be comparable item by item. The sampler's
 # cache / threshold are deliberately not here: comparing the exact sampler with a cached one on the
 # same items is exactly how their accuracy cost is measured (the difference is printed as a note)
-MUST_MATCH = ("task", "data_sha256", "item_ids", "gen_length", "block_length", "steps", "temperature",
-              "remasking", "parser_version")
+MUST_MATCH = ("task", "data_sha256", "toy_blanks", "item_ids", "gen_length", "block_length", "steps",
+              "temperature", "remasking", "parser_version")
 
 
 def compare(dir_a, dir_b, force=False):
@@ -345,6 +345,7 @@ if __name__ == "__main__":
     parser.add_argument("--data", type=str, default="", help="the task's local test file")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
     parser.add_argument("--toy-items", type=int, default=200, help="toy: held-out puzzles")
+    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells of the held-out puzzles")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (smoke tests)")
     # sampler (d1: block 32, steps = gen / 2, greedy, low confidence)
     parser.add_argument("--gen-lengths", type=str, default="", help="comma list (default: 128,256,512; toy: 16)")
@@ -391,7 +392,7 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # model and items; every rank builds the same item list and keeps its stride
     model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
-    all_items = eval_items(args.task, args.data, args.full, args.toy_items)
+    all_items = eval_items(args.task, args.data, args.full, args.toy_items, tuple(map(int, args.toy_blanks.split(","))))
     if args.limit:
         all_items = all_items[:args.limit]
     # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (§8.1)
@@ -426,6 +427,8 @@ if __name__ == "__main__":
                     "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": model_fingerprint(args.model_dir),
                     "task": args.task, "data_file": os.path.abspath(args.data) if args.data else None,
                     "data_sha256": sha256_file(args.data) if args.data else None, "full": args.full,
+                    # the toy's items are generated: their ids alone do not say which puzzles they were
+                    "toy_blanks": args.toy_blanks if args.task == "toy" else None,
                     "items": len(all_items), "item_ids": [i for i, _ in all_items], "gen_length": gen,
                     "block_length": block, "steps": steps, "temperature": args.temperature,
                     "remasking": args.remasking, "cache": args.cache or None,

@@ -64,10 +64,13 @@ from sample import generate
 from tokenizer import prompt_ids
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
-# Any flag given on the command line overrides its preset value.
+# Any flag given on the command line overrides its preset value. The toy's lr is 1e-4: at 3e-4 (the
+# default until 2026-11-24) the toy peaked mid-run and then decayed (gradient-norm spikes, ratios far
+# from 1), and after clean-label SFT Adam's normalised steps random-walked the weights away from the
+# SFT optimum; 1e-4 ended higher on all 3 seeds of `make run` (README, "What we measured about d1")
 PRESETS = {
     "tiny": dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
-                 epsilon=0.5, beta=0.0, p_mask=0.15, lr=3e-4, weight_decay=0.0, grad_clip=1.0,
+                 epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
                  gen_length=16, block_length=16, diffusion_steps=8, temperature=1.0,
                  max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=30),
     "8b": dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,

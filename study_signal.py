@@ -58,6 +58,7 @@ if __name__ == "__main__":
     parser.add_argument("--group", type=int, default=6, help="completions per prompt G")
     parser.add_argument("--p-mask", type=float, default=0.15, help="prompt masking of the estimator")
     parser.add_argument("--estimator", type=str, default="one_step", choices=ESTIMATORS, help="see logprob.estimate_logprobs")
+    parser.add_argument("--toy-blanks", type=str, default="2,5", help="min,max blank cells of the prompts (grpo.py's flag)")
     parser.add_argument("--seed", type=int, default=0, help="seed of prompts, rollouts and masks")
     parser.add_argument("--json", type=str, default="", help="also append the result to this JSON-lines file")
     args = parser.parse_args()
@@ -66,7 +67,7 @@ if __name__ == "__main__":
     model, tokenizer = load(args.model_dir)
     model.eval()  # no dropout: the only randomness is the rollouts' and the masks'
     train_grids, _ = puzzles.split_grids()
-    exs = puzzles.make_toy(train_grids, args.prompts * args.batches, seed=777 + args.seed)
+    exs = puzzles.make_toy(train_grids, args.prompts * args.batches, 777 + args.seed, *map(int, args.toy_blanks.split(",")))
     grads, rewards = [], []
     for k in range(args.batches):
         g, r = batch_gradient(model, tokenizer, exs[k * args.prompts:(k + 1) * args.prompts], args.group,

@@ -66,6 +66,16 @@ def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, t
     res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "s" / "toy_16_seed0")],
                          cwd=REPO, capture_output=True, text=True)
     assert res.returncode != 0 and "temperature" in res.stderr + res.stdout
+    # harder held-out toy puzzles: every item has 6-7 blanks, and the same item ids are a different
+    # evaluation, so --compare refuses the pair
+    run(ev + ["--out-dir", str(tmp_path / "h"), "--toy-blanks", "6,7"], REPO)
+    hard = [json.loads(x) for x in (tmp_path / "h" / "toy_16" / "generations.rank0.jsonl").read_text().splitlines()]
+    assert all(rec["example"]["puzzle"].count("0") in (6, 7) for rec in hard)
+    assert all(rec["example"]["puzzle"].count("0") <= 5 for rec in lines)
+    assert json.loads((tmp_path / "h" / "toy_16" / "manifest.json").read_text())["toy_blanks"] == "6,7"
+    res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "h" / "toy_16")],
+                         cwd=REPO, capture_output=True, text=True)
+    assert res.returncode != 0 and "toy_blanks" in res.stderr + res.stdout
     # the cached sampler on the same items: recorded in the manifest, and comparable with the exact
     # run (that is how its accuracy cost is measured), the difference printed as a note
     run(ev + ["--out-dir", str(tmp_path / "c"), "--block-length", "8", "--cache", "dual", "--threshold", "0.9"], REPO)
