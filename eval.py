@@ -87,8 +87,14 @@ def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
     if task in ("countdown", "sudoku") and not full:
         # d1 evaluates GSM8K and MATH in full, Countdown and Sudoku on a fixed 256-item subset (d1-spec §8.1)
         ids = tasks.d1_eval_subset(len(examples))
+    if task == "mbpp" and not full:
+        # d1's 257 MBPP items: the test split, task_id 11-510 (of sanitized MBPP; 500 of the full file)
+        ids = [i for i in ids if MBPP_TEST_IDS[0] <= examples[i]["task_id"] <= MBPP_TEST_IDS[1]]
     # an item's id is its position in the test file: stable across runs, so --compare can pair items
     return [(int(i), examples[i]) for i in ids]
+
+
+MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README): d1 reports 257 = the sanitized records in it
 
 
 def eval_prompt_ids(tokenizer, task, example):
@@ -102,7 +108,7 @@ def eval_prompt_ids(tokenizer, task, example):
 # generation
 
 
-SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution")
+SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "program_prefix", "unit_tests")
 
 
 @torch.no_grad()
@@ -137,13 +143,25 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
         # verifier reads the text the way the RL reward does, specials stripped
         texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
-        for (item_id, ex), text in zip(batch, texts):
-            # d1's lenient eval parsers (boxes first, numeric compare; d1-spec §8.3), not the RL rewards
-            scored = parsers.score_eval(task, text, ex)
-            # the fields the parsers need travel with the record, so --rescore needs no data file
-            gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
-            records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
+        records += score_records(task, batch, texts)
     return records
+
+
+def score_records(task, items, texts):
+    """One record per (id, example) and its generation: d1's lenient eval parsers (boxes first, numeric
+    compare; d1-spec §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
+    records = []
+    for (item_id, ex), text, scored in zip(items, texts, parsers.score_eval_batch(task, texts, [ex for _, ex in items])):
+        # the fields the parsers need travel with the record, so --rescore needs no data file
+        gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
+        records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
+    return records
+
+
+def reference_generation(ex):
+    """A code item's reference solution written as a completion in d1's format: a ```python fence
+    inside <answer>. --canonical scores these through the very path model generations take."""
+    return f"<reasoning>\nThe reference solution.\n</reasoning>\n<answer>\n```python\n{ex['solution']}\n```\n</answer>"
 
 
 def accuracy(task, records):
@@ -196,8 +214,9 @@ def load_results(paths):
                 with open(fn) as f:
                     recs += [json.loads(line) for line in f if line.strip()]
             task = man["task"]
-            # re-score from the stored generation, so a parser fix applies to old runs too
-            recs = [{**r, **parsers.score_eval(task, r["generation"], r["example"])} for r in recs]
+            # re-score from the stored generation, so a parser fix applies to old runs too (code: runs it again)
+            scored = parsers.score_eval_batch(task, [r["generation"] for r in recs], [r["example"] for r in recs])
+            recs = [{**r, **sc} for r, sc in zip(recs, scored)]
             groups.setdefault((task, man["gen_length"]), []).extend(recs)
             continue
         # d1's released files: task, gen length, steps and rank are in the file name
@@ -311,6 +330,33 @@ def compare(dir_a, dir_b, force=False):
     return diff, lo, hi
 
 
+def canonical(task, data, full=False, out_dir="out/eval", limit=0):
+    """Score a code benchmark's reference solutions (reference_generation) through the eval path:
+    parse, sandbox, the JSONL + manifest, read back and re-scored by load_results as --rescore does.
+    Prints the pass rate and every failure; returns (passed, items, failed item ids)."""
+    if task not in tasks.CODE_BENCHMARKS:
+        raise ValueError(f"--canonical needs a code benchmark, one of {tasks.CODE_BENCHMARKS}, not {task!r}")
+    items = eval_items(task, data, full)[:limit or None]
+    t0 = time.time()
+    recs = score_records(task, items, [reference_generation(ex) for _, ex in items])
+    out = os.path.join(out_dir, f"{task}_canonical")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "generations.rank0.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in recs)
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump({"task": task, "data_file": os.path.abspath(data), "data_sha256": sha256_file(data), "full": full,
+                   "items": len(items), "item_ids": [i for i, _ in items], "gen_length": "canonical",
+                   "model_dir": None, "parser_version": parsers.PARSER_VERSION}, f, indent=1)
+    (recs,) = load_results([out]).values()  # run again from the files: what --rescore would report
+    failed = [r["id"] for r in recs if not r["correct"]]
+    for r in recs:
+        if not r["correct"]:
+            tid = items[[i for i, _ in items].index(r["id"])][1]["task_id"]
+            print(f"  FAIL {tid}: {r['tests_passed']}/{r['tests_total']} tests")
+    print(f"{task} reference solutions: {len(recs) - len(failed)}/{len(recs)} pass ({time.time() - t0:.0f}s) -> {out}")
+    return len(recs) - len(failed), len(recs), failed
+
+
 def summarize(run_dir):
     """The CPU pipeline's table from <run_dir>/seed*/eval_{sft,grpo}.json (lists as written by
     --json): held-out accuracy of SFT and SFT + diffu-GRPO per seed, mean, std, 95% CI."""
@@ -341,7 +387,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="d1-compatible evaluation")
     # what to evaluate
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout model directory")
-    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy")
+    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | "
+                        "humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
     parser.add_argument("--data", type=str, default="", help="the task's local test file")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
     parser.add_argument("--toy-items", type=int, default=200, help="toy: held-out puzzles")
@@ -367,6 +414,7 @@ if __name__ == "__main__":
     parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A")
     parser.add_argument("--force", action="store_true", help="--compare even if the manifests disagree")
     parser.add_argument("--summarize", type=str, default="", help="print the table of runs/toy.sh's run dir")
+    parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     args = parser.parse_args()
 
     # the model-free modes first: no process group, no model, no GPU
@@ -378,6 +426,9 @@ if __name__ == "__main__":
         raise SystemExit
     if args.summarize:
         summarize(args.summarize)
+        raise SystemExit
+    if args.canonical:
+        canonical(args.task, args.data, args.full, args.out_dir, args.limit)
         raise SystemExit
 
     # -------------------------------------------------------------------------

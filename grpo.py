@@ -9,7 +9,8 @@ same masked prompt q'.
 
 One round, as written out in the loop below:
   1. rollout: for each prompt, G completions with sample.py (temperature 0.9, block 32, ...)
-  2. rewards r_i: the sum of the task's reward functions on the decoded text (rewards.py)
+  2. rewards r_i: the sum of the task's reward functions on the decoded text (rewards.py; code is
+     executed in sandbox.py, a micro-batch's programs in parallel)
   3. advantages A_i = r_i - mean(r_group)   (no division by the std, following Dr. GRPO; optional)
   4. μ mask seeds; for each, old and reference per-token log-probs, once, without gradients
      (reference = the base model with LoRA adapters switched off, or a frozen copy)
@@ -40,6 +41,10 @@ Run:
     torchrun --nproc_per_node=8 grpo.py --preset 8b --fsdp --no-load-in-4bit --lora-r 0 \\
         --gradient-checkpointing --task gsm8k --data gsm8k/train.jsonl \\
         --model-dir out/sft-s1k-full --out-dir out/grpo-gsm8k-full     # full fine-tuning, sharded
+    torchrun --nproc_per_node=8 grpo.py --preset 8b --task code --data KodCode-Light-RL-10K.jsonl \
+        --model-dir LLaDA-8B-Instruct --out-dir out/grpo-code     # d1's code RL; programs run in sandbox.py
+    torchrun --nproc_per_node=8 grpo.py --preset 8b --task leetcode \
+        --data ../shared/data/leetcode_dataset/LeetCodeDataset-v0.2.0-train.jsonl.gz --out-dir out/grpo-leetcode
 """
 import argparse
 import os
@@ -422,7 +427,8 @@ def parse_args(argv=None):
     preset = PRESETS[pre.parse_known_args(argv)[0].preset]
     parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
     # data
-    parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku, or a comma list")
+    parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku | code (KodCode) | "
+                        "leetcode | humaneval | mbpp ..., or a comma list")
     parser.add_argument("--data", type=str, default="", help="local data file(s), comma list matching --task")
     parser.add_argument("--num-examples", type=int, default=4000, help="toy: number of unlabelled puzzles")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
@@ -510,7 +516,7 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # data: the prompts of every task, shuffled once (d1: seed 42); rewards by task
     examples = load_rl_data(args)
-    from rewards import REWARDS, total_reward
+    from rewards import REWARDS, total_rewards
     # every reward function of every task in the data: one log column each, d1 logs each one's mean too
     comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
 
@@ -590,9 +596,9 @@ if __name__ == "__main__":
             # which get no loss (d1-spec §2.4)
             texts = tokenizer.batch_decode(b.completion, skip_special_tokens=True)
             rewards = []
-            for text, ex in zip(texts, b.examples):
-                # r_i = the plain sum of the task's reward functions, all weights 1, NaN-safe (d1-spec §4.2)
-                total, parts = total_reward(ex["task"], text, ex)
+            # r_i = the plain sum of the task's reward functions, all weights 1, NaN-safe (d1-spec §4.2); the
+            # code reward runs the micro-batch's programs in parallel sandboxes
+            for total, parts in total_rewards(texts, b.examples):
                 rewards.append(total)
                 for name, v in parts.items():
                     comp_sum[name] += v

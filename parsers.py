@@ -21,7 +21,7 @@ import re
 from answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
 from arith import evaluate_equation, reaches_target, uses_exactly
 from rewards import toy_reward, toy_solved
-from tasks import TASKS, rl_prompt
+from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 
 # Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
 # Those that begin with a literal tag and then ".*?" are run with .match() at the FIRST occurrence of
@@ -226,6 +226,47 @@ def sudoku_solved(generation, puzzle, solution):
     return total > 0 and correct == total
 
 
+# -----------------------------------------------------------------------------
+# Code benchmarks (ours: d1's code eval script was not released, docs/coding.md §1.5). Generous, like
+# d1's other eval parsers: the first ```python fence (the RL reward's rule), else the first fence of any
+# language, and a fence the generation length cut off still counts up to the end of the text
+
+_PY_FENCE = re.compile(r"```python\n(.*?)(?:```|\Z)", re.DOTALL)
+_ANY_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def parse_code_eval(generation):
+    """The program a code generation proposes ("" when it has no fenced block)."""
+    m = _PY_FENCE.search(generation) or _ANY_FENCE.search(generation)
+    return m.group(1) if m else ""
+
+
+def score_code_batch(generations, examples, run_batch=None):
+    """score_eval for code benchmarks, all programs run in parallel in sandbox.py: the item's
+    program_prefix (HumanEval's prompt, MBPP's imports), then the parsed code, then each of its
+    unit_tests. Correct (pass@1) = every test passes; tests_passed / tests_total beside it."""
+    if run_batch is None:
+        from sandbox import run_batch  # standard library only; imported on first use
+    codes = [parse_code_eval(g) for g in generations]
+    # no code: nothing to run, every test failed
+    jobs = [(ex["program_prefix"] + "\n" + code, list(ex["unit_tests"])) for code, ex in zip(codes, examples) if code]
+    results = iter(run_batch(jobs) if jobs else [])
+    out = []
+    for code, ex in zip(codes, examples):
+        passed = next(results) if code else [False] * len(ex["unit_tests"])
+        correct = bool(passed) and all(passed)
+        out.append({"pred": code, "correct": correct, "score": float(correct), "tests_passed": sum(map(bool, passed)),
+                    "tests_total": len(passed)})
+    return out
+
+
+def score_eval_batch(task, generations, examples):
+    """score_eval over many items; the code benchmarks execute their programs in parallel."""
+    if task in CODE_BENCHMARKS:
+        return score_code_batch(generations, examples)
+    return [score_eval(task, g, ex) for g, ex in zip(generations, examples)]
+
+
 def score_eval(task, generation, example):
     """Score one generation with d1's eval parser of `task`. Returns a dict with
       pred     what the parser extracted (float / str / None)
@@ -235,7 +276,10 @@ def score_eval(task, generation, example):
                average; it equals mean(score) only when every puzzle has the same number of blanks)
     and for Sudoku and toy also cells_correct, cells_total, solved.
     `example` keys: gsm8k answer (text after "####", a full solution, or a number); math answer;
-    countdown nums, target; sudoku / toy puzzle, solution."""
+    countdown nums, target; sudoku / toy puzzle, solution; code benchmarks program_prefix, unit_tests
+    (their programs run in sandbox.py; score_eval_batch runs many at once)."""
+    if task in CODE_BENCHMARKS:
+        return score_code_batch([generation], [example])[0]
     if task == "gsm8k":
         pred, gold = parse_gsm8k_eval(generation), gsm8k_gold_eval(example["answer"])
         correct = pred is not None and gold is not None and pred == gold  # float equality, as d1

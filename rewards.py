@@ -14,16 +14,21 @@ weights), see REWARDS and total_reward() at the bottom. Maximum totals (MAX_REWA
     countdown  countdown_reward 1.0                                     (§6.3)    1.0
     sudoku     sudoku_reward 1.0                                        (§6.4)    1.0
     toy        toy_reward 1.0 (ours, not d1)                                      1.0
+    code       xmlcount .5, coding_reward 1.5 (tests passed + .5 in <answer>)     2.0
+               (d1's KodCode reward; the same list for every code task of tasks.CODE_TASKS)
 
 Example keys: gsm8k {"answer": text after "####"}; math {"answer": gold final answer} or
 {"solution": full solution, gold = its last \\boxed{}}; countdown {"nums": [int], "target": int};
-sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank.
+sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank; code {"tests": KodCode's pytest
+source} or, for the benchmarks' items, {"program_prefix": str, "unit_tests": [snippet]}.
 
 d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics (§10.9):
   - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed upstream later);
   - math_format tests for the non-raw "\\boxed" == backspace + "oxed", so it is 0.75 / 0.25;
-  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>".
-Set D1_BUGS = False (or pass fixed=True to those four functions) for the repaired versions.
+  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>";
+  - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
+    blocklist gives a program containing e.g. " os" the bonus only.
+Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
 
 Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's eval
 parsers (parsers.py); Countdown arithmetic is arith.py. This file holds what d1 rewards for.
@@ -34,7 +39,11 @@ size; "**" and "//" are rejected (d1's eval would compute them; its prompt only 
 d1 regexes that can backtrack quadratically on hostile text are replaced by linear scans with the
 same semantics (tests/test_rewards.py and tests/test_answers.py check them against `re` on random
 strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of this changes
-a score on realistic text.
+a score on realistic text. Code runs in sandbox.py (a separate, isolated, resource-limited process
+per program, namespaces where the machine allows), never in the trainer's process; d1 exec()s it in
+a forked child of the trainer behind a substring blocklist, which we keep only for its reward values
+(D1_CODE_BLOCKLIST). d1 runs each test function in its own process with a 1 s limit; we run all of a
+program's tests in one process, each test under its own timer, inside one wall-clock limit.
 
     from rewards import total_reward
     total_reward("countdown", "<answer>44 + 19 + 35</answer>", {"nums": [44, 19, 35], "target": 98})
@@ -46,6 +55,7 @@ import warnings
 
 from answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
 from arith import evaluate_equation, reaches_target, uses_exactly
+from tasks import CODE_TASKS
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
 
@@ -274,6 +284,107 @@ def toy_solved(completion, example):
     return toy_reward(completion, example) == 1.0
 
 # -----------------------------------------------------------------------------
+# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3):
+# run the completion's first ```python fence against the item's unit tests. d1 exec()s it in a forked
+# child of the trainer behind a substring blocklist; we run it in sandbox.py's isolated subprocess
+
+CODE_IN_ANSWER_BONUS = 0.5      # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
+MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps the lazy regexes below linear enough)
+_CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
+_ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # d1: the first answer span
+_IMPORT_TARGET = re.compile(r"from solution import (\w+)")      # KodCode's import-style tests
+_ASSERT_TARGET = re.compile(r"assert\s+(\w+)\s*\(")            # assert-style tests (MBPP-like)
+_FIRST_DEF = re.compile(r"def (\w+)\(")
+_TEST_FUNC = re.compile(r"def (\w+)\(\):")
+# d1's is_safe_code: any of these substrings and the program is not run (reward = bonus only). Not a
+# defence (importlib, open() and __builtins__ pass; " oscillate" is refused): kept for d1's reward values
+D1_CODE_BLOCKLIST = (" os", " sys", " subprocess", " shutil", " socket", " psutil", " ctypes", " pathlib",
+                     " builtins", "__import__")
+
+
+def extract_code(completion):
+    """(code of the first ```python fence or "", whether that fenced block lies inside the first
+    <answer>...</answer> span), as d1 reads a completion: ```py, a bare ``` or unfenced code is no code."""
+    m = _CODE_FENCE.search(completion)
+    code = m.group(1) if m else ""
+    answer = _ANSWER_SPAN.search(completion)
+    return code, bool(answer and code and f"```python\n{code}```" in answer.group(1))
+
+
+def prepare_code_tests(code, tests, *, fixed=None):
+    """d1's test preparation -> (program, test calls) for sandbox.run_tests, or None when the tests
+    name no target function (d1: reward 0, no bonus), or "" when the program is not run (no def in
+    the code, or d1's blocklist: reward = bonus only).
+    The first `def` of the code is renamed to the tests' target (`from solution import X`, else the
+    first `assert X(`). Tests with >= 2 `def f():` functions run one call each after the program;
+    otherwise every line that starts with `assert` becomes its own test function and the rest is
+    dropped. d1 quirk (default): the dropped lines include `from solution import X`, which is where
+    d1 substitutes the solution, so one-function import-style tests run WITHOUT the solution and
+    all fail; fixed=True puts the solution in front."""
+    fixed = _is_fixed(fixed)
+    target = _IMPORT_TARGET.search(tests) or _ASSERT_TARGET.search(tests)
+    if target is None:
+        return None
+    target, import_style = target.group(1), target.re is _IMPORT_TARGET
+    defined = _FIRST_DEF.search(code)
+    if defined is None:
+        return ""
+    solution = re.sub(rf"\bdef {re.escape(defined.group(1))}\b", f"def {target}", code)
+    if not fixed and any(bad in solution for bad in D1_CODE_BLOCKLIST):
+        return ""
+    names = _TEST_FUNC.findall(tests)
+    split = len(names) <= 1
+    if split:
+        # d1's split_test_function: one test function per assert line, everything else dropped
+        asserts = [line.strip() for line in tests.splitlines() if line.strip().startswith("assert")]
+        names = [f"test_case_{k}" for k in range(len(asserts))]
+        tests = "\n".join(f"def {n}():\n    {a}" for n, a in zip(names, asserts))
+    if import_style and not (split and fixed):
+        # d1: every `from solution import X` becomes the solution itself (none are left after a split)
+        program = _IMPORT_TARGET.sub(lambda _: solution, tests)
+    else:
+        program = solution + "\n" + tests
+    return program, [f"{n}()" for n in names]
+
+
+def coding_reward(completion, example, *, fixed=None, run=None):
+    """Share of the item's unit tests that the completion's program passes, plus 0.5 when the fence
+    is inside <answer>: in [0, 1.5]. KodCode items (example["tests"], pytest source) go through d1's
+    test rewriting above; benchmark items (tasks.py: program_prefix, unit_tests, ours) run
+    program_prefix + code, then each unit test. `run(program, calls) -> [bool]` executes (default:
+    sandbox.run_tests); coding_rewards scores a whole group in parallel the same way."""
+    return coding_rewards([completion], [example], fixed=fixed, run_batch=None if run is None else
+                          (lambda jobs: [run(p, c) for p, c in jobs]))[0]
+
+
+def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
+    """coding_reward for many completions, the programs run in parallel (sandbox.run_batch)."""
+    if run_batch is None:
+        from sandbox import run_batch  # standard library only; imported on first use
+    scores, jobs, where = [], [], []
+    for completion, example in zip(completions, examples):
+        if len(completion) > MAX_CODE_COMPLETION:
+            scores.append(0.0)
+            continue
+        code, in_answer = extract_code(completion)
+        bonus = CODE_IN_ANSWER_BONUS if in_answer else 0.0
+        if "tests" in example:  # KodCode / d1: its test rewriting
+            prepared = prepare_code_tests(code, example["tests"], fixed=fixed) if code else None
+        else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode): its own program prefix and unit tests
+            prepared = (example["program_prefix"] + "\n" + code, list(example["unit_tests"])) if code else None
+        if not prepared or not prepared[1]:
+            # no fence or no target: 0; not run (no def, blocklist) or nothing to test: the bonus only
+            scores.append(0.0 if prepared is None else bonus)
+            continue
+        where.append((len(scores), bonus, len(prepared[1])))
+        scores.append(0.0)
+        jobs.append(prepared)
+    for (i, bonus, n), passed in zip(where, run_batch(jobs) if jobs else []):
+        scores[i] = sum(map(bool, passed)) / n + bonus
+    return scores
+
+
+# -----------------------------------------------------------------------------
 # Per-task reward lists and the total (each weight 1, as in d1's TRL config)
 
 REWARDS = {
@@ -282,20 +393,44 @@ REWARDS = {
     "countdown": [countdown_reward],
     "sudoku": [sudoku_reward],
     "toy": [toy_reward],
+    # d1's code reward list, for KodCode and for the benchmarks' items used as RL data
+    **{task: [xmlcount, coding_reward] for task in CODE_TASKS},
 }
-MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0}
+MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0,
+              **{task: 2.0 for task in CODE_TASKS}}
+# rewards that run programs are scored a group at a time (the programs in parallel): the batch version
+BATCHED = {coding_reward: coding_rewards}
 
 
-def total_reward(task, completion, example):
+def total_reward(task, completion, example, known=None):
     """(sum of the task's rewards, {function name: value}) for logging every component. Like TRL's
     nansum in d1, a component that raises is logged as NaN, and NaN/inf count as 0 in the sum;
-    the functions above are written never to get there."""
+    the functions above are written never to get there. `known`: {function: value} already computed
+    (total_rewards' batched rewards)."""
     parts = {}  # insertion-ordered, so logs list the components in d1's order
     for fn in REWARDS[task]:
         try:
-            value = float(fn(completion, example))
+            value = float(known[fn] if known and fn in known else fn(completion, example))
         except Exception as e:  # a bug, not a bad completion: warn (once per call site), don't crash
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             value = math.nan
         parts[fn.__name__] = value
     return sum(v for v in parts.values() if math.isfinite(v)), parts
+
+
+def total_rewards(completions, examples):
+    """[total_reward(ex["task"], completion, ex)] for many completions, each BATCHED reward called
+    once over every completion whose task uses it, so a rollout group's programs run in parallel."""
+    known = [{} for _ in completions]  # per completion: {reward function: value}
+    for fn, batch_fn in BATCHED.items():
+        idx = [i for i, ex in enumerate(examples) if fn in REWARDS[ex["task"]]]
+        if not idx:
+            continue
+        try:
+            values = batch_fn([completions[i] for i in idx], [examples[i] for i in idx])
+        except Exception as e:  # as in total_reward: a bug is logged as NaN, never a crash of the trainer
+            warnings.warn(f"reward {fn.__name__} failed: {e!r}")
+            values = [math.nan] * len(idx)
+        for i, v in zip(idx, values):
+            known[i][fn] = v
+    return [total_reward(ex["task"], c, ex, known=k) for c, ex, k in zip(completions, examples, known)]

@@ -9,6 +9,11 @@ chat-rendered) and `answer` (the gold answer as a string). Per task also:
   sudoku     puzzle, solution (16-char strings, '0' = blank)
   toy        puzzle, solution, completion (= solution: the SFT target of the CPU demo)
   s1k        question, completion (the SFT assistant turn, §5.1); prompt is the SFT user message
+  code       question, solution (reference program, = answer), tests (KodCode's pytest source, d1's reward)
+  humaneval, humaneval_plus, mbpp, mbpp_plus, leetcode (the code benchmarks; RL-able too):
+             question, solution (reference, = answer), entry_point, task_id, program_prefix (code that
+             goes before the model's: HumanEval's prompt, MBPP's test imports), unit_tests (list of
+             snippets run after program_prefix + code; each passes if it raises nothing)
 The eval prompts differ from the RL ones (§8.2: \\boxed{} format, "<reasoning>" prefill); eval_message()
 builds them. tokenizer.prompt_ids() is the only place a user message becomes token ids.
 d1-spec §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
@@ -23,7 +28,9 @@ Print a few rendered examples of every task (tiny byte-level tokenizer unless --
     python tasks.py --model-dir /path/to/LLaDA-8B-Instruct --data-dir ../shared/data
 """
 import argparse
+import ast
 import csv
+import gzip
 import json
 from pathlib import Path
 
@@ -31,7 +38,11 @@ import numpy as np
 
 from answers import last_boxed
 
-TASKS = ("gsm8k", "math", "countdown", "sudoku", "toy")
+# the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
+# running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox.py
+CODE_BENCHMARKS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "leetcode")
+CODE_TASKS = ("code", *CODE_BENCHMARKS)
+TASKS = ("gsm8k", "math", "countdown", "sudoku", "toy", *CODE_TASKS)
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (d1-spec §5.1, §7.1, §8.2). Do not "tidy" them:
@@ -96,6 +107,15 @@ COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"
 EVAL_PROMPTS = {"gsm8k": GSM8K_EVAL_PROMPT, "math": MATH_EVAL_PROMPT,
                 "countdown": COUNTDOWN_EVAL_PROMPT, "sudoku": SUDOKU_SYSTEM_PROMPT}
 EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assistant turn starts with it
+# Code (docs/coding.md §1.1: d1's later get_code_questions): SYSTEM_PROMPT, this, then the KodCode question.
+# Note the space before "\n\n" at the end, as in d1's f-string.
+CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. "
+                       "\n\n")
+# The benchmarks' questions (ours: d1's code eval script was not released, docs/coding.md §1.5). KodCode's
+# questions name the function in their text; a benchmark question shows the signature (HumanEval, LeetCode's
+# starter code) or one test (MBPP, as its paper's prompt does), so the model knows what to define
+HUMANEVAL_QUESTION = "Complete the following Python function. Write the whole function.\n```python\n{prompt}```"
+MBPP_QUESTION = "{text}\nYour code should pass this test:\n{test}"
 # The CPU toy task: a bare prompt, since with the byte-level tiny tokenizer every prompt character is a token.
 TOY_PROMPT = "Sudoku: {puzzle}"
 MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (§2.4)
@@ -118,6 +138,9 @@ def rl_prompt(task, ex):
     if task == "toy":
         # toy (ours): no system prompt at all; with the byte tokenizer each character is a token
         return TOY_PROMPT.format(puzzle=ex["puzzle"])
+    if task in CODE_TASKS:
+        # d1's code prompt (docs/coding.md §1.1), for KodCode and the benchmarks alike
+        return SYSTEM_PROMPT + CODE_RL_INSTRUCTION + ex["question"]
     raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
 
 
@@ -134,7 +157,8 @@ def eval_question(task, ex):
 def eval_message(task, ex):
     """The d1 EVAL user message (§8.2): eval system prompt + "\\n\\n" + question. The toy task has no
     separate eval format: it is evaluated on its training prompt."""
-    if task == "toy":
+    if task == "toy" or task in CODE_TASKS:
+        # no d1 eval prompt is known for code: the RL message, so an RL-trained model sees its own format
         return rl_prompt(task, ex)
     if task not in EVAL_PROMPTS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
@@ -172,8 +196,9 @@ def _read_records(path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".csv":  # csv module keeps every field a string: Sudoku's leading zeros survive
+    # the code benchmarks ship gzipped (HumanEval.jsonl.gz, ...): read them as they are
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
+    if path.name.endswith(".csv"):  # csv module keeps every field a string: Sudoku's leading zeros survive
         rows = csv.DictReader(text.splitlines())
         return [(f"{path}:{i}", row) for i, row in enumerate(rows, start=2)]  # line 1 is the header
     if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
@@ -304,6 +329,99 @@ def load_s1k(path):
     return out
 
 
+def load_kodcode(path):
+    """KodCode-Light-RL-10K rows (question, solution, test; test_info unused), as d1 trains code on
+    them: tests = the pytest source, scored by rewards.coding_reward. The set itself is on the HF hub
+    only; any local file in its format works (json array or jsonl)."""
+    out = []
+    for where, rec in _read_records(path):
+        ex = {k: _field(rec, src, where) for k, src in (("question", "question"), ("solution", "solution"),
+                                                       ("tests", "test"))}
+        if not all(isinstance(v, str) and v.strip() for v in ex.values()):
+            raise ValueError(f"{where}: question, solution and test must be non-empty strings")
+        out.append({"prompt": rl_prompt("code", ex), **ex, "answer": ex["solution"]})
+    return out
+
+
+def check_tests(test_source, entry_point):
+    """HumanEval-style `def check(candidate): assert ...` source -> unit-test snippets. When check's
+    body is only asserts, one snippet per assert (partial credit for RL; pass@1 needs them all), each
+    run as `candidate = <entry_point>` plus the assert after the file's other top-level code
+    (METADATA, imports); otherwise the whole file and `check(<entry_point>)` as a single test."""
+    tree = ast.parse(test_source)
+    check = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if len(check) != 1:
+        raise ValueError(f"test source without exactly one check(candidate) function: {test_source[:80]!r}")
+    if not all(isinstance(n, ast.Assert) for n in check[0].body):
+        return [f"{test_source}\ncheck({entry_point})"]
+    # the file's other top-level statements, source-exact (ast.unparse would reformat them)
+    preamble = "\n".join(ast.get_source_segment(test_source, n) for n in tree.body if n is not check[0])
+    return [f"{preamble}\ncandidate = {entry_point}\n{ast.get_source_segment(test_source, a)}" for a in check[0].body]
+
+
+def _code_example(task, **ex):
+    # every benchmark item in one format: rewards.coding_reward and parsers.score_code_batch read it
+    return {"prompt": rl_prompt(task, ex), **ex, "answer": ex["solution"]}
+
+
+def load_humaneval(path, task="humaneval"):
+    """HumanEval / HumanEval+ jsonl(.gz): prompt (signature + docstring), canonical_solution (the body),
+    test (check), entry_point. The program is the prompt followed by the model's code: a full function
+    redefines the prompt's docstring-only one, a bare body completes it (the canonical one is a body).
+    HumanEval+ here: its own canonical solutions against the BASE tests (its plus_input tests are
+    differential against the canonical outputs and need evalplus)."""
+    out = []
+    for where, rec in _read_records(path):
+        prompt, body, test, entry = (_field(rec, k, where) for k in ("prompt", "canonical_solution", "test", "entry_point"))
+        out.append(_code_example(task, question=HUMANEVAL_QUESTION.format(prompt=prompt), task_id=rec.get("task_id", where),
+                                 entry_point=entry, program_prefix=prompt, solution=prompt + body,
+                                 unit_tests=check_tests(test, entry)))
+    return out
+
+
+def load_mbpp(path, task="mbpp"):
+    """MBPP, either file: sanitized-mbpp.json (prompt, code, test_imports, test_list) or the full mbpp.jsonl
+    (text, code, test_setup_code, test_list). Each assert of test_list is a unit test; the question
+    shows the first one (it names the function). eval.py keeps d1's split, task_id 11-510."""
+    out = []
+    for where, rec in _read_records(path):
+        text = rec.get("prompt") or _field(rec, "text", where)
+        asserts = _field(rec, "test_list", where)
+        # the imports the tests need (sanitized) or the setup code (full MBPP), ahead of the model's code
+        prefix = "\n".join(rec.get("test_imports") or []) or rec.get("test_setup_code") or ""
+        out.append(_code_example(task, question=MBPP_QUESTION.format(text=text, test=asserts[0]),
+                                 task_id=_field(rec, "task_id", where), entry_point=None, program_prefix=prefix,
+                                 solution=_field(rec, "code", where), unit_tests=list(asserts)))
+    return out
+
+
+def load_mbpp_plus(path):
+    """MBPP+ jsonl.gz (prompt = a docstring with one example assert, canonical_solution, assertion = the
+    base asserts). Base tests only, as for HumanEval+."""
+    out = []
+    for where, rec in _read_records(path):
+        asserts = [line for line in _field(rec, "assertion", where).splitlines() if line.strip()]
+        text = _field(rec, "prompt", where).strip().strip('"').strip()  # the docstring's text, example included
+        out.append(_code_example("mbpp_plus", question=text, task_id=_field(rec, "task_id", where),
+                                 entry_point=_field(rec, "entry_point", where), program_prefix="",
+                                 solution=_field(rec, "canonical_solution", where), unit_tests=asserts))
+    return out
+
+
+def load_leetcode(path):
+    """LeetCodeDataset jsonl.gz (query = problem + starter code, prompt = the imports every solution may
+    use, completion = reference, test = check(candidate), entry_point = "Solution().method"). The
+    train file (1,890 problems) is the realistic code-RL set available here; test (200) evaluates."""
+    out = []
+    for where, rec in _read_records(path):
+        entry = _field(rec, "entry_point", where)
+        out.append(_code_example("leetcode", question=_field(rec, "query", where), task_id=_field(rec, "task_id", where),
+                                 entry_point=entry, program_prefix=_field(rec, "prompt", where),
+                                 solution=_field(rec, "completion", where),
+                                 unit_tests=check_tests(_field(rec, "test", where), entry)))
+    return out
+
+
 def load_toy(path):
     """The d1 Sudoku csv in the toy format (bare prompt, 16-digit completion), e.g. the 8-blank test set."""
     return [toy_example(ex["puzzle"], ex["solution"]) for ex in load_sudoku(path)]
@@ -311,7 +429,9 @@ def load_toy(path):
 
 # s1k is SFT data only, so it is a loader but not one of TASKS: it has no reward and no eval parser
 LOADERS = {"gsm8k": load_gsm8k, "math": load_math, "countdown": load_countdown, "sudoku": load_sudoku,
-           "toy": load_toy, "s1k": load_s1k}
+           "toy": load_toy, "s1k": load_s1k, "code": load_kodcode, "humaneval": load_humaneval,
+           "humaneval_plus": lambda path: load_humaneval(path, "humaneval_plus"), "mbpp": load_mbpp,
+           "mbpp_plus": load_mbpp_plus, "leetcode": load_leetcode}
 
 
 def load_task(name, path):

@@ -22,6 +22,7 @@ import time
 import pytest
 
 import rewards
+from tasks import CODE_TASKS
 from conftest import SHARED_DATA, random_texts
 from rewards import (REWARDS, countdown_reward, gsm8k_correctness, int_answer, math_correctness, math_format,
                      soft_format, strict_format, sudoku_reward, toy_reward, toy_solved, total_reward, xmlcount)
@@ -234,8 +235,9 @@ def test_total_reward_sums_components(monkeypatch):
     assert total == 3.5
     monkeypatch.setattr(rewards, "D1_BUGS", False)  # with the DOTALL fix the same text gets the max
     assert total_reward("gsm8k", text, {"answer": "42"})[0] == rewards.MAX_REWARD["gsm8k"] == 4.0
-    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy"}
-    assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy")] == [5, 2, 1, 1, 1]
+    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", *CODE_TASKS}
+    assert all(REWARDS[t] == REWARDS["code"] for t in CODE_TASKS)
+    assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy", "code")] == [5, 2, 1, 1, 1, 2]
 
 
 def test_total_reward_failing_component_counts_zero(monkeypatch):
@@ -372,7 +374,8 @@ HOSTILE = [
     "<answer>" + "".join(_rng.choice("0123456789+-*/(). ") for _ in range(MB)) + "</answer>",
 ]
 EXAMPLES = {"gsm8k": {"answer": "18"}, "math": {"answer": r"\frac{1}{2}"}, "countdown": CD,
-            "sudoku": SUDOKU, "toy": TOY}
+            "sudoku": SUDOKU, "toy": TOY,
+            "code": {"tests": "from solution import f\n\ndef test_a():\n    assert f() == 1\n\ndef test_b():\n    assert f()\n"}}
 # every function in REWARDS, plus the d1-bug functions in their fixed form
 CALLS = [(task, fn.__name__, fn) for task, fns in REWARDS.items() for fn in fns]
 CALLS += [("gsm8k", f"{fn.__name__}(fixed)", lambda c, e, fn=fn: fn(c, e, fixed=True))

@@ -19,7 +19,7 @@ import pytest
 import tasks
 from conftest import SHARED_DATA, RL_SYSTEM, countdown_rl, exact_eval, literals, valid_by_rules
 from puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
-from tasks import (EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
+from tasks import (CODE_TASKS, EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
                    load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task)
 from tokenizer import prompt_ids
 
@@ -218,7 +218,11 @@ def test_rl_prompts_exact():
     assert tasks.rl_prompt("sudoku", EXAMPLES["sudoku"]) == (
         SUDOKU_SYSTEM + "\n\nSolve the following Sudoku puzzle: 3102200002100320\n")
     assert tasks.rl_prompt("toy", EXAMPLES["toy"]) == "Sudoku: 3102200002100320"
-    assert set(TASKS) == set(EXAMPLES)
+    # every code task: d1's code prompt (docs/coding.md §1.1), its system prompt first
+    for task in CODE_TASKS:
+        assert tasks.rl_prompt(task, {"question": "Q?"}) == (
+            RL_SYSTEM + "\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. \n\nQ?")
+    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS)
 
 
 def test_eval_messages_exact():
