@@ -59,6 +59,14 @@ def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
     return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
 
 
+def pbe_test_set(n=200, data_seed=0, seed=12345):
+    """Held-out items of the code toy: functions of the held-out semantic classes of the split sft.py
+    and grpo.py train on (--data-seed), so no held-out function was ever seen in training."""
+    import pbe
+    _, test_classes = pbe.split_classes(seed=data_seed)
+    return pbe.make_pbe(test_classes, n, seed=seed)
+
+
 def toy_curve_sets(n=200, data_seed=0):
     """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out toy items,
     "seen_grid_acc": n new puzzles of the TRAINING grids}. 4x4 Sudoku has only 288 solution grids,
@@ -80,6 +88,8 @@ def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
     and Sudoku unless `full` (d1: np.random.seed(42); np.random.choice(n, 256, replace=False))."""
     if task == "toy":
         return list(enumerate(toy_test_set(toy_items, blanks=toy_blanks)))
+    if task == "pbe":
+        return list(enumerate(pbe_test_set(toy_items)))
     if not data:
         raise ValueError(f"--task {task} needs --data PATH (its local test file)")
     examples = tasks.load_task(task, data)
@@ -94,6 +104,8 @@ def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
     return [(int(i), examples[i]) for i in ids]
 
 
+# the CPU toys' canvases (gen length and block): the Sudoku toy's 16 digits, the code toy's fenced one-liner
+TOY_CANVAS, TOY_BLOCK = {"toy": "16", "pbe": "48"}, {"pbe": 16}
 MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README): d1 reports 257 = the sanitized records in it
 
 
@@ -142,7 +154,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
                        threshold=threshold)
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
         # verifier reads the text the way the RL reward does, specials stripped
-        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task == "toy")
+        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task in tasks.TOY_TASKS)
         records += score_records(task, batch, texts)
     return records
 
@@ -331,14 +343,16 @@ def compare(dir_a, dir_b, force=False):
 
 
 def canonical(task, data, full=False, out_dir="out/eval", limit=0):
-    """Score a code benchmark's reference solutions (reference_generation) through the eval path:
-    parse, sandbox, the JSONL + manifest, read back and re-scored by load_results as --rescore does.
+    """Score a code benchmark's reference solutions (reference_generation) through the eval path: the
+    JSONL + manifest, read back and scored by load_results (parse, sandbox) as --rescore does.
     Prints the pass rate and every failure; returns (passed, items, failed item ids)."""
     if task not in tasks.CODE_BENCHMARKS:
         raise ValueError(f"--canonical needs a code benchmark, one of {tasks.CODE_BENCHMARKS}, not {task!r}")
     items = eval_items(task, data, full)[:limit or None]
     t0 = time.time()
-    recs = score_records(task, items, [reference_generation(ex) for _, ex in items])
+    # written unscored: load_results below scores them, exactly as --rescore scores a saved run
+    recs = [{"id": i, "prompt": ex["prompt"], "generation": reference_generation(ex),
+             "example": {k: ex[k] for k in SCORING_FIELDS if k in ex}} for i, ex in items]
     out = os.path.join(out_dir, f"{task}_canonical")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "generations.rank0.jsonl"), "w") as f:
@@ -347,7 +361,7 @@ def canonical(task, data, full=False, out_dir="out/eval", limit=0):
         json.dump({"task": task, "data_file": os.path.abspath(data), "data_sha256": sha256_file(data), "full": full,
                    "items": len(items), "item_ids": [i for i, _ in items], "gen_length": "canonical",
                    "model_dir": None, "parser_version": parsers.PARSER_VERSION}, f, indent=1)
-    (recs,) = load_results([out]).values()  # run again from the files: what --rescore would report
+    (recs,) = load_results([out]).values()  # parsed and run from the files: what --rescore reports
     failed = [r["id"] for r in recs if not r["correct"]]
     for r in recs:
         if not r["correct"]:
@@ -391,12 +405,13 @@ if __name__ == "__main__":
                         "humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
     parser.add_argument("--data", type=str, default="", help="the task's local test file")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
-    parser.add_argument("--toy-items", type=int, default=200, help="toy: held-out puzzles")
+    parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe: held-out items")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells of the held-out puzzles")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (smoke tests)")
     # sampler (d1: block 32, steps = gen / 2, greedy, low confidence)
     parser.add_argument("--gen-lengths", type=str, default="", help="comma list (default: 128,256,512; toy: 16)")
-    parser.add_argument("--block-length", type=int, default=32, help="semi-AR block (capped at the gen length)")
+    parser.add_argument("--block-length", type=int, default=0, help="semi-AR block, capped at the gen length "
+                        "(0 = d1's 32; pbe: 16)")
     parser.add_argument("--steps", type=int, default=0, help="diffusion steps, 0 = gen_length / 2 (d1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
@@ -449,10 +464,11 @@ if __name__ == "__main__":
     # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (§8.1)
     my_items = all_items[rank::world]
     # d1 reports every task at 128, 256 and 512 (Table 1; d1-spec §8.4)
-    gen_lengths = [int(x) for x in (args.gen_lengths or ("16" if args.task == "toy" else "128,256,512")).split(",")]
+    gen_lengths = [int(x) for x in (args.gen_lengths or TOY_CANVAS.get(args.task, "128,256,512")).split(",")]
     rows = []  # one summary row per gen length (the mean over seeds)
     for gen in gen_lengths:
-        block = min(args.block_length, gen)  # the toy's 16-token canvas is a single block
+        # the Sudoku toy's 16-token canvas is a single block; the code toy's 48 tokens are 3 blocks of 16
+        block = min(args.block_length or TOY_BLOCK.get(args.task, 32), gen)
         steps = args.steps or gen // 2  # d1: two tokens unmasked per step
         accs = []
         for seed in range(args.seed, args.seed + args.seeds):
@@ -462,7 +478,7 @@ if __name__ == "__main__":
             os.makedirs(out, exist_ok=True)
             t0 = time.time()
             # d1: 8 prompts per batch, 4 at gen length 512 (d1-spec §8.1)
-            bs = args.batch_size or (100 if args.task == "toy" else 4 if gen >= 512 else 8)
+            bs = args.batch_size or (100 if args.task in tasks.TOY_TASKS else 4 if gen >= 512 else 8)
             recs = run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
                              args.remasking, bs, seed, progress=rank == 0, cache=args.cache or None,
                              threshold=args.threshold or None)

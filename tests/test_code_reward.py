@@ -5,11 +5,13 @@ ways, the blocklist, and hostile completions. Programs run in sandbox.py, as in 
 
 Run: python -m pytest tests/test_code_reward.py -q
 """
+import functools
 import json
 
 import pytest
 
 import rewards
+import sandbox
 from conftest import SHARED_DATA
 from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests, total_reward
 from tasks import load_task
@@ -109,7 +111,11 @@ def test_batch_equals_one_by_one():
     comps = [answer("def add(a, b):\n    return a + b\n"), answer("def add(a, b):\n    return 3\n"),
              "no code", answer("def add(a, b):\n    while True: pass\n")]
     exs = [{"tests": IMPORT_TESTS_2}] * len(comps)
-    assert coding_rewards(comps, exs) == [coding_reward(c, e) for c, e in zip(comps, exs)] == [1.5, 1.0, 0.0, 0.5]
+    # a 1 s wall clock for the infinite loop (the default is 10 s)
+    batch = functools.partial(sandbox.run_batch, timeout_s=1.0)
+    one = functools.partial(sandbox.run_tests, timeout_s=1.0)
+    assert coding_rewards(comps, exs, run_batch=batch) == [coding_reward(c, e, run=one) for c, e in zip(comps, exs)] \
+        == [1.5, 1.0, 0.0, 0.5]
 
 
 def test_load_kodcode_prompt_and_errors(tmp_path):
@@ -129,15 +135,19 @@ def test_load_kodcode_prompt_and_errors(tmp_path):
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "kodcode_demo").exists(), reason="needs ../shared/data")
-def test_kodcode_demo_reference_solutions_pass_repaired(tmp_path):
+def test_kodcode_demo_reference_solutions_under_d1_rules(tmp_path):
     # KodCode's pipeline demo (its own field names) rewritten in KodCode-Light-RL-10K's format, loaded,
-    # and its verified solutions fenced inside <answer>: all tests pass on almost every item
-    # (SOURCE.md: 107/109 pass under pytest; 28 of the items import pytest)
+    # and its verified solutions fenced inside <answer> (SOURCE.md: 107/109 pass under pytest). d1's
+    # rules cost some: of the 109, with the import quirk repaired, 86 get the full 1.5; 10 import two
+    # names (`from solution import gcd, lcm`: d1's regex substitutes the first and leaves ", lcm", a
+    # syntax error), 5 tests name no target, 5 solutions define a helper first (d1 renames the FIRST def
+    # to the target), 2 lose setup lines in the per-assert split, 1 other. With d1's quirk: 79
     items = [it for f in sorted((SHARED_DATA / "kodcode_demo").glob("*.json")) for it in json.loads(f.read_text())]
     path = tmp_path / "kodcode.json"
     path.write_text(json.dumps([{"question": it["instruction"], "solution": it["response"], "test": it["test_code"]}
                                 for it in items]))
     exs = load_task("code", path)
     comps = [answer(ex["solution"].rstrip("\n") + "\n") for ex in exs]
-    scores = coding_rewards(comps, exs, fixed=True)
-    assert len(exs) == 109 and sum(s == 1.5 for s in scores) >= 100
+    assert len(exs) == 109
+    assert sum(s == 1.5 for s in coding_rewards(comps, exs, fixed=True)) == 86
+    assert sum(s == 1.5 for s in coding_rewards(comps, exs, fixed=False)) == 79
