@@ -18,7 +18,7 @@ embedding lookup) and L = prompt + gen_length tokens per sequence:
 MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsity).
 Weights are random: the numbers are about speed, never about quality.
 
-Two more modes:
+More modes:
   --samplers     the exact sampler against sample.generate's Fast-dLLM options (prefix / dual KV
                  cache, threshold 0.9), greedy, same prompts: seconds, tokens/s, speed-up, model
                  calls, canvas columns forwarded, and token agreement with the exact sampler.
@@ -26,6 +26,8 @@ Two more modes:
                  MEASURED (saved_tensors_hooks) on 1- and 2-block models, which runs on a laptop
                  even for the 8B shape, extrapolated to the full depth (exact: blocks are identical),
                  plus counted weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
+  --sandbox      the code reward's cost: programs per second sandbox.py scores for a G = 6 group
+                 with 10 tests each, one by one vs batched over the cores (no model).
 
 Run:
     python bench.py --preset tiny                 # CPU, seconds
@@ -34,10 +36,12 @@ Run:
     python bench.py --preset 8b --load-in-4bit --json out/bench-8b.json   # one GPU: QLoRA round
     python bench.py --preset 8b --lora-r 128 --gradient-checkpointing     # one GPU: bf16 LoRA round
     python bench.py --model-dir LLaDA-8B-Instruct --preset 8b --samplers  # real weights: agreement means something
+    python bench.py --sandbox                     # the code reward: programs/s, one by one vs batched
 """
 import argparse
 import copy
 import json
+import os
 import resource
 import statistics
 import sys
@@ -392,6 +396,28 @@ def format_sampler_table(rows, device, setup):
 
 # -----------------------------------------------------------------------------
 
+def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
+    """Programs per second that sandbox.py scores: one rollout group of `group` programs with `n_tests`
+    unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
+    and batched (run_batch over the CPU cores). Medians of `repeats`."""
+    import sandbox
+    program = "def f(x):\n    return 3 * x + 1\n"
+    tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
+    jobs = [(program, tests)] * group
+    expect = [[k >= 3 for k in range(n_tests)]] * group
+    res = {"mode": sandbox.isolation_mode(), "group": group, "tests": n_tests, "workers": workers or os.cpu_count()}
+    for name, run in (("sequential", lambda: [sandbox.run_tests(p, t) for p, t in jobs]),
+                      ("batched", lambda: sandbox.run_batch(jobs, workers=workers))):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            assert run() == expect  # a benchmark that scores wrongly measures nothing
+            times.append(time.perf_counter() - t0)
+        res[f"{name}_programs_per_s"] = group / statistics.median(times)
+    res["speedup"] = res["batched_programs_per_s"] / res["sequential_programs_per_s"]
+    return res
+
+
 if __name__ == "__main__":
     if "--preflight" in sys.argv:  # every other flag is grpo.py's own: preflight.py measures that run
         import preflight
@@ -426,6 +452,8 @@ if __name__ == "__main__":
                    help="instead of a round: measure one policy forward's saved activations for the preset's "
                         "layer shapes (1- and 2-layer models, runs on CPU) and print the peak-memory plan")
     p.add_argument("--world-size", type=int, default=8, help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
+    p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by sandbox.py, "
+                   "a G = 6 group with 10 tests each, one by one vs batched")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     p.set_defaults(**preset)
     args = p.parse_args()
@@ -434,7 +462,12 @@ if __name__ == "__main__":
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     # tiny: the CPU model of the tests and the toy run; 8b: LLaDAConfig's defaults are LLaDA-8B's shape
     config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if args.preset == "tiny" else LLaDAConfig()
-    if args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
+    if args.sandbox:  # no model: the code reward's execution cost
+        res = bench_sandbox(repeats=max(3, args.repeats))
+        print(f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests: sequential "
+              f"{res['sequential_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
+              f"{res['batched_programs_per_s']:.1f} programs/s ({res['speedup']:.2f}x)")
+    elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
         # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
         probe = probe_activations(config, args.batch_size, args.prompt_len, args.gen_length,
                                   torch.bfloat16, args.lora_r, args.load_in_4bit, device=device)

@@ -120,7 +120,7 @@ def eval_prompt_ids(tokenizer, task, example):
 # generation
 
 
-SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "program_prefix", "unit_tests")
+SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
 
 
 @torch.no_grad()

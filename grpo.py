@@ -262,6 +262,11 @@ def load_rl_data(args):
             # split sft.py uses, never the test grids of eval.py's held-out set
             train_grids, _ = puzzles.split_grids(seed=args.data_seed)
             exs = puzzles.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
+        elif name == "pbe":
+            # the code toy: functions of the training classes only (eval.py holds out whole classes)
+            import pbe
+            train_classes, _ = pbe.split_classes(seed=args.data_seed)
+            exs = pbe.make_pbe(train_classes, args.num_examples, args.data_seed + 1)
         elif i < len(paths):
             exs = tasks.load_task(name, paths[i])
         else:
@@ -427,12 +432,12 @@ def parse_args(argv=None):
     preset = PRESETS[pre.parse_known_args(argv)[0].preset]
     parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
     # data
-    parser.add_argument("--task", type=str, default="toy", help="toy | gsm8k | math | countdown | sudoku | code (KodCode) | "
+    parser.add_argument("--task", type=str, default="toy", help="toy | pbe | gsm8k | math | countdown | sudoku | code (KodCode) | "
                         "leetcode | humaneval | mbpp ..., or a comma list")
     parser.add_argument("--data", type=str, default="", help="local data file(s), comma list matching --task")
-    parser.add_argument("--num-examples", type=int, default=4000, help="toy: number of unlabelled puzzles")
+    parser.add_argument("--num-examples", type=int, default=4000, help="toy / pbe: unlabelled puzzles / functions")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
-    parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the grid split (same as sft.py)")
+    parser.add_argument("--data-seed", type=int, default=0, help="toy / pbe: seed of the train/test split (same as sft.py)")
     parser.add_argument("--max-prompt-length", type=int, help="longer prompts are cut from the left (d1: 200)")
     # model
     parser.add_argument("--model-dir", type=str, default="out/sft", help="official-layout start model (d1: the merged SFT model)")

@@ -20,7 +20,7 @@ import re
 
 from answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
 from arith import evaluate_equation, reaches_target, uses_exactly
-from rewards import toy_reward, toy_solved
+from rewards import coding_rewards, extract_code, toy_reward, toy_solved
 from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 
 # Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
@@ -260,10 +260,21 @@ def score_code_batch(generations, examples, run_batch=None):
     return out
 
 
+def score_pbe_batch(generations, examples):
+    """The code toy (pbe.py, ours): correct = the program passes every hidden test, scored by the RL
+    reward itself (rewards.coding_rewards: d1's extraction and test split, run in sandbox.py);
+    `score` keeps the share of hidden tests passed."""
+    shares = coding_rewards(generations, examples)
+    return [{"pred": extract_code(g)[0], "correct": s >= 1.0, "score": float(s >= 1.0), "tests_share": s}
+            for g, s in zip(generations, shares)]
+
+
 def score_eval_batch(task, generations, examples):
     """score_eval over many items; the code benchmarks execute their programs in parallel."""
     if task in CODE_BENCHMARKS:
         return score_code_batch(generations, examples)
+    if task == "pbe":
+        return score_pbe_batch(generations, examples)
     return [score_eval(task, g, ex) for g, ex in zip(generations, examples)]
 
 
@@ -278,8 +289,8 @@ def score_eval(task, generation, example):
     `example` keys: gsm8k answer (text after "####", a full solution, or a number); math answer;
     countdown nums, target; sudoku / toy puzzle, solution; code benchmarks program_prefix, unit_tests
     (their programs run in sandbox.py; score_eval_batch runs many at once)."""
-    if task in CODE_BENCHMARKS:
-        return score_code_batch([generation], [example])[0]
+    if task in CODE_BENCHMARKS or task == "pbe":
+        return score_eval_batch(task, [generation], [example])[0]
     if task == "gsm8k":
         pred, gold = parse_gsm8k_eval(generation), gsm8k_gold_eval(example["answer"])
         correct = pred is not None and gold is not None and pred == gold  # float equality, as d1

@@ -14,6 +14,7 @@ weights), see REWARDS and total_reward() at the bottom. Maximum totals (MAX_REWA
     countdown  countdown_reward 1.0                                     (§6.3)    1.0
     sudoku     sudoku_reward 1.0                                        (§6.4)    1.0
     toy        toy_reward 1.0 (ours, not d1)                                      1.0
+    pbe        coding_reward 1.0 (the code toy, ours: hidden tests passed)          1.0
     code       xmlcount .5, coding_reward 1.5 (tests passed + .5 in <answer>)     2.0
                (d1's KodCode reward; the same list for every code task of tasks.CODE_TASKS)
 
@@ -393,10 +394,12 @@ REWARDS = {
     "countdown": [countdown_reward],
     "sudoku": [sudoku_reward],
     "toy": [toy_reward],
+    # the code toy (pbe.py, ours): d1's coding reward alone; its bare fence has no <answer>, so no bonus
+    "pbe": [coding_reward],
     # d1's code reward list, for KodCode and for the benchmarks' items used as RL data
     **{task: [xmlcount, coding_reward] for task in CODE_TASKS},
 }
-MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0,
+MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0, "pbe": 1.0,
               **{task: 2.0 for task in CODE_TASKS}}
 # rewards that run programs are scored a group at a time (the programs in parallel): the batch version
 BATCHED = {coding_reward: coding_rewards}

@@ -140,6 +140,11 @@ def load_sft_data(args, seed):
         # the toy's labels are deliberately incomplete (each blank left open with probability --toy-unfilled):
         # imitation alone then leaves blanks open, and it is diffu-GRPO's reward that teaches filling them
         return [puzzles.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
+    if args.task == "pbe":
+        # the code toy: (shown pairs -> canonical one-line function) for functions of the training classes
+        import pbe
+        train_classes, _ = pbe.split_classes(seed=args.data_seed)
+        return pbe.make_pbe(train_classes, args.num_examples, seed)
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
     examples = tasks.load_task(args.task, args.data)
@@ -156,12 +161,13 @@ def load_sft_data(args, seed):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
     # data
-    parser.add_argument("--task", type=str, default="toy", help="toy | s1k (any task whose examples have a completion)")
+    parser.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | s1k (any task whose "
+                        "examples have a completion)")
     parser.add_argument("--data", type=str, default="", help="local data file (not needed for toy)")
-    parser.add_argument("--num-examples", type=int, default=512, help="toy: number of labelled puzzles")
+    parser.add_argument("--num-examples", type=int, default=512, help="toy: labelled puzzles; pbe: labelled functions")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
-    parser.add_argument("--data-seed", type=int, default=0, help="toy: seed of the train/test grid split")
+    parser.add_argument("--data-seed", type=int, default=0, help="toy / pbe: seed of the train/test split (grids / function classes)")
     parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
     parser.add_argument("--max-length", type=int, default=63, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
     # model

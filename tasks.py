@@ -42,7 +42,9 @@ from answers import last_boxed
 # running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox.py
 CODE_BENCHMARKS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "leetcode")
 CODE_TASKS = ("code", *CODE_BENCHMARKS)
-TASKS = ("gsm8k", "math", "countdown", "sudoku", "toy", *CODE_TASKS)
+# the CPU toys (ours): the Sudoku toy and the code toy (pbe.py, programming by example); generated, bare prompts
+TOY_TASKS = ("toy", "pbe")
+TASKS = ("gsm8k", "math", "countdown", "sudoku", *TOY_TASKS, *CODE_TASKS)
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (d1-spec §5.1, §7.1, §8.2). Do not "tidy" them:
@@ -138,6 +140,9 @@ def rl_prompt(task, ex):
     if task == "toy":
         # toy (ours): no system prompt at all; with the byte tokenizer each character is a token
         return TOY_PROMPT.format(puzzle=ex["puzzle"])
+    if task == "pbe":
+        # the code toy (ours): pbe.py writes its bare prompt, the shown pairs "f(1)=4;f(2)=7;..."
+        return ex["prompt"]
     if task in CODE_TASKS:
         # d1's code prompt (docs/coding.md §1.1), for KodCode and the benchmarks alike
         return SYSTEM_PROMPT + CODE_RL_INSTRUCTION + ex["question"]
@@ -155,10 +160,11 @@ def eval_question(task, ex):
 
 
 def eval_message(task, ex):
-    """The d1 EVAL user message (§8.2): eval system prompt + "\\n\\n" + question. The toy task has no
-    separate eval format: it is evaluated on its training prompt."""
-    if task == "toy" or task in CODE_TASKS:
-        # no d1 eval prompt is known for code: the RL message, so an RL-trained model sees its own format
+    """The d1 EVAL user message (§8.2): eval system prompt + "\\n\\n" + question. The toys and the
+    code tasks are evaluated on their training prompt."""
+    if task in TOY_TASKS or task in CODE_TASKS:
+        # no d1 eval prompt is known for code (docs/coding.md §1.5): the RL message, which an RL-trained
+        # model knows; the toys have a single bare format
         return rl_prompt(task, ex)
     if task not in EVAL_PROMPTS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
@@ -168,8 +174,8 @@ def eval_message(task, ex):
 
 def eval_prefill(task):
     """What d1's eval puts after the assistant header (§8.2: eval.py hard-codes add_reasoning=True).
-    The toy task gets no "<reasoning>" prefill: its answer is 16 bare digits."""
-    return "" if task == "toy" else EVAL_PREFILL
+    The toys get no "<reasoning>" prefill: their answers are 16 bare digits / a bare fenced one-liner."""
+    return "" if task in TOY_TASKS else EVAL_PREFILL
 
 
 def sudoku_example(puzzle, solution):

@@ -1,0 +1,177 @@
+"""
+The CPU code toy (ours, not d1): programming by example over small integers. A hidden function of
+one integer from a tiny grammar; the prompt shows a few of its input/output pairs; the model writes
+a fenced one-line Python function; the reward is the share of hidden tests it passes, executed by
+sandbox.py through d1's own coding reward (rewards.coding_reward: the first ```python fence, its
+first `def` renamed to the target of the first `assert NAME(`, every `assert` line one test). It
+exercises the whole path of the real code task on the tiny model in minutes.
+
+    prompt      f(1)=4;f(2)=7;f(0)=1;f(5)=16
+    completion  ```python
+                def f(x):return 3*x+1
+                ```
+    tests       assert f(3)==10 ... (8 hidden inputs, none of them shown)
+
+Grammar: E := x | c | E op E | min(E,E) | max(E,E) | abs(E), op in + - * // %, c in 0..19, at most
+LEAVES = 2 leaves. A function is its semantics, the tuple of outputs on X = -5..9: programs with equal outputs
+are one class, written by its shortest program (ties: the smaller string). Constant functions,
+functions that divide by zero somewhere on X and outputs beyond ±MAX_ABS_OUTPUT (long prompts) are
+left out. split_classes() holds out whole classes, so an evaluated function was never trained on;
+make_pbe() keeps only draws whose shown pairs determine the class among ALL classes (well-posed).
+
+    import pbe
+    train, test = pbe.split_classes(seed=0)
+    pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(..)=..;...", "completion": "```python\\n...```", ...}]
+    python pbe.py                     # counts, the share of well-posed draws, sample items
+"""
+import itertools
+import random
+from functools import lru_cache
+
+X = tuple(range(-5, 10))      # the input domain: shown and hidden inputs come from here
+CONSTANTS = tuple(range(20))  # c in 0..19
+BINARY = ("+", "-", "*", "//", "%", "min", "max")
+# At most 2 leaves (x+3, x%4, max(x,2), abs(x-3), x*x): 156 classes. With 3 leaves and c in 0..9 (3,066 classes,
+# programs up to 45 characters) the 0.9M-parameter tiny model still wrote no valid program after 400 SFT
+# steps on 4,000 items (0 % held out, greedy); expressions(3) builds that grammar
+LEAVES = 2
+MAX_ABS_OUTPUT = 99           # keeps every shown pair short (byte tokenizer: one token per character)
+N_SHOWN, N_HIDDEN = 4, 8
+HELD_OUT = 0.15               # share of the semantic classes kept for evaluation
+FENCE = "```python\ndef f(x):return {}\n```"  # the completion; d1's reward reads the first ```python fence
+# Python precedence of what a node renders as: calls and atoms bind tightest
+PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+def render(node):
+    """An expression tree -> the shortest Python text with the same meaning (parentheses only where
+    precedence needs them). Leaves are "x" or an int; inner nodes (op, a, b) or ("abs", a)."""
+    if not isinstance(node, tuple):
+        return str(node)
+    if node[0] == "abs" or node[0] in ("min", "max"):
+        return f"{node[0]}({','.join(render(c) for c in node[1:])})"
+    op, a, b = node
+    left, right = render(a), render(b)
+    if _prec(a) < PREC[op]:
+        left = f"({left})"
+    # a right operand of equal precedence needs parentheses except under + (x-(a+b), x*(a//b), ...)
+    if _prec(b) < PREC[op] or (_prec(b) == PREC[op] and op != "+"):
+        right = f"({right})"
+    return f"{left}{op}{right}"
+
+
+def _prec(node):
+    return PREC[node[0]] if isinstance(node, tuple) and node[0] in PREC else 3
+
+
+def evaluate(node, x):
+    """The node's value at x with Python's integer semantics (// and % floor, as exec would)."""
+    if node == "x":
+        return x
+    if not isinstance(node, tuple):
+        return node
+    if node[0] == "abs":
+        return abs(evaluate(node[1], x))
+    op, a, b = node[0], evaluate(node[1], x), evaluate(node[2], x)
+    if op in ("min", "max"):
+        return min(a, b) if op == "min" else max(a, b)
+    return {"+": a + b, "-": a - b, "*": a * b}[op] if op in "+-*" else (a // b if op == "//" else a % b)
+
+
+def expressions(max_leaves=None):
+    """{leaf count: [trees]} up to max_leaves (default LEAVES): binary nodes over smaller trees, abs(x),
+    and abs of every 2-leaf tree (abs(x-3); abs around 3-leaf trees would double their count)."""
+    max_leaves = max_leaves or LEAVES
+    by_leaves = {1: ["x", *CONSTANTS]}
+    for n in range(2, max_leaves + 1):
+        # the left operand takes k leaves, the right n - k
+        by_leaves[n] = [(op, a, b) for k in range(1, n) for op in BINARY for a in by_leaves[k] for b in by_leaves[n - k]]
+    by_leaves[1].append(("abs", "x"))  # abs of a constant is the constant
+    if max_leaves >= 2:
+        by_leaves[2] += [("abs", t) for t in by_leaves[2]]
+    return by_leaves
+
+
+@lru_cache(maxsize=None)
+def classes():
+    """[(outputs on X, canonical program text)], one per semantic class, sorted by outputs. Computed
+    once (a few seconds: ~100k trees evaluated on 15 inputs)."""
+    best = {}
+    for trees in expressions().values():
+        for tree in trees:
+            try:
+                outs = tuple(evaluate(tree, x) for x in X)
+            except ZeroDivisionError:
+                continue  # divides by zero somewhere on X: a test could crash the reference itself
+            if len(set(outs)) == 1 or max(map(abs, outs)) > MAX_ABS_OUTPUT:
+                continue  # constant (the shown pairs would be the whole answer) or too long to show
+            text = render(tree)
+            if outs not in best or (len(text), text) < (len(best[outs]), best[outs]):
+                best[outs] = text
+    return sorted(best.items())
+
+
+def split_classes(seed=0, held_out=HELD_OUT):
+    """(train, test) lists of class indices into classes(): a seeded split of whole functions."""
+    ids = list(range(len(classes())))
+    random.Random(seed).shuffle(ids)
+    n_test = round(held_out * len(ids))
+    return sorted(ids[n_test:]), sorted(ids[:n_test])
+
+
+@lru_cache(maxsize=4096)
+def _matches(shown):
+    """{outputs on the shown inputs: number of classes with those outputs}, for a tuple of inputs."""
+    idx = [X.index(x) for x in shown]
+    counts = {}
+    for outs, _ in classes():
+        key = tuple(outs[i] for i in idx)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def make_pbe(class_ids, n, seed, n_shown=N_SHOWN, n_hidden=N_HIDDEN, tries=20):
+    """n examples of functions drawn from class_ids (with replacement), each with n_shown pairs that
+    leave exactly one class of ALL classes (up to `tries` input draws per function, else another
+    function), and n_hidden tests on other inputs. Deterministic in seed."""
+    rng, table, out = random.Random(seed), classes(), []
+    while len(out) < n:
+        cid = rng.choice(class_ids)
+        outs, program = table[cid]
+        for _ in range(tries):
+            shown = tuple(sorted(rng.sample(X, n_shown)))
+            if _matches(shown)[tuple(outs[X.index(x)] for x in shown)] == 1:
+                break
+        else:
+            continue  # no well-posed draw for this function: draw another
+        rest = [x for x in X if x not in shown]
+        hidden = rng.sample(rest, n_hidden)
+        completion = FENCE.format(program)
+        out.append({"prompt": ";".join(f"f({x})={outs[X.index(x)]}" for x in rng.sample(shown, n_shown)),
+                    "completion": completion, "answer": completion, "program": program, "class_id": cid,
+                    # d1's assert style: rewards.coding_reward targets f and runs each line as a test
+                    "tests": "\n".join(f"assert f({x})=={outs[X.index(x)]}" for x in hidden)})
+    return out
+
+
+def well_posed_share(class_ids, seed=0, draws=2000, n_shown=N_SHOWN):
+    """The share of random (function, shown inputs) draws whose pairs determine the class."""
+    rng, table = random.Random(seed), classes()
+    hits = 0
+    for _ in range(draws):
+        outs = table[rng.choice(class_ids)][0]
+        shown = tuple(sorted(rng.sample(X, n_shown)))
+        hits += _matches(shown)[tuple(outs[X.index(x)] for x in shown)] == 1
+    return hits / draws
+
+
+if __name__ == "__main__":
+    table = classes()
+    train, test = split_classes()
+    longest = max(len(FENCE.format(p)) for _, p in table)
+    print(f"{sum(map(len, expressions().values())):,} programs, {len(table):,} semantic classes on x in "
+          f"{X[0]}..{X[-1]}: {len(train):,} train, {len(test):,} held out")
+    print(f"well-posed draws ({N_SHOWN} shown pairs): {100 * well_posed_share(train):.1f}%; "
+          f"longest completion {longest} characters")
+    for ex in make_pbe(test, 3, seed=0):
+        print(f"{ex['prompt']:<32} {ex['program']:<16} {ex['tests'].splitlines()[0]} ...")
