@@ -14,7 +14,9 @@ program runs in its OWN interpreter process, contained by the operating system, 
      directory (/tmp, /var/tmp, /run/lock, /dev/shm) is a fresh small tmpfs, and the working directory
      lives in that private /tmp; then root is dropped to an unprivileged uid (65534 - worker slot),
      and new user, network and pid namespaces (`unshare`) leave the program no network (not even
-     loopback), no other process to see or signal, and nothing of the parent's to write.
+     loopback), no other process to see or signal, and nothing of the parent's to write ("isolated").
+     Not root (a cluster account): the same namespaces and tmpfs as that user, who has no uid to drop
+     to, so the program can write what the user can ("userns"). Neither: "plain", layers 1-3.
 Inside, a small runner (RUNNER) reads the job as JSON on stdin, execs the program once, then each
 test in the same namespace under its own timer; a test passes if it raises nothing. The bools go
 back over a pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass
@@ -27,7 +29,7 @@ is reward hacking, not escape, and d1's exec() has the same property.)
     run_batch([(program, tests), ...], workers=2)    # a rollout group in parallel, in job order
 
 Run `python sandbox.py` for the containment table (each attack, what stopped it, time to return);
-`python sandbox.py --plain` shows the fallback without namespaces.
+`python sandbox.py --mode plain` shows the fallback without namespaces.
 """
 import argparse
 import json
@@ -65,6 +67,10 @@ def _alarm(signum, frame):
     raise TimeoutError("test timed out")
 def _main():
     fd = int(sys.argv[1])
+    try:  # a group of its own: kill(0) (what getppid() = 0 turns kill(getppid()) into) hits only itself
+        os.setsid()
+    except OSError:
+        pass  # already a session leader (plain mode: the trainer started it in a new session)
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
     signal.signal(signal.SIGALRM, _alarm)
@@ -118,7 +124,20 @@ exec setpriv --reuid="$SBX_UID" --regid="$SBX_UID" --clear-groups -- \
     unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc -- "$@"
 """
 
-_mode = None              # "isolated" | "plain", decided once by isolation_mode()
+# Not root (a cluster account): new user, mount, network and pid namespaces as ourselves. The same
+# private tmpfs and pid/network isolation, but no uid to drop to: the program can still write what
+# the user running the trainer can write (their home, the checkout)
+USERNS_SETUP = r"""
+set -e
+for d in $SBX_TMPFS; do
+    [ -d "$d" ] && mount -t tmpfs -o size=64m,nr_inodes=4096,mode=1777 none "$d"
+done
+mkdir /tmp/work && cd /tmp/work
+exec "$@"
+"""
+
+MODES = ("isolated", "userns", "plain")  # strongest first
+_mode = None              # one of MODES, decided once by isolation_mode()
 _mode_lock = threading.Lock()
 
 
@@ -128,30 +147,36 @@ def _interpreter_keep():
     return base if base == "/root" or base.startswith("/root/") else ""
 
 
-def _isolated_command(slot):
-    """The command prefix and env additions that wrap the runner in the namespaces (root only)."""
-    env = {"SBX_UID": str(SANDBOX_UID - slot), "SBX_KEEP": _interpreter_keep(), "SBX_TMPFS": " ".join(TMPFS_DIRS)}
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", MOUNT_SETUP, "sh"], env
+def _wrapper(mode, slot):
+    """(command prefix, environment additions) that put the runner into `mode`'s namespaces."""
+    env = {"SBX_TMPFS": " ".join(TMPFS_DIRS), "HOME": "/tmp/work", "TMPDIR": "/tmp/work"}
+    if mode == "isolated":  # as root: the mount set-up, then the uid drop and the user/net/pid namespaces
+        env.update(SBX_UID=str(SANDBOX_UID - slot), SBX_KEEP=_interpreter_keep())
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", MOUNT_SETUP, "sh"], env
+    if mode == "userns":
+        return ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
+                "--mount-proc", "--", "sh", "-c", USERNS_SETUP, "sh"], env
+    return [], {}
 
 
 def isolation_mode():
-    """'isolated' when the namespaces work here (as root: mount, user, net, pid), else 'plain' with a
-    warning. Checked once by running a trivial job through the isolated path."""
+    """The strongest of MODES that works here: 'isolated' (as root: mount namespace, uid drop, user/net/
+    pid namespaces), 'userns' (not root: user/mount/net/pid namespaces), else 'plain' with a warning.
+    Checked once, by running a trivial job through it."""
     global _mode
     with _mode_lock:
         if _mode is None:
-            _mode = "plain"
+            candidates = ["isolated" if os.geteuid() == 0 else "userns"]
             why = "forced by NANO_D1_SANDBOX=plain" if PLAIN else None
-            if not PLAIN and os.geteuid() != 0:
-                why = "not running as root (cannot drop to an unprivileged uid or mount private tmpfs)"
-            elif not PLAIN and not (shutil.which("unshare") and shutil.which("setpriv")):
+            if not PLAIN and not (shutil.which("unshare") and shutil.which("setpriv")):
                 why = "util-linux unshare/setpriv not found"
+            _mode = "plain"
             if why is None:
                 try:
-                    if _run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, "isolated") == [True]:
-                        _mode = "isolated"
+                    if _run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, candidates[0]) == [True]:
+                        _mode = candidates[0]
                     else:
-                        why = "a trivial program failed inside the namespaces"
+                        why = f"a trivial program failed inside the namespaces ({candidates[0]})"
                 except OSError as e:
                     why = f"unshare failed: {e}"
             if _mode == "plain" and not PLAIN:
@@ -163,6 +188,7 @@ def isolation_mode():
 def _limits(timeout_s, memory_mb):
     """preexec_fn: the resource limits, set in the child before it execs (inherited by everything below)."""
     cpu = int(timeout_s) + 1  # CPU seconds can't exceed the wall clock anyway; SIGXCPU kills a spinning loop
+    root = os.geteuid() == 0
 
     def apply():
         os.umask(0o077)
@@ -171,8 +197,12 @@ def _limits(timeout_s, memory_mb):
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
         resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        # root ignores NPROC (the namespace set-up runs as root); it binds from the uid drop on
-        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+        if root:
+            # root ignores NPROC (the namespace set-up runs as root); it binds from the uid drop on, for a
+            # uid of its own. Not as root: NPROC counts ALL of the user's processes and threads (the
+            # trainer's included), so a limit would fail innocent forks; a fork bomb is then bounded
+            # by the wall clock and the pid namespace's (or the session's) kill
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     return apply
 
 
@@ -180,16 +210,12 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode):
     """One program in one sandboxed process -> list of bools (all False on any failure)."""
     nonce = secrets.token_hex(16)
     job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s})
-    workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")  # plain mode's cwd (isolated: a private /tmp/work)
+    workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")  # plain mode's cwd (namespaces: a private /tmp/work)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
-    runner = [sys.executable, "-I", "-B", "-c", RUNNER]
-    if mode == "isolated":
-        prefix, extra = _isolated_command(slot)
-        env = {**env, **extra, "HOME": "/tmp/work", "TMPDIR": "/tmp/work"}
-        cmd = prefix + runner
-    else:
-        cmd = runner
+    prefix, extra = _wrapper(mode, slot)
+    env.update(extra)
+    cmd = prefix + [sys.executable, "-I", "-B", "-c", RUNNER]
     read_fd, write_fd = os.pipe()
     proc = None
     try:
@@ -317,6 +343,9 @@ ATTACKS = [
      "output is never decoded"),
 ]
 UNSAFE_IN_PLAIN = {"fork bomb", "setsid orphan", "kill the parent", "kill every process"}
+# "userns" run as root (only when forced: as root the default is "isolated") keeps root's file rights
+# and its exemption from NPROC: there these would write into the real / and fork without bound
+UNSAFE_IN_USERNS_AS_ROOT = {"fork bomb", "write outside", "root's files"}
 
 
 def containment_table(timeout_s=3.0):
@@ -326,10 +355,11 @@ def containment_table(timeout_s=3.0):
     mode = isolation_mode()
     print(f"sandbox mode: {mode}  (wall clock {timeout_s} s, per-test timer {DEFAULT_TEST_TIMEOUT_S} s, "
           f"{DEFAULT_MEMORY_MB} MB)")
-    print(f"| attack | contained | by | seconds | next call |\n|---|---|---|---|---|")
+    print("| attack | contained | by | seconds | next call |\n|---|---|---|---|---|")
     for name, program, probe, expected, by in ATTACKS:
-        if mode == "plain" and name in UNSAFE_IN_PLAIN:
-            print(f"| {name} | skipped | without namespaces it would reach the real machine | | |")
+        if (mode == "plain" and name in UNSAFE_IN_PLAIN) or \
+                (mode == "userns" and os.geteuid() == 0 and name in UNSAFE_IN_USERNS_AS_ROOT):
+            print(f"| {name} | skipped | in this mode it would reach the real machine | | |")
             continue
         t0 = time.time()
         (res,) = run_tests(program, [probe], timeout_s=timeout_s)
@@ -341,9 +371,10 @@ def containment_table(timeout_s=3.0):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="the sandbox's containment table")
-    parser.add_argument("--plain", action="store_true", help="the fallback without namespaces")
+    parser.add_argument("--mode", choices=MODES, help="force a mode (default: the strongest that works here); "
+                        "userns as root keeps root's rights over the files it can see")
     parser.add_argument("--timeout", type=float, default=3.0, help="wall-clock limit per attack (s)")
     args = parser.parse_args()
-    if args.plain:
-        _mode = "plain"
+    if args.mode:
+        _mode = args.mode
     containment_table(args.timeout)

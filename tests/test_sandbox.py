@@ -3,7 +3,7 @@ Tests for sandbox.py: tests pass and fail as they should, one bool per test; eve
 containment table is contained (the program's own view, an errno or a count, checked by its probe)
 in bounded time, the test process is unharmed, nothing is left behind (processes, files, the temp
 directory), and the next call works normally. The attacks that need namespaces skip where the
-machine has none; the rest also run in the plain fallback.
+machine has none; the rest also run in the plain fallback, and in the non-root "userns" mode.
 
 Run: python -m pytest tests/test_sandbox.py -q
 """
@@ -133,3 +133,20 @@ def test_working_directory_removed():
     run_batch([("open('f', 'w').write('x')", ["pass"])] * 3, workers=2)
     left = {d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("nano-d1-sandbox-")}
     assert not left
+
+
+# "userns" is the mode of a machine where we are not root. Forced here as root it keeps root's rights
+# over the files it can see and root's exemption from NPROC, so those three attacks are not its to stop
+USERNS_CONTAINED = [a for a in ATTACKS if a[0] not in sandbox.UNSAFE_IN_USERNS_AS_ROOT]
+USERNS_WORKS = sandbox._run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, "userns") == [True]
+
+
+@pytest.mark.skipif(not USERNS_WORKS, reason="no unprivileged user namespaces here")
+@pytest.mark.parametrize("name,program,probe,contained,by", USERNS_CONTAINED, ids=[a[0] for a in USERNS_CONTAINED])
+def test_userns_mode_contains(name, program, probe, contained, by, monkeypatch):
+    monkeypatch.setattr(sandbox, "_mode", "userns")
+    monkeypatch.setenv("SANDBOX_SECRET", "hunter2")
+    t0 = time.time()
+    assert run_tests(program, [probe], timeout_s=LIMIT_S) == [contained], by
+    assert time.time() - t0 < LIMIT_S + SLACK_S
+    assert run_tests(ADD, ["assert add(1, 2) == 3"]) == [True]
