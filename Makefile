@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny lab-estimators lab-ablations gpu-check clean
+.PHONY: install test run tiny lab-estimators lab-ablations code-toy gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,9 @@ lab-estimators: install        ## every likelihood estimator vs exact values on 
 
 lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out curves (runs/ablations.sh)
 	bash runs/ablations.sh
+
+code-toy: install              ## the CPU code toy, 3 seeds: SFT -> diffu-GRPO on executed tests -> held-out table
+	bash runs/code_toy.sh
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) model.py

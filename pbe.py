@@ -6,7 +6,7 @@ sandbox.py through d1's own coding reward (rewards.coding_reward: the first ```p
 first `def` renamed to the target of the first `assert NAME(`, every `assert` line one test). It
 exercises the whole path of the real code task on the tiny model in minutes.
 
-    prompt      f(1)=4;f(2)=7;f(0)=1;f(5)=16
+    prompt      f(-4)=-11;f(-1)=-2;f(0)=1;f(2)=7;f(5)=16
     completion  ```python
                 def f(x):return 3*x+1
                 ```
@@ -17,14 +17,14 @@ LEAVES = 2 leaves. A function is its semantics, the tuple of outputs on X = -5..
 are one class, written by its shortest program (ties: the smaller string). Constant functions,
 functions that divide by zero somewhere on X and outputs beyond ±MAX_ABS_OUTPUT (long prompts) are
 left out. split_classes() holds out whole classes, so an evaluated function was never trained on;
-make_pbe() keeps only draws whose shown pairs determine the class among ALL classes (well-posed).
+make_pbe() shows the pairs on the fixed inputs SHOWN_X and draws only functions those determine
+among ALL classes (well-posed).
 
     import pbe
     train, test = pbe.split_classes(seed=0)
-    pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(..)=..;...", "completion": "```python\\n...```", ...}]
-    python pbe.py                     # counts, the share of well-posed draws, sample items
+    pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(-4)=..;...", "completion": "```python\\n...```", ...}]
+    python pbe.py                     # counts, well-posed functions, sample items
 """
-import itertools
 import random
 from functools import lru_cache
 
@@ -36,7 +36,11 @@ BINARY = ("+", "-", "*", "//", "%", "min", "max")
 # steps on 4,000 items (0 % held out, greedy); expressions(3) builds that grammar
 LEAVES = 2
 MAX_ABS_OUTPUT = 99           # keeps every shown pair short (byte tokenizer: one token per character)
-N_SHOWN, N_HIDDEN = 4, 8
+# The shown inputs are the same in every prompt, so the pairs sit at the same places: the tiny model
+# did not learn to read 4 pairs at random inputs (0 % even on training functions after 600 SFT steps).
+# These five determine 122 of the 156 functions; the other 34 are never drawn
+SHOWN_X = (-4, -1, 0, 1, 2, 5)
+N_HIDDEN = 8                  # hidden tests, drawn from the 10 other inputs
 HELD_OUT = 0.15               # share of the semantic classes kept for evaluation
 FENCE = "```python\ndef f(x):return {}\n```"  # the completion; d1's reward reads the first ```python fence
 # Python precedence of what a node renders as: calls and atoms bind tightest
@@ -119,50 +123,35 @@ def split_classes(seed=0, held_out=HELD_OUT):
     return sorted(ids[n_test:]), sorted(ids[:n_test])
 
 
-@lru_cache(maxsize=4096)
-def _matches(shown):
-    """{outputs on the shown inputs: number of classes with those outputs}, for a tuple of inputs."""
-    idx = [X.index(x) for x in shown]
+def well_posed(class_ids):
+    """The classes of class_ids whose outputs on SHOWN_X differ from every other class's: the prompt
+    then determines the function (brute force over all classes)."""
+    key = lambda outs: tuple(outs[X.index(x)] for x in SHOWN_X)
     counts = {}
     for outs, _ in classes():
-        key = tuple(outs[i] for i in idx)
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+        counts[key(outs)] = counts.get(key(outs), 0) + 1
+    return [c for c in class_ids if counts[key(classes()[c][0])] == 1]
 
 
-def make_pbe(class_ids, n, seed, n_shown=N_SHOWN, n_hidden=N_HIDDEN, tries=20):
-    """n examples of functions drawn from class_ids (with replacement), each with n_shown pairs that
-    leave exactly one class of ALL classes (up to `tries` input draws per function, else another
-    function), and n_hidden tests on other inputs. Deterministic in seed."""
-    rng, table, out = random.Random(seed), classes(), []
-    while len(out) < n:
-        cid = rng.choice(class_ids)
+def make_pbe(class_ids, n, seed, n_hidden=N_HIDDEN):
+    """n examples of the well-posed functions among class_ids (drawn with replacement): the pairs on
+    SHOWN_X as the prompt, n_hidden asserts on other inputs of X as the tests. Deterministic in seed."""
+    rng, table = random.Random(seed), classes()
+    pool = well_posed(class_ids)
+    if not pool:
+        raise ValueError("no well-posed function among the given classes")
+    rest = [x for x in X if x not in SHOWN_X]
+    out = []
+    for _ in range(n):
+        cid = rng.choice(pool)
         outs, program = table[cid]
-        for _ in range(tries):
-            shown = tuple(sorted(rng.sample(X, n_shown)))
-            if _matches(shown)[tuple(outs[X.index(x)] for x in shown)] == 1:
-                break
-        else:
-            continue  # no well-posed draw for this function: draw another
-        rest = [x for x in X if x not in shown]
-        hidden = rng.sample(rest, n_hidden)
+        value = dict(zip(X, outs))
         completion = FENCE.format(program)
-        out.append({"prompt": ";".join(f"f({x})={outs[X.index(x)]}" for x in rng.sample(shown, n_shown)),
+        out.append({"prompt": ";".join(f"f({x})={value[x]}" for x in SHOWN_X),
                     "completion": completion, "answer": completion, "program": program, "class_id": cid,
                     # d1's assert style: rewards.coding_reward targets f and runs each line as a test
-                    "tests": "\n".join(f"assert f({x})=={outs[X.index(x)]}" for x in hidden)})
+                    "tests": "\n".join(f"assert f({x})=={value[x]}" for x in rng.sample(rest, n_hidden))})
     return out
-
-
-def well_posed_share(class_ids, seed=0, draws=2000, n_shown=N_SHOWN):
-    """The share of random (function, shown inputs) draws whose pairs determine the class."""
-    rng, table = random.Random(seed), classes()
-    hits = 0
-    for _ in range(draws):
-        outs = table[rng.choice(class_ids)][0]
-        shown = tuple(sorted(rng.sample(X, n_shown)))
-        hits += _matches(shown)[tuple(outs[X.index(x)] for x in shown)] == 1
-    return hits / draws
 
 
 if __name__ == "__main__":
@@ -171,7 +160,7 @@ if __name__ == "__main__":
     longest = max(len(FENCE.format(p)) for _, p in table)
     print(f"{sum(map(len, expressions().values())):,} programs, {len(table):,} semantic classes on x in "
           f"{X[0]}..{X[-1]}: {len(train):,} train, {len(test):,} held out")
-    print(f"well-posed draws ({N_SHOWN} shown pairs): {100 * well_posed_share(train):.1f}%; "
-          f"longest completion {longest} characters")
+    print(f"well-posed (determined by the pairs on {SHOWN_X}): {len(well_posed(train))} train, "
+          f"{len(well_posed(test))} held out; longest completion {longest} characters")
     for ex in make_pbe(test, 3, seed=0):
         print(f"{ex['prompt']:<32} {ex['program']:<16} {ex['tests'].splitlines()[0]} ...")

@@ -12,7 +12,7 @@ SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
 # the canvas: a fenced one-liner fits 48 tokens (byte tokenizer), 3 blocks of 16, two tokens per step
 CANVAS="--gen-length 48 --block-length 16 --diffusion-steps 24"
-SFT_FLAGS=${SFT_FLAGS:---num-examples 4000 --max-steps 600}
+SFT_FLAGS=${SFT_FLAGS:---num-examples 4000 --max-steps 1500}
 GRPO_FLAGS=${GRPO_FLAGS:-}
 
 run_seed() {
@@ -20,8 +20,8 @@ run_seed() {
     mkdir -p "$d"
     {
         $PY model.py --out-dir "$d/init" --seed "$s"
-        # prompt (chat template + ~30 pair characters) + 48 completion tokens fit 112
-        $PY sft.py --task pbe --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --max-length 112 $SFT_FLAGS
+        # prompt (chat template + ~50 pair characters) + 48 completion tokens fit 128
+        $PY sft.py --task pbe --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --max-length 128 $SFT_FLAGS
         $PY grpo.py --task pbe --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s" $CANVAS $GRPO_FLAGS
         $PY eval.py --task pbe --model-dir "$d/sft" --out-dir "$d/eval_sft" --json "$d/eval_sft.json"
         $PY eval.py --task pbe --model-dir "$d/grpo" --out-dir "$d/eval_grpo" --json "$d/eval_grpo.json"

@@ -75,15 +75,19 @@ def test_items_well_posed_short_and_solved_by_their_completion():
     train, test = pbe.split_classes(seed=0)
     items = pbe.make_pbe(test, 100, seed=3)
     assert items == pbe.make_pbe(test, 100, seed=3) != pbe.make_pbe(test, 100, seed=4)
+    assert len({ex["class_id"] for ex in items}) > 10  # many functions, not one
     for ex in items:
         assert ex["class_id"] in test and len(ex["completion"]) <= 48
         shown = dict(map(int, p[2:].split(")=")) for p in ex["prompt"].split(";"))
         hidden = [int(line.split("(")[1].split(")")[0]) for line in ex["tests"].splitlines()]
         outs = table[ex["class_id"]][0]
-        assert len(shown) == pbe.N_SHOWN and len(hidden) == pbe.N_HIDDEN and not set(shown) & set(hidden)
+        assert tuple(shown) == pbe.SHOWN_X and len(hidden) == pbe.N_HIDDEN and not set(shown) & set(hidden)
         assert all(outs[pbe.X.index(x)] == y for x, y in shown.items())
         # brute force: no other class agrees with the shown pairs
         assert sum(all(o[pbe.X.index(x)] == y for x, y in shown.items()) for o, _ in table) == 1
         code, _ = extract_code(ex["completion"])
         program, calls = prepare_code_tests(code, ex["tests"])
         assert run_trusted(program, calls) == [True] * pbe.N_HIDDEN
+    # the functions the fixed inputs do not determine are never drawn
+    ambiguous = set(test) - set(pbe.well_posed(test))
+    assert ambiguous and not ambiguous & {ex["class_id"] for ex in pbe.make_pbe(test, 500, seed=5)}
