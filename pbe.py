@@ -6,24 +6,25 @@ sandbox.py through d1's own coding reward (rewards.coding_reward: the first ```p
 first `def` renamed to the target of the first `assert NAME(`, every `assert` line one test). It
 exercises the whole path of the real code task on the tiny model in minutes.
 
-    prompt      f(-4)=-11;f(-1)=-2;f(0)=1;f(2)=7;f(5)=16
+    prompt      f(-4)=-11;f(-1)=-2;f(0)=1;f(1)=4;f(2)=7;f(5)=16
     completion  ```python
                 def f(x):return 3*x+1
                 ```
     tests       assert f(3)==10 ... (8 hidden inputs, none of them shown)
 
 Grammar: E := x | c | E op E | min(E,E) | max(E,E) | abs(E), op in + - * // %, c in 0..19, at most
-LEAVES = 2 leaves. A function is its semantics, the tuple of outputs on X = -5..9: programs with equal outputs
-are one class, written by its shortest program (ties: the smaller string). Constant functions,
-functions that divide by zero somewhere on X and outputs beyond ±MAX_ABS_OUTPUT (long prompts) are
-left out. split_classes() holds out whole classes, so an evaluated function was never trained on;
-make_pbe() shows the pairs on the fixed inputs SHOWN_X and draws only functions those determine
-among ALL classes (well-posed).
+LEAVES = 2 leaves, with abs only around x or around a whole expression (abs(x), abs(x-3); not
+abs(x)+1, which would take the 156 classes to 249). A function is its semantics, the tuple of
+outputs on X = -5..9: programs with equal outputs are one class, written by its shortest program
+(ties: the smaller string). Constant functions, functions that divide by zero somewhere on X and
+outputs beyond ±MAX_ABS_OUTPUT (long prompts) are left out. split_classes() holds out whole classes,
+so an evaluated function was never trained on; make_pbe() shows the pairs on the fixed inputs
+SHOWN_X and draws only functions those determine among ALL classes (well-posed).
 
     import pbe
     train, test = pbe.split_classes(seed=0)
     pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(-4)=..;...", "completion": "```python\\n...```", ...}]
-    python pbe.py                     # counts, well-posed functions, sample items
+    python pbe.py                     # pbe.describe(): counts, well-posed share, longest completion, samples
 """
 import random
 from functools import lru_cache
@@ -38,11 +39,12 @@ LEAVES = 2
 MAX_ABS_OUTPUT = 99           # keeps every shown pair short (byte tokenizer: one token per character)
 # The shown inputs are the same in every prompt, so the pairs sit at the same places: the tiny model
 # did not learn to read 4 pairs at random inputs (0 % even on training functions after 600 SFT steps).
-# These five determine 122 of the 156 functions; the other 34 are never drawn
+# These six determine 122 of the 156 functions; the other 34 are never drawn
 SHOWN_X = (-4, -1, 0, 1, 2, 5)
-N_HIDDEN = 8                  # hidden tests, drawn from the 10 other inputs
+N_HIDDEN = 8                  # hidden tests, drawn from the 9 other inputs
 HELD_OUT = 0.15               # share of the semantic classes kept for evaluation
 FENCE = "```python\ndef f(x):return {}\n```"  # the completion; d1's reward reads the first ```python fence
+CANVAS = 48                   # completion tokens the toy generates (eval.py TOY_CANVAS): every completion must fit
 # Python precedence of what a node renders as: calls and atoms bind tightest
 PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
@@ -98,8 +100,8 @@ def expressions(max_leaves=None):
 
 @lru_cache(maxsize=None)
 def classes():
-    """[(outputs on X, canonical program text)], one per semantic class, sorted by outputs. Computed
-    once (a few seconds: ~100k trees evaluated on 15 inputs)."""
+    """[(outputs on X, canonical program text)], one per semantic class, sorted by outputs; class ids
+    everywhere are indices into this list. Computed once (~6k trees evaluated on 15 inputs)."""
     best = {}
     for trees in expressions().values():
         for tree in trees:
@@ -110,9 +112,13 @@ def classes():
             if len(set(outs)) == 1 or max(map(abs, outs)) > MAX_ABS_OUTPUT:
                 continue  # constant (the shown pairs would be the whole answer) or too long to show
             text = render(tree)
+            # the shortest text wins, then the smaller string: the same program whatever the enumeration order
             if outs not in best or (len(text), text) < (len(best[outs]), best[outs]):
                 best[outs] = text
-    return sorted(best.items())
+    table = sorted(best.items())
+    # the whole completion is generated in one canvas; a longer grammar must change CANVAS (and eval.py's)
+    assert max(len(FENCE.format(text)) for _, text in table) <= CANVAS
+    return table
 
 
 def split_classes(seed=0, held_out=HELD_OUT):
@@ -127,10 +133,10 @@ def well_posed(class_ids):
     """The classes of class_ids whose outputs on SHOWN_X differ from every other class's: the prompt
     then determines the function (brute force over all classes)."""
     key = lambda outs: tuple(outs[X.index(x)] for x in SHOWN_X)
-    counts = {}
-    for outs, _ in classes():
+    table, counts = classes(), {}
+    for outs, _ in table:
         counts[key(outs)] = counts.get(key(outs), 0) + 1
-    return [c for c in class_ids if counts[key(classes()[c][0])] == 1]
+    return [c for c in class_ids if counts[key(table[c][0])] == 1]
 
 
 def make_pbe(class_ids, n, seed, n_hidden=N_HIDDEN):
@@ -154,13 +160,25 @@ def make_pbe(class_ids, n, seed, n_hidden=N_HIDDEN):
     return out
 
 
-if __name__ == "__main__":
+def describe(seed=0):
+    """Print what the toy's data look like for split seed `seed`: counts, the share of functions the
+    shown pairs determine, the longest completion, and three held-out items."""
     table = classes()
-    train, test = split_classes()
-    longest = max(len(FENCE.format(p)) for _, p in table)
-    print(f"{sum(map(len, expressions().values())):,} programs, {len(table):,} semantic classes on x in "
-          f"{X[0]}..{X[-1]}: {len(train):,} train, {len(test):,} held out")
-    print(f"well-posed (determined by the pairs on {SHOWN_X}): {len(well_posed(train))} train, "
-          f"{len(well_posed(test))} held out; longest completion {longest} characters")
+    train, test = split_classes(seed)
+    n_programs = sum(map(len, expressions().values()))
+    print(f"{n_programs:,} programs, {len(table):,} semantic classes on x in {X[0]}..{X[-1]}: "
+          f"{len(train):,} train, {len(test):,} held out")
+    # make_pbe draws only well-posed functions; this is the share of uniform draws that would survive
+    for name, ids in (("all", range(len(table))), ("train", train), ("held out", test)):
+        print(f"well-posed on {SHOWN_X} ({name}): {len(well_posed(ids))}/{len(ids)} = "
+              f"{len(well_posed(ids)) / len(ids):.1%} of the functions")
+    # the prompt depends on the function only, so the distinct train prompts are the well-posed train classes
+    print(f"distinct train prompts: {len(well_posed(train))}")
+    longest = max(len(FENCE.format(text)) for _, text in table)
+    print(f"longest completion {longest} characters (canvas {CANVAS})")
     for ex in make_pbe(test, 3, seed=0):
-        print(f"{ex['prompt']:<32} {ex['program']:<16} {ex['tests'].splitlines()[0]} ...")
+        print(f"  {ex['prompt']:<48} {ex['completion']!r}  {ex['tests'].splitlines()[0]} ...")
+
+
+if __name__ == "__main__":
+    describe()

@@ -6,11 +6,15 @@ items (rewards.coding_reward's program_prefix / unit_tests path, total_rewards =
 
 Run: python -m pytest tests/test_code_eval.py -q
 """
+import json
+import sys
+
 import pytest
 
 import eval as evaluation
 import tasks
-from conftest import SHARED_DATA
+from conftest import REPO, SHARED_DATA, run, write_digit_model
+from metrics import read_metrics
 from parsers import parse_code_eval, score_code_batch
 from rewards import coding_reward, total_reward, total_rewards
 
@@ -18,6 +22,8 @@ HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
 MBPP = SHARED_DATA / "mbpp" / "sanitized-mbpp.json"
 LEETCODE_TEST = SHARED_DATA / "leetcode_dataset" / "LeetCodeDataset-v0.2.0-test.jsonl.gz"
 needs_data = pytest.mark.skipif(not HUMANEVAL.exists(), reason="needs ../shared/data")
+ADD_SOLUTION = "def add(a, b):\n    return a + b\n"
+KODCODE_TESTS = "from solution import add\n\ndef test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert add(0, 0) == 0\n"
 
 
 def in_process(jobs):
@@ -111,3 +117,22 @@ def test_benchmark_items_as_rl_rewards():
     # the batched total equals the one-by-one total, component by component
     assert totals == [total_reward("leetcode", c, ex) for c in (good, bad)]
     assert totals[0][1]["coding_reward"] == 1.5 and totals[1][1]["coding_reward"] == 0.5
+
+
+def test_grpo_round_on_a_code_mixture_logs_both_reward_lists(tmp_path):
+    # one diffu-GRPO round of the tiny model on KodCode rows mixed with the code toy: every completion is
+    # scored by its own task's reward list (code: xmlcount + coding; pbe: coding), programs in the sandbox
+    rows = [{"question": "Write add(a, b).", "solution": ADD_SOLUTION, "test": KODCODE_TESTS}] * 4
+    data = tmp_path / "kodcode.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model_dir = tmp_path / "tiny"
+    write_digit_model(model_dir)
+    out = tmp_path / "grpo"
+    run([sys.executable, str(REPO / "grpo.py"), "--task", "code,pbe", "--data", str(data), "--model-dir",
+         str(model_dir), "--out-dir", str(out), "--num-examples", "4", "--prompts-per-step", "4",
+         "--groups-per-micro", "2", "--num-generations", "2", "--num-iterations", "1", "--gen-length", "16",
+         "--diffusion-steps", "4", "--rounds", "1"], REPO)
+    (m,) = read_metrics(str(out))
+    assert {"r/coding_reward", "r/xmlcount"} <= set(m) and 0.0 <= m["r/coding_reward"] <= 1.5
+    # each r/<name> is a sum over the completions that have it, divided by all: they add up to the reward
+    assert m["reward"] == pytest.approx(m["r/coding_reward"] + m["r/xmlcount"])
