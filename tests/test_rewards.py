@@ -235,7 +235,7 @@ def test_total_reward_sums_components(monkeypatch):
     assert total == 3.5
     monkeypatch.setattr(rewards, "D1_BUGS", False)  # with the DOTALL fix the same text gets the max
     assert total_reward("gsm8k", text, {"answer": "42"})[0] == rewards.MAX_REWARD["gsm8k"] == 4.0
-    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", *CODE_TASKS}
+    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", "pbe", *CODE_TASKS}
     assert all(REWARDS[t] == REWARDS["code"] for t in CODE_TASKS)
     assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy", "code")] == [5, 2, 1, 1, 1, 2]
 
@@ -375,9 +375,13 @@ HOSTILE = [
 ]
 EXAMPLES = {"gsm8k": {"answer": "18"}, "math": {"answer": r"\frac{1}{2}"}, "countdown": CD,
             "sudoku": SUDOKU, "toy": TOY,
-            "code": {"tests": "from solution import f\n\ndef test_a():\n    assert f() == 1\n\ndef test_b():\n    assert f()\n"}}
-# every function in REWARDS, plus the d1-bug functions in their fixed form
-CALLS = [(task, fn.__name__, fn) for task, fns in REWARDS.items() for fn in fns]
+            "code": {"tests": "from solution import f\n\ndef test_a():\n    assert f() == 1\n\ndef test_b():\n    assert f()\n"},
+            # the code benchmarks' items (program prefix + unit tests) and the code toy's asserts
+            "humaneval": {"program_prefix": "import math\n", "unit_tests": ["assert f(1) == 2"]},
+            "pbe": {"tests": "assert f(1)==2\nassert f(2)==3"}}
+# every function in REWARDS (the code benchmarks share one list: humaneval stands for them), plus the
+# d1-bug functions in their fixed form
+CALLS = [(task, fn.__name__, fn) for task, fns in REWARDS.items() if task in EXAMPLES for fn in fns]
 CALLS += [("gsm8k", f"{fn.__name__}(fixed)", lambda c, e, fn=fn: fn(c, e, fixed=True))
           for fn in (xmlcount, soft_format, strict_format)]
 CALLS += [("math", "math_format(fixed)", lambda c, e: math_format(c, e, fixed=True)),

@@ -222,7 +222,7 @@ def test_rl_prompts_exact():
     for task in CODE_TASKS:
         assert tasks.rl_prompt(task, {"question": "Q?"}) == (
             RL_SYSTEM + "\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. \n\nQ?")
-    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS)
+    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS) | {"pbe"}
 
 
 def test_eval_messages_exact():
