@@ -5,36 +5,38 @@ letting it touch the trainer, the machine or the network. Standard library only.
 d1 exec()s generated code in a forked child of the trainer behind a substring blocklist
 (docs/coding.md §1.3): importlib, open(), setsid() children and the network all get through. Here each
 program runs in its OWN interpreter process, contained by the operating system, in layers:
-  1. a fresh working directory, removed afterwards; an environment with nothing of the parent's
-     (PATH, LANG, HOME = TMPDIR = the working directory);
-  2. resource limits: CPU seconds, address space, file size, processes, open files, no core dumps;
+  1. a fresh working directory, removed afterwards; an environment with nothing of the parent's:
+     exactly PATH, LANG and HOME = TMPDIR = the working directory;
+  2. resource limits: CPU seconds, address space, file size, processes, open files, no core dumps,
+     set by the runner itself before the program runs (no preexec_fn: the trainer is never fork()ed);
   3. a new session whose whole process group is SIGKILLed at the end, and a wall-clock limit;
   4. where the machine allows it (checked once, on first use; otherwise one warning and 1-3 only):
      as root, a private mount namespace in which /root (root's home) is hidden, every world-writable
      directory (/tmp, /var/tmp, /run/lock, /dev/shm) is a fresh small tmpfs, and the working directory
-     lives in that private /tmp; then root is dropped to an unprivileged uid (65534 - worker slot),
-     and new user, network and pid namespaces (`unshare`) leave the program no network (not even
-     loopback), no other process to see or signal, and nothing of the parent's to write ("isolated").
+     lives in that private /tmp; then root is dropped to an unprivileged uid (65534 - slot), and new
+     user, network and pid namespaces (`unshare`) leave the program no network (not even loopback),
+     no other process to see or signal, and nothing of the parent's to write ("isolated").
      Not root (a cluster account): the same namespaces and tmpfs as that user, who has no uid to drop
      to, so the program can write what the user can ("userns"). Neither: "plain", layers 1-3.
-Inside, a small runner (RUNNER) reads the job as JSON on stdin, execs the program once, then each
-test in the same namespace under its own timer; a test passes if it raises nothing. The bools go
-back over a pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass
-for a result; the program's stdout/stderr go to /dev/null. Missing, garbled or late result: every
-test failed. (A program runs in the runner's process, so it could forge its own result line: that
-is reward hacking, not escape, and d1's exec() has the same property.)
+Inside, a small runner (RUNNER) reads the job as JSON on stdin, sets the limits, execs the program
+once, then each test in the same namespace under its own timer; a test passes if it raises nothing.
+The verdicts go back over a pipe of their own, prefixed by a per-call nonce, so nothing the program
+prints can pass for a result; the program's stdout/stderr go to /dev/null. Missing, garbled or late
+result: every test failed. (A program runs in the runner's process, so it could forge its own result
+line: that is reward hacking, not escape, and d1's exec() has the same property.)
 
     from sandbox import run_tests, run_batch
     run_tests("def f(x):\\n    return x + 1", ["assert f(1) == 2", "assert f(2) == 4"])   # [True, False]
     run_batch([(program, tests), ...], workers=2)    # a rollout group in parallel, in job order
 
-Run `python sandbox.py` for the containment table (each attack, what stopped it, time to return);
-`python sandbox.py --mode plain` shows the fallback without namespaces.
+Run `python sandbox.py` for the containment table (each attack, whether it was contained, how the run
+actually ended, time to return); `python sandbox.py --mode plain` shows the fallback without namespaces.
 """
 import argparse
+import itertools
 import json
 import os
-import resource
+import re
 import secrets
 import select
 import shutil
@@ -52,19 +54,44 @@ DEFAULT_TIMEOUT_S = 10.0    # wall clock for the whole program (d1: 1 s per test
 DEFAULT_TEST_TIMEOUT_S = 3.0  # each test's own timer inside the runner, so one hang fails only itself
 DEFAULT_MEMORY_MB = 1024    # address space (d1: 1 GB RLIMIT_AS)
 MAX_FILE_BYTES = 8 << 20    # RLIMIT_FSIZE: no single file larger than 8 MiB
-MAX_PROCESSES = 32          # RLIMIT_NPROC (per uid: hence one uid per worker slot)
+MAX_PROCESSES = 32          # RLIMIT_NPROC, where it binds (see _rlimits)
 MAX_OPEN_FILES = 64         # RLIMIT_NOFILE
 MAX_RESULT_BYTES = 1 << 20  # what we read back from the result pipe at most
-SANDBOX_UID = 65534         # "nobody"; worker slot k runs as 65534 - k
+EXIT_GRACE_S = 0.5          # a runner that has reported (or died) gets this long to exit by itself
+MAX_WHY_CHARS = 80          # a failed test's reason ("AssertionError: ...") is cut here: ~8k tests fit
+SANDBOX_UID = 65534         # "nobody"; the sandbox in slot k runs as 65534 - k
 TMPFS_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")  # world-writable on these machines
 PLAIN = os.environ.get("NANO_D1_SANDBOX") == "plain"  # force the fallback (tests, or a machine without unshare)
 
 # The runner: executed as `python -I -B -c RUNNER <result fd>` inside the sandbox. It must not trust
-# the program: results are collected in a local list and written once, at the end, to the result fd.
+# the program: the verdicts are collected in a local list and written once, at the end, to the result
+# fd. Each verdict is None (passed) or why it failed, e.g. "AssertionError: ..." (the parent turns them
+# into bools; the reasons only feed the containment table and debugging).
 RUNNER = r"""
-import json, os, signal, sys
+import json, os, resource, signal, sys
+
 def _alarm(signum, frame):
-    raise TimeoutError("test timed out")
+    raise TimeoutError("the runner's per-test timer")
+
+def _why(e, max_chars):
+    try:
+        return f"{type(e).__name__}: {e}"[:max_chars]
+    except BaseException:  # an exception whose str() raises in turn
+        return "unprintable exception"
+
+def _run(source, filename, ns, limit_s, max_chars):
+    # exec source in ns under a timer -> None, or why it failed. The outer try also catches an alarm
+    # that fires after exec returned but before the timer is disarmed
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, limit_s)
+            exec(compile(source, filename, "exec"), ns)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as e:
+        return _why(e, max_chars)
+    return None
+
 def _main():
     fd = int(sys.argv[1])
     try:  # a group of its own: kill(0) (what getppid() = 0 turns kill(getppid()) into) hits only itself
@@ -73,30 +100,21 @@ def _main():
         pass  # already a session leader (plain mode: the trainer started it in a new session)
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
+    # the limits, before any untrusted code runs; inherited by everything the program starts. Only
+    # lowered, so no privilege is needed, and without raising the hard limit they can't be undone
+    os.umask(0o077)
+    for name, (soft, hard) in job["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
     signal.signal(signal.SIGALRM, _alarm)
     ns = {"__name__": "__main__"}
-    try:  # the program once (its own timer: a hang at import time is one failure, not a silent kill)
-        signal.setitimer(signal.ITIMER_REAL, job["test_timeout_s"])
-        exec(compile(job["program"], "<program>", "exec"), ns)
-        ok = True
-    except BaseException:
-        ok = False
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    results = []
+    limit_s, max_chars = job["test_timeout_s"], job["max_why_chars"]
+    # the program once (its own timer: a hang at import time is one failure, not a silent kill)
+    failed = _run(job["program"], "<program>", ns, limit_s, max_chars)
+    why = []
     for test in job["tests"]:
-        passed = False
-        if ok:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, job["test_timeout_s"])
-                exec(compile(test, "<test>", "exec"), ns)
-                passed = True
-            except BaseException:
-                passed = False
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        results.append(passed)
-    os.write(fd, (job["nonce"] + json.dumps(results) + "\n").encode())
+        # a program that failed to run fails every test (its namespace is incomplete)
+        why.append("program: " + failed if failed else _run(test, "<test>", ns, limit_s, max_chars))
+    os.write(fd, (job["nonce"] + json.dumps(why) + "\n").encode())
     os._exit(0)  # no atexit handlers or finalizers of the program's objects after the result
 _main()
 """
@@ -105,7 +123,8 @@ _main()
 # hide root's home but keep the interpreter's installation (e.g. pyenv under /root) at its own path,
 # give every world-writable directory a private tmpfs, make the work directory, drop to the sandbox
 # uid and enter new user + network + pid namespaces (the pid namespace's init is the runner; when it
-# exits, the kernel kills everything left in the namespace, setsid() orphans included).
+# exits, the kernel kills everything left in the namespace, setsid() orphans included). `env -i`:
+# the program's environment is exactly the four variables named (not SBX_*, PWD or OLDPWD).
 MOUNT_SETUP = r"""
 set -e
 umask 022
@@ -120,7 +139,8 @@ for d in $SBX_TMPFS; do
     [ -d "$d" ] && mount -t tmpfs -o size=64m,nr_inodes=4096,mode=1777 none "$d"
 done
 mkdir /tmp/work && chown "$SBX_UID:$SBX_UID" /tmp/work && cd /tmp/work
-exec setpriv --reuid="$SBX_UID" --regid="$SBX_UID" --clear-groups -- \
+exec env -i PATH="$PATH" LANG="$LANG" HOME=/tmp/work TMPDIR=/tmp/work \
+    setpriv --reuid="$SBX_UID" --regid="$SBX_UID" --clear-groups -- \
     unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc -- "$@"
 """
 
@@ -133,12 +153,13 @@ for d in $SBX_TMPFS; do
     [ -d "$d" ] && mount -t tmpfs -o size=64m,nr_inodes=4096,mode=1777 none "$d"
 done
 mkdir /tmp/work && cd /tmp/work
-exec "$@"
+exec env -i PATH="$PATH" LANG="$LANG" HOME=/tmp/work TMPDIR=/tmp/work "$@"
 """
 
 MODES = ("isolated", "userns", "plain")  # strongest first
 _mode = None              # one of MODES, decided once by isolation_mode()
 _mode_lock = threading.Lock()
+_slots_in_use, _slots_lock = set(), threading.Lock()
 
 
 def _interpreter_keep():
@@ -149,7 +170,7 @@ def _interpreter_keep():
 
 def _wrapper(mode, slot):
     """(command prefix, environment additions) that put the runner into `mode`'s namespaces."""
-    env = {"SBX_TMPFS": " ".join(TMPFS_DIRS), "HOME": "/tmp/work", "TMPDIR": "/tmp/work"}
+    env = {"SBX_TMPFS": " ".join(TMPFS_DIRS)}
     if mode == "isolated":  # as root: the mount set-up, then the uid drop and the user/net/pid namespaces
         env.update(SBX_UID=str(SANDBOX_UID - slot), SBX_KEEP=_interpreter_keep())
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", MOUNT_SETUP, "sh"], env
@@ -166,17 +187,17 @@ def isolation_mode():
     global _mode
     with _mode_lock:
         if _mode is None:
-            candidates = ["isolated" if os.geteuid() == 0 else "userns"]
+            candidate = "isolated" if os.geteuid() == 0 else "userns"
             why = "forced by NANO_D1_SANDBOX=plain" if PLAIN else None
             if not PLAIN and not (shutil.which("unshare") and shutil.which("setpriv")):
                 why = "util-linux unshare/setpriv not found"
             _mode = "plain"
             if why is None:
                 try:
-                    if _run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, candidates[0]) == [True]:
-                        _mode = candidates[0]
+                    if _run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, candidate) == [True]:
+                        _mode = candidate
                     else:
-                        why = f"a trivial program failed inside the namespaces ({candidates[0]})"
+                        why = f"a trivial program failed inside the namespaces ({candidate})"
                 except OSError as e:
                     why = f"unshare failed: {e}"
             if _mode == "plain" and not PLAIN:
@@ -185,43 +206,80 @@ def isolation_mode():
         return _mode
 
 
-def _limits(timeout_s, memory_mb):
-    """preexec_fn: the resource limits, set in the child before it execs (inherited by everything below)."""
+def _nproc_counts_per_userns():
+    """Linux >= 5.14 counts RLIMIT_NPROC per user namespace (ucounts); older kernels per real uid."""
+    release = [int(x) for x in re.findall(r"\d+", os.uname().release)[:2]]
+    return release >= [5, 14]
+
+
+def _rlimits(mode, timeout_s, memory_mb):
+    """The runner's resource limits, set by the runner itself before the program runs. Not in a
+    preexec_fn: that makes subprocess fork() the whole trainer instead of vfork() (measured: 163 ms per
+    program from a 4 GiB process vs 0.8 ms), and Python code between fork and exec is unsafe with threads."""
     cpu = int(timeout_s) + 1  # CPU seconds can't exceed the wall clock anyway; SIGXCPU kills a spinning loop
-    root = os.geteuid() == 0
+    limits = {"RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20, memory_mb << 20),
+              "RLIMIT_FSIZE": (MAX_FILE_BYTES, MAX_FILE_BYTES), "RLIMIT_NOFILE": (MAX_OPEN_FILES, MAX_OPEN_FILES),
+              "RLIMIT_CORE": (0, 0)}
+    # NPROC counts a uid's processes: per user namespace and uid on Linux >= 5.14, per host uid before.
+    # Set here, inside the sandbox's own user namespace, it counts this sandbox's processes only
+    # (measured, kernel 6.18: a fork bomb holding its 30 children does not stop a concurrent job's
+    # subprocess.run, 5/5, even with one shared uid; set before `unshare --user`, as a preexec_fn did,
+    # it was charged to the host uid and the concurrent job failed 5/5). For older kernels, isolated
+    # mode also gives each running sandbox a uid of its own (_slot). userns: older kernels would count
+    # the trainer's own processes and threads and fail innocent forks, so only on >= 5.14. plain: root
+    # ignores it, and a user's count would include the trainer's threads; there a fork bomb is bounded
+    # by the wall clock and the session kill only.
+    if mode == "isolated" or (mode == "userns" and _nproc_counts_per_userns()):
+        limits["RLIMIT_NPROC"] = (MAX_PROCESSES, MAX_PROCESSES)
+    return limits
 
-    def apply():
-        os.umask(0o077)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if root:
-            # root ignores NPROC (the namespace set-up runs as root); it binds from the uid drop on, for a
-            # uid of its own. Not as root: NPROC counts ALL of the user's processes and threads (the
-            # trainer's included), so a limit would fail innocent forks; a fork bomb is then bounded
-            # by the wall clock and the pid namespace's (or the session's) kill
-            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
-    return apply
+
+class _slot:
+    """The lowest slot number no sandbox of this process is using right now (its uid: 65534 - slot)."""
+
+    def __enter__(self):
+        with _slots_lock:
+            self.k = next(k for k in itertools.count() if k not in _slots_in_use)
+            _slots_in_use.add(self.k)
+        return self.k
+
+    def __exit__(self, *exc):
+        with _slots_lock:
+            _slots_in_use.discard(self.k)
 
 
-def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode):
-    """One program in one sandboxed process -> list of bools (all False on any failure)."""
+def _parse(data, nonce, n):
+    """The runner's verdicts in what came back on the result pipe (None = passed, else why), or None
+    when there is no complete, well-formed result line (a line still being written counts as none)."""
+    for line in data.split(b"\n")[:-1]:
+        if line.startswith(nonce):
+            try:
+                why = json.loads(line[len(nonce):])
+            except ValueError:  # bad JSON or bytes that are not UTF-8
+                return None
+            ok = isinstance(why, list) and len(why) == n and all(w is None or isinstance(w, str) for w in why)
+            return why if ok else None
+    return None
+
+
+def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
+    """One program in one sandboxed process -> list of bools (all False on any failure). `outcome`, a
+    dict, is filled with how the run ended: the verdicts (or None), the exit status, the seconds."""
+    t0 = time.monotonic()
     nonce = secrets.token_hex(16)
-    job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s})
+    job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s,
+                      "rlimits": _rlimits(mode, timeout_s, memory_mb), "max_why_chars": MAX_WHY_CHARS})
     workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")  # plain mode's cwd (namespaces: a private /tmp/work)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
     prefix, extra = _wrapper(mode, slot)
-    env.update(extra)
+    env.update(extra)  # the namespace scripts' own variables; they hand the program only the four above
     cmd = prefix + [sys.executable, "-I", "-B", "-c", RUNNER]
     read_fd, write_fd = os.pipe()
-    proc = None
+    proc, why = None, None
     try:
         proc = subprocess.Popen(cmd + [str(write_fd)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, cwd=workdir, env=env, pass_fds=(write_fd,),
-                                start_new_session=True, preexec_fn=_limits(timeout_s, memory_mb))
+                                start_new_session=True)
         os.close(write_fd)
         write_fd = -1
         try:
@@ -229,72 +287,107 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode):
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died before reading its job: no result below
-        data, deadline = b"", time.monotonic() + timeout_s
-        # read the result pipe until EOF (every holder closed it) or the wall clock runs out
-        while len(data) < MAX_RESULT_BYTES:
+        # read the result pipe until the result line is complete, every holder closed it (EOF), or
+        # the wall clock runs out. Not until EOF alone: a child the program forked may hold the pipe
+        data, deadline, poller = b"", t0 + timeout_s, select.poll()  # poll: select() fails for fds >= 1024
+        poller.register(read_fd, select.POLLIN)
+        while len(data) < MAX_RESULT_BYTES and (why := _parse(data, nonce.encode(), len(tests))) is None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+            if left <= 0 or not poller.poll(left * 1000):
                 break
             chunk = os.read(read_fd, 65536)
             if not chunk:
                 break
             data += chunk
-        for line in data.decode("utf-8", "replace").splitlines():
-            if line.startswith(nonce):
-                try:
-                    results = json.loads(line[len(nonce):])
-                except ValueError:
-                    break
-                if isinstance(results, list) and len(results) == len(tests):
-                    return [r is True for r in results]
-                break
-        return [False] * len(tests)
+        # the runner exits by itself after its result (or has died: EOF); give it a moment, unreaped
+        status = _exit_status(proc.pid, min(EXIT_GRACE_S, deadline - time.monotonic()))
+        if outcome is not None:  # status None: still running, i.e. stopped by the wall clock in _end
+            outcome.update(why=why, returncode=status, seconds=time.monotonic() - t0)
+        return [w is None for w in why] if why is not None else [False] * len(tests)
     finally:
         if write_fd >= 0:
             os.close(write_fd)
         os.close(read_fd)
         if proc is not None:
-            try:  # the whole session: the runner and anything it started in its process group
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _end(proc, wrapped=bool(prefix))
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _check(program, tests):
-    if not isinstance(program, str) or not isinstance(tests, (list, tuple)) or not all(isinstance(t, str) for t in tests):
+def _exit_status(pid, wait_s):
+    """pid's exit status (negative: the signal that killed it) once it has exited, waiting up to
+    wait_s; None while it runs. Not reaped (WNOWAIT): the number stays ours for _end's killpg."""
+    end = time.monotonic() + max(wait_s, 0.0)
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already (a trainer that ignores SIGCHLD): nothing to learn
+            return 0
+        if info is not None:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.002)
+
+
+def _end(proc, wrapped):
+    """Kill whatever is left of the sandbox, then reap it. A runner still running under a namespace
+    wrapper (unshare --fork) dies first, so that the wrapper reaps it: killed from above instead, it
+    would be orphaned to PID 1, which in a container started without an init is the trainer itself,
+    and its zombies would pile up. Then the whole session (plain mode: the program's children too)."""
+    if wrapped and _exit_status(proc.pid, 0) is None:
+        try:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                children = [int(pid) for pid in f.read().split()]
+        except OSError:  # a kernel without CONFIG_PROC_CHILDREN: the session kill alone
+            children = []
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _exit_status(proc.pid, EXIT_GRACE_S if children else 0)  # the wrapper reaps it and exits
+    try:  # proc is not reaped yet, so its pid is still this session's number
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _check(program, tests, timeout_s, memory_mb):
+    if not (isinstance(program, str) and isinstance(tests, (list, tuple)) and all(isinstance(t, str) for t in tests)):
         raise TypeError("run_tests(program: str, tests: list[str]): got "
                         f"{type(program).__name__} and {type(tests).__name__}")
+    if not (timeout_s > 0 and memory_mb > 0):
+        raise ValueError(f"timeout_s and memory_mb must be positive, got {timeout_s} and {memory_mb}")
 
 
 def run_tests(program, tests, *, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,
-              test_timeout_s=DEFAULT_TEST_TIMEOUT_S, slot=0):
+              test_timeout_s=DEFAULT_TEST_TIMEOUT_S, outcome=None):
     """Run `program`, then each snippet of `tests` in its namespace, in one sandboxed process ->
-    [passed] (a test passes if it raises nothing). Never raises for anything the program does."""
-    _check(program, tests)
+    [passed] (a test passes if it raises nothing). Never raises for anything the program does.
+    `outcome`: an optional dict, filled with how the run ended (see _run_one)."""
+    _check(program, tests, timeout_s, memory_mb)
     if not tests:
         return []
-    return _run_one(program, list(tests), timeout_s, min(test_timeout_s, timeout_s), memory_mb, slot,
-                    isolation_mode())
+    mode = isolation_mode()
+    with _slot() as slot:
+        return _run_one(program, list(tests), timeout_s, min(test_timeout_s, timeout_s), memory_mb, slot, mode,
+                        outcome)
 
 
 def run_batch(jobs, *, workers=None, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,
               test_timeout_s=DEFAULT_TEST_TIMEOUT_S):
     """[run_tests(program, tests) for (program, tests) in jobs], `workers` processes at a time (default:
-    the CPU count), results in job order. Each worker thread has its own slot (and uid when isolated),
-    so a fork bomb in one job cannot use up the process budget of another."""
+    the CPU count), results in job order. Each running sandbox has a slot (and uid, when isolated) of
+    its own, so a fork bomb in one job cannot use up the process budget of another."""
     jobs = list(jobs)
     for program, tests in jobs:
-        _check(program, tests)
+        _check(program, tests, timeout_s, memory_mb)
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
     isolation_mode()  # decide (and warn) once, before the threads start
-    slots, lock = {}, threading.Lock()  # thread -> slot; each thread runs one job at a time
 
     def work(job):
-        with lock:
-            slot = slots.setdefault(threading.get_ident(), len(slots))
-        return run_tests(*job, timeout_s=timeout_s, memory_mb=memory_mb, test_timeout_s=test_timeout_s, slot=slot)
+        return run_tests(*job, timeout_s=timeout_s, memory_mb=memory_mb, test_timeout_s=test_timeout_s)
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(work, jobs))
 
@@ -303,70 +396,120 @@ def run_batch(jobs, *, workers=None, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFA
 # the containment table: each attack run for real
 
 # The attacks of the containment table (and tests/test_sandbox.py): (name, program, probe test, the
-# result that means "contained", what contains it). The probe runs after the program in its namespace
-# and checks the attack's own view (an errno, a count); results and seconds are measured, not claimed.
-# UNSAFE_IN_PLAIN attacks are skipped without namespaces: there they WOULD reach the real machine
-# (kill the trainer, or as root every process).
+# result that means "contained", what is meant to contain it). The probe runs after the program in its
+# namespace and checks the attack's own view (an errno, a count); how each run ENDED is observed, not
+# claimed (the table's "observed" column). UNSAFE_IN_PLAIN attacks are skipped without namespaces:
+# there they WOULD reach the real machine (kill the trainer, or as root every process, or write into /).
 ATTACKS = [
-    ("infinite loop", "while True: pass", "pass", False, "the runner's timer, then the wall clock"),
-    ("sleep", "import time\ntime.sleep(100)", "pass", False, "the runner's timer, then the wall clock"),
-    ("memory blow-up", "try:\n    x = bytearray(8 << 30)\nexcept MemoryError:\n    r = 'MemoryError'",
-     "assert r == 'MemoryError'", True, "RLIMIT_AS: MemoryError"),
-    ("fork bomb", "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
-     "            time.sleep(60)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    err = e.errno",
-     "import errno\nassert err == errno.EAGAIN and n < 64", True,
+    ("infinite loop", "while True: pass", "pass", False, "the runner's timer"),
+    ("sleep", "import time\ntime.sleep(100)", "pass", False, "the runner's timer"),
+    ("ignores the timer", "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass",
+     "pass", False, "the wall clock: the session is SIGKILLed"),
+    ("memory blow-up", "try:\n    x = bytearray(8 << 30)\n    got = 'allocated'\nexcept MemoryError:\n"
+     "    got = 'MemoryError'", "assert got == 'MemoryError', got", True, "RLIMIT_AS: MemoryError"),
+    ("fork bomb", "import errno, os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+     "            time.sleep(60)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n"
+     "    got = f'{errno.errorcode[e.errno]} after {n} forks'", "assert got.startswith('EAGAIN ') and n < 64, got",
+     True,
      "RLIMIT_NPROC (EAGAIN); the children die with the pid namespace"),
     ("setsid orphan", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)",
      "pass", True, "killed with the pid namespace when the runner exits"),
-    ("kill the parent", "import os, signal\nppid = os.getppid()\nos.kill(ppid, signal.SIGKILL)",
-     "assert ppid == 0", True, "the parent is outside its pid namespace (getppid() = 0)"),
-    ("kill every process", "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as e:\n"
-     "    err = e.errno", "import errno\nassert err == errno.ESRCH", True, "ESRCH: alone in its pid namespace"),
-    ("network", "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=2)\n"
-     "except OSError as e:\n    err = e.errno", "import errno\nassert err == errno.ENETUNREACH", True,
-     "ENETUNREACH: empty network namespace"),
-    ("parent's environment", "import os\nkeys = set(os.environ)", "assert 'SANDBOX_SECRET' not in keys", True,
-     "scrubbed environment"),
-    ("root's files", "try:\n    open('/root/.bashrc').read()\nexcept OSError as e:\n    err = e.errno",
-     "import errno\nassert err == errno.ENOENT", True, "/root is an empty tmpfs in its mount namespace"),
-    ("write outside", "import os\nerrs = {}\nfor d in ('/work', '/', '/var/tmp'):\n    try:\n"
-     "        open(os.path.join(d, 'nano-d1-escape'), 'w').close()\n    except OSError as e:\n        errs[d] = e.errno",
-     "import errno\nassert errs['/work'] == errs['/'] == errno.EACCES and '/var/tmp' not in errs", True,
+    ("kill the parent", "import os, signal\nppid = os.getppid()\nos.kill(ppid, signal.SIGKILL)\n"
+     "got = f'getppid() = {ppid}'",
+     "assert got == 'getppid() = 0', got", True, "the parent is outside its pid namespace (getppid() = 0)"),
+    ("kill every process", "import errno, os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\n    got = 'sent'\n"
+     "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got == 'ESRCH', got", True,
+     "ESRCH: alone in its pid namespace"),
+    ("network", "import errno, socket\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=2)\n"
+     "    got = 'connected'\nexcept OSError as e:\n    got = errno.errorcode.get(e.errno, str(e))",
+     "assert got == 'ENETUNREACH', got", True, "ENETUNREACH: empty network namespace"),
+    ("parent's environment", "import os\nkeys = set(os.environ)\ngot = sorted(keys)",
+     "assert keys == {'PATH', 'LANG', 'HOME', 'TMPDIR'}, sorted(keys)", True, "scrubbed environment"),
+    ("other processes' /proc", "import os\nseen = []\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+     "    try:\n        seen.append(open(f'/proc/{pid}/environ', 'rb').read())\n    except OSError:\n        pass\n"
+     "got = f'{len(seen)} readable environ files'",
+     "assert not any(b'hunter2' in e for e in seen), 'read the secret'", True, "a pid namespace with its own /proc"),
+    ("root's files", "import errno\ntry:\n    got = f'read {len(open(\"/root/.bashrc\").read())} chars'\n"
+     "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got in ('ENOENT', 'EACCES'), got", True,
+     "/root is an empty tmpfs in its mount namespace (not root: EACCES)"),
+    ("write outside", "import errno, os\ngot = {}\nfor d in ('/work', '/', '/var/tmp'):\n    try:\n"
+     "        open(os.path.join(d, 'nano-d1-escape'), 'w').close()\n        got[d] = 'written'\n"
+     "    except OSError as e:\n        got[d] = errno.errorcode[e.errno]",
+     "assert got == {'/work': 'EACCES', '/': 'EACCES', '/var/tmp': 'written'}, got", True,
      "EACCES as an unprivileged uid; /var/tmp, /tmp, /dev/shm are private tmpfs"),
-    ("huge file", "try:\n    open('big', 'wb').write(b'x' * (64 << 20))\nexcept OSError as e:\n    err = e.errno",
-     "import errno\nassert err == errno.EFBIG", True, "RLIMIT_FSIZE: EFBIG"),
-    ("gigabytes of output", "import sys\nfor _ in range(10**6):\n    sys.stdout.write('x' * 4096)", "pass", True,
+    ("huge file", "import errno\ntry:\n    open('big', 'wb').write(b'x' * (64 << 20))\n    got = 'written'\n"
+     "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got == 'EFBIG', got", True,
+     "RLIMIT_FSIZE: EFBIG"),
+    ("gigabytes of output", "import sys\nfor _ in range(10**6):\n    sys.stdout.write('x' * 4096)\n"
+     "got = '3.8 GiB printed'", "pass", True,
      "stdout/stderr go to /dev/null; results come on their own pipe"),
     ("segfault", "import ctypes\nctypes.string_at(0)", "pass", False, "the runner dies: no result, all False"),
     ("os._exit", "import os\nos._exit(0)", "pass", False, "no result line: all False"),
     ("non-UTF-8 output", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x80' * 1000)", "pass", True,
      "output is never decoded"),
 ]
-UNSAFE_IN_PLAIN = {"fork bomb", "setsid orphan", "kill the parent", "kill every process"}
+UNSAFE_IN_PLAIN = {"fork bomb", "setsid orphan", "kill the parent", "kill every process", "write outside"}
 # "userns" run as root (only when forced: as root the default is "isolated") keeps root's file rights
 # and its exemption from NPROC: there these would write into the real / and fork without bound
 UNSAFE_IN_USERNS_AS_ROOT = {"fork bomb", "write outside", "root's files"}
 
 
+# the containment table's second test after each probe: it reports what the attack saw (its `got`)
+REPORT = "raise RuntimeError(got)"
+
+
+def describe(outcome, timeout_s):
+    """How a run ended, from _run_one's `outcome` of [probe, REPORT]: the probe's failure, what the
+    attack saw, or why there was no result."""
+    why = outcome["why"]
+    if why is not None:
+        if why[0] is not None:
+            return why[0]
+        return "saw " + why[1][len("RuntimeError: "):] if why[1].startswith("RuntimeError: ") else "probe passed"
+    rc = outcome["returncode"]
+    if rc is None:
+        return f"no result: SIGKILLed by the wall clock at {timeout_s:g} s"
+    if rc < 0:
+        try:
+            return f"no result: the runner died of {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"no result: the runner died of signal {-rc}"
+    return f"no result: the runner exited with status {rc}"
+
+
+def secret_holder():
+    """A process of ours whose environment holds a secret ("hunter2"), as the trainer's would: the
+    "other processes' /proc" attack looks for it (putenv in our own process would not show in /proc)."""
+    env = {**os.environ, "SANDBOX_SECRET": "hunter2"}
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env)
+
+
 def containment_table(timeout_s=3.0):
-    """Run every attack; print whether it was contained as expected, by what, the time to return, and
-    whether the next normal call still passes."""
+    """Run every attack; print whether it was contained as expected, how the run ended (observed), what
+    is meant to contain it, the time to return, and whether the next normal call still passes."""
     os.environ["SANDBOX_SECRET"] = "hunter2"  # the parent's secret that the program must not see
-    mode = isolation_mode()
-    print(f"sandbox mode: {mode}  (wall clock {timeout_s} s, per-test timer {DEFAULT_TEST_TIMEOUT_S} s, "
+    mode, test_timeout_s = isolation_mode(), timeout_s / 2  # the timer fires first, the wall clock backs it
+    print(f"sandbox mode: {mode}  (wall clock {timeout_s:g} s, per-test timer {test_timeout_s:g} s, "
           f"{DEFAULT_MEMORY_MB} MB)")
-    print("| attack | contained | by | seconds | next call |\n|---|---|---|---|---|")
-    for name, program, probe, expected, by in ATTACKS:
-        if (mode == "plain" and name in UNSAFE_IN_PLAIN) or \
-                (mode == "userns" and os.geteuid() == 0 and name in UNSAFE_IN_USERNS_AS_ROOT):
-            print(f"| {name} | skipped | in this mode it would reach the real machine | | |")
-            continue
-        t0 = time.time()
-        (res,) = run_tests(program, [probe], timeout_s=timeout_s)
-        dt = time.time() - t0
-        after = run_tests("def f(x):\n    return x + 1", ["assert f(1) == 2"])
-        print(f"| {name} | {'yes' if res == expected else 'NO'} | {by if res == expected else '?'} | {dt:.2f} | "
-              f"{'ok' if after == [True] else 'BROKEN'} |")
+    print("| attack | contained | observed | meant to be stopped by | seconds | next call |")
+    print("|---|---|---|---|---|---|")
+    holder = secret_holder()
+    try:
+        for name, program, probe, expected, by in ATTACKS:
+            if (mode == "plain" and name in UNSAFE_IN_PLAIN) or \
+                    (mode == "userns" and os.geteuid() == 0 and name in UNSAFE_IN_USERNS_AS_ROOT):
+                print(f"| {name} | skipped | | in this mode it would reach the real machine | | |")
+                continue
+            outcome, t0 = {}, time.monotonic()
+            res = run_tests(program, [probe, REPORT], timeout_s=timeout_s, test_timeout_s=test_timeout_s,
+                            outcome=outcome)[0]
+            seconds = time.monotonic() - t0  # the whole call, clean-up included
+            after = run_tests("def f(x):\n    return x + 1", ["assert f(1) == 2"])
+            print(f"| {name} | {'yes' if res == expected else 'NO'} | {describe(outcome, timeout_s)} | {by} | "
+                  f"{seconds:.2f} | {'ok' if after == [True] else 'BROKEN'} |")
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 if __name__ == "__main__":
