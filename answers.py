@@ -23,7 +23,9 @@ _NUMBER = re.compile(r"-?\d+\.?\d*")  # d1's number pattern: "1,000" -> "1", "3.
 
 
 def after_last(text, sep, if_absent):
-    """str.split(sep)[-1] without building the list: the text after the last sep (if_absent when none)."""
+    """The text after the LAST sep (if_absent when there is none). Equals str.split(sep)[-1] for any sep
+    that cannot overlap itself ("<answer>", "\\boxed "); for one that can, such as "\\n</answer>\\n",
+    str.split's left-to-right scan may skip the last occurrence (see rewards.xmlcount)."""
     i = text.rfind(sep)
     return if_absent if i < 0 else text[i + len(sep):]
 
@@ -160,17 +162,25 @@ def _fix_fracs(s):
     return "\\frac".join(out)
 
 
-def _fix_a_slash_b(s):
-    # "3/4" -> "\frac{3}{4}", but only for two canonical integers ("03/4", "3.0/4" stay as they are)
+def _fix_a_slash_b(s, fixed=False):
+    # "3/4" -> "\frac{3}{4}", but only for two canonical integers ("03/4", "+3/4" stay as they are)
     if s.count("/") != 1:
         return s
     a, b = s.split("/")
     try:
-        # canonical integers only: str(int(a)) == a rejects "03", "3.0" and " 3"
-        if str(int(a)) == a and str(int(b)) == b:
-            return "\\frac{" + a + "}{" + b + "}"
+        a_int, b_int = int(a), int(b)
     except ValueError:
-        pass
+        # d1 quirk (d1-spec §6.2 lists the "a/b" step; the raise is in d1's fix_a_slash_b @ 837888f, in
+        # both its reward and its eval copy): it catches only the AssertionError of its canonical check,
+        # not int()'s ValueError, so a side that is no integer ("x/y", "3.0/4", "\pi/2", "/4") makes
+        # strip_string raise and is_equiv compare the RAW strings: "x / y" != "x/y". We reproduce it:
+        # it decides rewards and d1's MATH500 accuracy. fixed=True leaves the string as it is instead.
+        if fixed:
+            return s
+        raise
+    # canonical integers only: str(int(a)) == a rejects "03", "+3" and "1_0"
+    if str(a_int) == a and str(b_int) == b:
+        return "\\frac{" + a + "}{" + b + "}"
     return s
 
 
@@ -186,8 +196,9 @@ def _fix_sqrt(s):
     return "\\sqrt".join(parts)
 
 
-def strip_string(string):
-    """Hendrycks-MATH normalisation, in its order; may raise ValueError on malformed input."""
+def strip_string(string, fixed=False):
+    """Hendrycks-MATH normalisation, in its order; may raise ValueError on malformed input, and (d1's
+    quirk, kept unless fixed=True) on an "a/b" whose side is not an integer, see _fix_a_slash_b."""
     # Pure text surgery, no algebra: two answers are "equal" only if they normalise to the same
     # string, so "1/2" == "0.5" == "\dfrac{1}{2}" but "1,000" != "1000" and "2x" != "x2".
     # The order is kept as is, quirks included: spaces go only after the sqrt fix, so "\sqrt 3"
@@ -212,16 +223,17 @@ def strip_string(string):
     string = _fix_fracs(string)
     if string == "0.5":  # the one decimal with a special case (0.25 vs \frac14 stays unequal)
         string = "\\frac{1}{2}"
-    return _fix_a_slash_b(string)
+    return _fix_a_slash_b(string, fixed)
 
 
-def is_equiv(str1, str2):
-    """Equal after strip_string; if normalisation fails, fall back to raw string equality."""
+def is_equiv(str1, str2, fixed=False):
+    """Equal after strip_string; if normalisation fails, fall back to raw string equality. fixed=True:
+    an "a/b" with a non-integer side is compared normalised, not raw (d1's quirk, see _fix_a_slash_b)."""
     if str1 is None or str2 is None:  # None = "no answer could be extracted"
         return str1 is None and str2 is None
     try:
         # a malformed answer (a bare "\frac", several units) still equals an identical raw string
-        return strip_string(str1) == strip_string(str2)
+        return strip_string(str1, fixed) == strip_string(str2, fixed)
     except ValueError:
         return str1 == str2
 

@@ -31,7 +31,10 @@ from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 # reason. What stays quadratic is bounded by a line or a run of blanks: < 0.1 s even on 8k-character
 # hostile text (a 512-token generation is ~2k characters); tests/test_parsers.py times it.
 
-PARSER_VERSION = "d1-837888f"  # recorded in eval manifests: numbers from different parsers don't compare
+PARSER_VERSION = "d1-837888f.2"  # recorded in eval manifests: numbers from different parsers don't compare
+# .2: a MATH "a/b" with a side that is no integer ("x / y") is compared raw, as d1 does (answers._fix_a_slash_b),
+# and a last box that is an \fbox{x} is the prediction as it is (d1's eval remove_boxed); the released
+# generations score the same under both (the Table 1 row holds), other text may not
 
 _GSM8K_BOX = re.compile(r"\\boxed{(.*?)}")  # no DOTALL (as in d1): a box's content stays on one line
 _ONLY_DOTS = re.compile(r"\.+")
@@ -104,10 +107,16 @@ def _d1_last_box(text):
     # reports 26.0 and 20.7 (tests/test_parsers.py)
     if "\\boxed" not in text and "\\fbox" not in text:
         return text
-    try:
-        return remove_boxed(last_boxed_only_string(text))
-    except ValueError:  # unbalanced box (None), or an \fbox{} (no released generation has one)
+    box = last_boxed_only_string(text)
+    if box is None:  # unbalanced: d1's helpers raise, and its parser falls back
         return None
+    try:
+        return remove_boxed(box)
+    except ValueError:
+        # an \fbox{x} (the last box when there is no \boxed): d1's EVAL copy of remove_boxed returns what
+        # it cannot unwrap as it is, so the prediction is "\fbox{x}" itself, which then does not equal a
+        # bare gold (the reward's copy asserts instead: answers.boxed_or_self). No released generation has one
+        return box
 
 
 def parse_math_eval(generation):
@@ -201,8 +210,8 @@ def parse_sudoku_eval(generation):
         if match and match.group(1).strip():
             found = match.group(1).strip()
             break
-    # all whitespace goes, but anything else (letters, "\", "</answer") is KEPT, unlike the RL reward,
-    # which keeps digits only
+    # all whitespace goes, but anything else (letters, "\", "</answer", "²") is KEPT, as in d1: no
+    # str.isdigit() filter here, unlike the RL reward (rewards.sudoku_reward), which keeps digits only
     found = re.sub(r"\s", "", found)
     if not found:
         return ""
@@ -296,7 +305,10 @@ def score_eval(task, generation, example):
         correct = pred is not None and gold is not None and pred == gold  # float equality, as d1
     elif task == "math":
         pred = parse_math_eval(generation)
-        # is_equiv: Hendrycks-MATH normalisation, then string equality (§6.2)
+        # is_equiv: Hendrycks-MATH normalisation, then string equality (§6.2). d1's quirk included, always
+        # (this parser reproduces d1's numbers): "x / y" makes d1's normaliser raise, so it is compared
+        # raw and does not equal "x/y" (answers._fix_a_slash_b). The repaired is_equiv(fixed=True) is the RL
+        # reward's, with D1_BUGS off; eval numbers stay d1's so that they compare with the paper
         correct = pred is not None and is_equiv(pred, str(example["answer"]))
     elif task == "countdown":
         pred = parse_countdown_eval(generation)

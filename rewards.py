@@ -26,7 +26,10 @@ source} or, for the benchmarks' items, {"program_prefix": str, "unit_tests": [sn
 d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics (§10.9):
   - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed upstream later);
   - math_format tests for the non-raw "\\boxed" == backspace + "oxed", so it is 0.75 / 0.25;
-  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>";
+  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>", and measures
+    the tail with str.split, which misses a "\n</answer>\n" that overlaps the one before it;
+  - MATH answers "a/b" with a side that is no integer ("x / y") are compared raw, not normalised;
+  - sudoku_reward keeps every str.isdigit() character ("²", "①"), which shifts the cells after it;
   - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
     blocklist gives a program containing e.g. " os" the bonus only.
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
@@ -78,9 +81,10 @@ GSM8K_CORRECT_REWARD = 2.0
 
 def xmlcount(completion, example=None, *, fixed=None):
     """Tag-count reward in (-inf, 0.5]: +0.125 for each of the four tags seen exactly once, minus
-    0.001 per trailing character. d1 quirk (default): when "\\n</answer>\\n" is absent (the usual
+    0.001 per trailing character. d1 quirks (default): when "\\n</answer>\\n" is absent (the usual
     case: completions end exactly at </answer>), the third term's "tail" is the whole text, so long
-    completions go negative; and ending exactly at "\\n</answer>" earns +0.001."""
+    completions go negative; ending exactly at "\\n</answer>" earns +0.001; and a closing tag written
+    twice, "\\n</answer>\\n</answer>\\n", leaves a 10-character tail (see _xml_tail)."""
     text, fixed = completion, _is_fixed(fixed)
     score = 0.0
     if text.count("<reasoning>\n") == 1:
@@ -89,15 +93,23 @@ def xmlcount(completion, example=None, *, fixed=None):
         score += XML_TAG_REWARD
     if text.count("\n<answer>\n") == 1:
         score += XML_TAG_REWARD
-        # d1 measures text.split("\n</answer>\n")[-1], i.e. everything when the tag is absent
-        tail = after_last(text, "\n</answer>\n", "" if fixed else text)
-        score -= XML_TRAILING_PENALTY * len(tail)
+        score -= XML_TRAILING_PENALTY * len(_xml_tail(text, "\n</answer>\n", fixed))
     if text.count("\n</answer>") == 1:
         score += XML_TAG_REWARD
         # the -1 forgives the newline expected after the tag; with none, d1 pays a +0.001 bonus
-        excess = len(after_last(text, "\n</answer>", text)) - 1
+        excess = len(_xml_tail(text, "\n</answer>", fixed)) - 1
         score -= XML_TRAILING_PENALTY * (max(excess, 0) if fixed else excess)
     return score
+
+
+def _xml_tail(text, tag, fixed):
+    # The text after the closing tag, whose length xmlcount charges. d1 measures text.split(tag)[-1]
+    # (d1-spec §6.1 says "after the last"): the whole text when the tag is absent, and when it repeats,
+    # not always after the last one, because split scans left to right and never overlaps. In
+    # "\n</answer>\n</answer>\n" the second "\n</answer>\n" shares the first one's final "\n", so split
+    # finds only the first and the tail is "</answer>\n": 0.365 where the last-occurrence reading gives
+    # 0.375. Reproduced as the reward d1 trained with; fixed: after the LAST occurrence, "" if none.
+    return after_last(text, tag, "") if fixed else text.split(tag)[-1]
 
 
 # d1 checks re.match(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", text). With DOTALL that
@@ -203,19 +215,29 @@ def math_gold(example):
     return boxed_or_self(str(example["solution"]))
 
 
-def math_correctness(completion, example):
-    """2.0 if the LAST box anywhere in the completion (not only in <answer>) is_equiv the gold."""
+def math_correctness(completion, example, *, fixed=None):
+    """2.0 if the LAST box anywhere in the completion (not only in <answer>) is_equiv the gold.
+    d1 quirk (default): an "a/b" with a side that is no integer makes d1's normaliser raise, so "x / y"
+    is compared raw and does not equal "x/y" (answers._fix_a_slash_b); fixed=True compares normalised."""
     # no box at all -> the whole completion is the guess, which only matches a bare answer
-    return MATH_CORRECT_REWARD if is_equiv(boxed_or_self(completion), math_gold(example)) else 0.0
+    guess = boxed_or_self(completion)
+    return MATH_CORRECT_REWARD if is_equiv(guess, math_gold(example), fixed=_is_fixed(fixed)) else 0.0
 
 
 def math_format(completion, example=None, *, fixed=None):
-    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if boxed
-    else 0.5)). d1 bug (default): "boxed" means the text contains "\\x08oxed", so in practice it is
-    0.75 with <answer>, else 0.25; fixed=True tests for a real "\\boxed" (values 0.25 .. 1.0)."""
+    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if the first
+    answer span, or the whole text without a tag, is boxed else 0.5)). d1 bug (default): "boxed" means
+    it contains "\\x08oxed", so in practice it is 0.75 with <answer>, else 0.25; fixed=True tests for
+    a real "\\boxed" (values 0.25 .. 1.0)."""
     needle = "\\boxed" if _is_fixed(fixed) else D1_BOXED_NEEDLE
-    tag = MATH_ANSWER_TAG_SCORE if "<answer>" in completion else 0.0
-    boxed = MATH_BOXED_SCORE if needle in completion else MATH_NOT_BOXED_SCORE
+    has_tag = "<answer>" in completion
+    # d1's boxed_in_answer looks for the box only in r.split("<answer>")[1].split("</answer>")[0]: the
+    # text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (d1-spec §6.2 omits this
+    # reassignment of r), so a box after </answer> earns nothing. That is what the reward is for (a box
+    # inside the answer, the format of the eval prompts), not the bug, so fixed=True keeps it.
+    span = completion.split("<answer>", 2)[1].split("</answer>", 1)[0] if has_tag else completion
+    tag = MATH_ANSWER_TAG_SCORE if has_tag else 0.0
+    boxed = MATH_BOXED_SCORE if needle in span else MATH_NOT_BOXED_SCORE
     return MATH_FORMAT_SCALE * (tag + boxed)
 
 # -----------------------------------------------------------------------------
@@ -255,13 +277,20 @@ def _blank_cell_accuracy(guess, puzzle, solution):
     return sum(i < len(guess) and guess[i] == solution[i] for i in blanks) / len(blanks)
 
 
-def sudoku_reward(completion, example):
+_ASCII_NON_DIGITS = re.compile(r"[^0-9]+")  # fixed=True: what Sudoku answers are written with
+
+
+def sudoku_reward(completion, example, *, fixed=None):
     """Fraction of blank cells right, in [0, 1]. The guess is the DIGITS of the last
-    <answer>…</answer> (other characters dropped), right-padded with "0" / cut to the grid size."""
+    <answer>…</answer> (other characters dropped), right-padded with "0" / cut to the grid size.
+    d1 quirk (default): a digit is anything str.isdigit() accepts, "²" and "①" too; fixed: 0-9 only."""
     answer = last_tag_content(completion)
     if answer is None:
         return 0.0
-    digits = re.sub(r"\D+", "", answer)  # "4321 1243 ..." and "4321\n1243..." both work
+    # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit() (d1-spec
+    # §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a non-solution
+    # "digit" and shifts every cell after it. Reproduced as the reward d1 trained with
+    digits = _ASCII_NON_DIGITS.sub("", answer) if _is_fixed(fixed) else "".join(filter(str.isdigit, answer))
     if not digits:
         return 0.0
     # pad with "0", which never equals a solution digit: a short answer just loses those cells

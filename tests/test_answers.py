@@ -1,11 +1,13 @@
 """
 Tests for answers.py: reading an answer out of a generation, shared by the training rewards and d1's eval
 parsers. Table-driven: <answer> tags, \\boxed{} extraction, Hendrycks-MATH normalisation (d1-spec §6.2),
-numbers; the linear tag scanners against Python's `re` running d1's own patterns on random strings.
+numbers; the linear tag scanners against Python's `re` running d1-spec's patterns, and is_equiv (d1's
+default and fixed=True) against properties written from d1-spec §6.2, on random strings.
 (first_tag_content is checked against d1's re.search in tests/test_parsers.py.)
 
 Run:  .venv/bin/python -m pytest tests/test_answers.py -q
 """
+import random
 import re
 
 import pytest
@@ -106,6 +108,70 @@ def test_strip_string(raw, expected):
 def test_is_equiv(a, b, expected):
     assert is_equiv(a, b) is expected
 
+
+@pytest.mark.parametrize("a, b", [
+    (r"x / y", "x/y"), (r"\pi / 2", r"\pi/2"), ("3.0 / 4", "3.0/4"), ("a / 4", "a/4"), (" / 4", "/4"),
+])
+def test_slash_with_non_integer_side_is_compared_raw(a, b):
+    """d1's fix_a_slash_b lets int()'s ValueError escape (d1-spec §6.2; the raise is in d1's code): the
+    normaliser raises and is_equiv compares the raw strings. fixed=True compares the normalised ones."""
+    assert strip_string(a, fixed=True) == strip_string(b, fixed=True) == b.replace(" ", "")
+    with pytest.raises(ValueError):
+        strip_string(a)
+    assert is_equiv(a, b) is False and is_equiv(a, b, fixed=True) is True
+    assert is_equiv(b, b) is True  # raw equality still holds
+
+
+def test_slash_with_integer_sides_never_raises():
+    # int() reads both sides: canonical ones become \frac, the rest ("03", "+3") stay as written
+    for fixed in (False, True):
+        assert strip_string("3 / 4", fixed) == r"\frac{3}{4}"
+        assert strip_string("03/4", fixed) == "03/4" and strip_string("+3/4", fixed) == "+3/4"
+
+
+MATH_PIECES = ["/", "x", "3", "4", "0", ".", " ", "-", "+", "=", "{", "}", "\\frac", "\\sqrt", "\\pi",
+               "\\text{ ", "\\%", "\\!", "0.5", "\\left", "^\\circ", "\n"]
+
+
+def slash_side_not_int(s):
+    """One "/" with a side int() can't read: where d1's normaliser raises (d1-spec §6.2, answers.py)."""
+    if s.count("/") != 1:
+        return False
+    left, right = s.split("/")
+    try:
+        int(left), int(right)
+    except ValueError:
+        return True
+    return False
+
+
+def test_is_equiv_slash_quirk_on_random_strings():
+    # Properties, written from d1-spec §6.2 and answers._fix_a_slash_b's comment (n(.) = strip_string(., fixed=True)):
+    #  - fixed=True compares n(a) == n(b); a string n() can't normalise is compared raw in both modes;
+    #  - the default compares RAW a == b whenever n(a) or n(b) is an "a/b" with a side that is no integer,
+    #    and n(a) == n(b) everywhere else (the quirk is the only difference).
+    # Would fail for a default that caught int()'s ValueError (then "x / y" == "x/y"): `raw` counts the
+    # pairs where it matters.
+    rng = random.Random(0)
+    pieces = lambda: "".join(rng.choice(MATH_PIECES) for _ in range(rng.randint(0, 6)))
+    raw = malformed = 0
+    for _ in range(20_000):
+        a = pieces()
+        b = a.replace(" ", "") if rng.random() < 0.5 else pieces()  # often equal up to spaces
+        try:
+            na, nb = strip_string(a, fixed=True), strip_string(b, fixed=True)
+        except ValueError:
+            assert is_equiv(a, b) is is_equiv(a, b, fixed=True) is (a == b), (a, b)
+            malformed += 1
+            continue
+        assert is_equiv(a, b, fixed=True) is (na == nb), (a, b)
+        if slash_side_not_int(na) or slash_side_not_int(nb):
+            assert is_equiv(a, b) is (a == b), (a, b)
+            raw += (na == nb) != (a == b)
+        else:
+            assert is_equiv(a, b) is (na == nb), (a, b)
+    assert raw > 50 and malformed > 100, (raw, malformed)
+
 # -----------------------------------------------------------------------------
 # numbers and small helpers
 
@@ -114,3 +180,6 @@ def test_numbers_and_after_last():
     assert find_numbers("1,000 or -3.5.1 and 7.") == ["1", "000", "-3.5", "1", "7."]  # d1's pattern, quirks too
     assert [float_or_none(t) for t in (" 18 ", "1e3", "1_000", "$18", "")] == [18.0, 1000.0, 1000.0, None, None]
     assert after_last("a|b|c", "|", None) == "c" and after_last("abc", "|", "none") == "none"
+    # a separator that overlaps itself: after the LAST one, where str.split's left-to-right scan skips it
+    twice = "\n</answer>\n</answer>\n"
+    assert after_last(twice, "\n</answer>\n", None) == "" and twice.split("\n</answer>\n")[-1] == "</answer>\n"

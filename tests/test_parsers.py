@@ -22,7 +22,7 @@ from functools import lru_cache
 import pytest
 
 import tasks
-from answers import first_tag_content
+from answers import first_tag_content, is_equiv
 from conftest import SHARED_DATA
 from parsers import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, gsm8k_gold_eval,
                      parse_countdown_eval, parse_gsm8k_eval, parse_math_eval, parse_sudoku_eval, score_eval,
@@ -217,6 +217,9 @@ MATH_ROWS = [
      "</reasoning>\n<answer>\n\\boxed{}\n</answer><|eot_id|>", "\\boxed{}", {"answer": "14"}, False),
     (None, "so it is \\boxed 5$.", "5", {"answer": "5"}, True),  # the "\boxed 5" form (d1's helper)
     (None, "\\boxed{\\dfrac{1}{2}}", "\\dfrac{1}{2}", {"answer": "0.5"}, True),  # Hendrycks normalisation
+    # d1 quirk: "x/y" (a side int() can't read) makes the normaliser raise; raw "x / y" != "x/y"
+    (None, "so \\boxed{x / y}", "x / y", {"answer": "x/y"}, False),
+    (None, "so \\boxed{3 / 4}", "3 / 4", {"answer": "\\frac{3}{4}"}, True),  # integer sides: normalised
 ]
 
 COUNTDOWN_ROWS = [
@@ -283,6 +286,9 @@ SUDOKU_ROWS = [
      {"puzzle": "0100301010022340", "solution": "4123321414322341"}, 1),
     (None, "<answer>\n4321\n1243\n3412\n2134\n</answer>", "4321124334122134",  # solved: all 8 blanks right
      {"puzzle": "4320004330100004", "solution": "4321124334122134"}, 8),
+    # 2: "²" is kept like any non-blank (d1 filters nothing here), a wrong cell that shifts the rest
+    (None, "<answer>\n4321²1243\n3412\n2134\n</answer>", "4321²12433412213",
+     {"puzzle": "4320004330100004", "solution": "4321124334122134"}, 2),
 ]
 
 TABLES = {"gsm8k": (GSM8K_ROWS, parse_gsm8k_eval), "math": (MATH_ROWS, parse_math_eval),
@@ -355,7 +361,30 @@ def test_toy_and_unknown_task():
     assert (r["correct"], r["cells_correct"], r["score"]) == (False, 7, 0.0)
     with pytest.raises(ValueError, match="unknown task"):
         score_eval("s1k", "", {})
-    assert PARSER_VERSION == "d1-837888f"
+    assert PARSER_VERSION == "d1-837888f.2"
+
+
+def test_math_slash_with_non_integer_side_is_d1s_raw_comparison():
+    """The eval parser always scores like d1 (answers._fix_a_slash_b): "x / y" is compared raw with the
+    gold; the repaired comparison, is_equiv(fixed=True), would count it."""
+    for box, gold in [("x / y", "x/y"), ("\\pi / 2", "\\pi/2"), ("3.0 / 4", "3.0/4")]:
+        r = score_eval("math", f"<answer>\\boxed{{{box}}}</answer>", {"answer": gold})
+        assert r["pred"] == box and r["correct"] is False
+        assert is_equiv(box, gold, fixed=True) is True
+        assert score_eval("math", f"\\boxed{{{box.replace(' ', '')}}}", {"answer": gold})["correct"] is True
+
+
+@pytest.mark.parametrize("task, text, example, pred, correct", [
+    # no \boxed, so the last box is the \fbox; d1's eval remove_boxed cannot unwrap it and returns it as is
+    ("math", "<answer>\\frac{1}{2}</answer> \\fbox{x}", {"answer": "\\frac{1}{2}"}, "\\fbox{x}", False),
+    ("math", "\\fbox{5}", {"answer": "\\fbox{5}"}, "\\fbox{5}", True),
+    ("math", "\\fbox{5} then \\boxed{6}", {"answer": "6"}, "6", True),  # a \boxed anywhere wins over \fbox
+    ("countdown", "<answer>44+19+35</answer> \\fbox{1}", {"nums": [44, 19, 35], "target": 98}, "\\fbox{1}", False),
+])
+def test_an_fbox_is_the_prediction_as_it_is(task, text, example, pred, correct):
+    # the reward reads it differently (answers.boxed_or_self falls back to the whole text), as d1's does
+    r = score_eval(task, text, example)
+    assert r["pred"] == pred and bool(r["correct"]) is correct
 
 
 # -----------------------------------------------------------------------------

@@ -3,7 +3,10 @@ Tests for rewards.py: d1's training rewards (d1-spec §6) and our toy reward, ta
 
   1. hand-made (completion, example, expected) tables for every function, one row per branch or
      d1 quirk, run with d1's bugs (the default) and, where they differ, with fixed=True;
-  2. the fast format scanners against Python's `re` running d1's own patterns, on random strings;
+  2. the fast format scanners against Python's `re` running d1-spec's patterns, and xmlcount, math_format
+     and sudoku_reward against properties written from d1-spec §6 (default and fixed=True), on random
+     strings; the four places where d1's code and a literal reading of d1-spec part on hostile text,
+     with d1's and the repaired values;
   3. d1's released LLaDA generations (../shared/data/d1_eval_baselines; skipped without it): every
      reward is a finite float in its range, takes only its documented values, and MATH correctness
      reproduces the paper's LLaDA MATH500 accuracies 26.0 / 32.4 / 36.2 exactly;
@@ -267,6 +270,169 @@ def test_format_scanners_match_d1_regexes():
             hits[("strict", fixed)] = hits.get(("strict", fixed), 0) + strict
     assert min(hits.values()) > 100, hits  # every matcher said "yes" often enough to be tested
 
+
+# Default (d1) vs repaired values on random strings, checked against properties written from d1-spec §6
+# and the comments in rewards.py, each built independently of the code under test
+
+PIECES = ["<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n", "\n</answer>\n", "<answer>", "</answer>",
+          "</answer>\n", "\n", " ", "x", "\x08oxed", "\\boxed{1}", "4321", "1243", "3412", "2134", "²", "①", "٣", "1", "4"]
+CLOSE_NL, CLOSE = "\n</answer>\n", "\n</answer>"
+
+
+def piece_texts(n, seed=0):
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12)))
+
+
+def tail_after_scan(text, sep):
+    """Length of the text after the last match that a left-to-right, non-overlapping scan for sep finds
+    (each search resumes just past the previous match); the whole text when there is none."""
+    resume, pos = 0, text.find(sep)
+    while pos >= 0:
+        resume = pos + len(sep)
+        pos = text.find(sep, resume)
+    return len(text) - resume
+
+
+def tail_after_last(text, sep):
+    """Length of the text after the LAST occurrence of sep (overlaps allowed); 0 when there is none."""
+    pos = text.rfind(sep)
+    return 0 if pos < 0 else len(text) - pos - len(sep)
+
+
+def overlaps_itself(text, sep):
+    """Two occurrences of sep share characters (e.g. "\\n</answer>\\n</answer>\\n")."""
+    starts = [i for i in range(len(text)) if text.startswith(sep, i)]
+    return any(b - a < len(sep) for a, b in zip(starts, starts[1:]))
+
+
+def test_xmlcount_default_and_fixed_on_random_strings():
+    # The default's two penalties measure the tail after the scan above (whole text if no tag); fixed=True
+    # the tail after the last occurrence (none if no tag) and never pays the +0.001 for ending at "\n</answer>".
+    # Would fail for a default measuring after the last occurrence (0.375 where d1 gives 0.365 on
+    # GOOD + "\n</answer>\n", the code before issue 14), or for a fixed path keeping the whole-text penalty.
+    overlapping = differing = 0
+    for text in piece_texts(20_000):
+        tags = 0.125 * sum(text.count(t) == 1 for t in ("<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n", CLOSE))
+        d1 = fixed = tags
+        if text.count("\n<answer>\n") == 1:
+            d1 -= 0.001 * tail_after_scan(text, CLOSE_NL)
+            fixed -= 0.001 * tail_after_last(text, CLOSE_NL)
+        if text.count(CLOSE) == 1:
+            d1 -= 0.001 * (tail_after_scan(text, CLOSE) - 1)
+            fixed -= 0.001 * max(tail_after_last(text, CLOSE) - 1, 0)
+        assert xmlcount(text, {}) == pytest.approx(d1, abs=1e-12), repr(text)
+        assert xmlcount(text, {}, fixed=True) == pytest.approx(fixed, abs=1e-12), repr(text)
+        # so the two differ only where the closing tag is absent or overlaps itself
+        if abs(d1 - fixed) > 1e-12:
+            assert CLOSE_NL not in text or overlaps_itself(text, CLOSE_NL), repr(text)
+        differing += abs(d1 - fixed) > 1e-12
+        overlapping += overlaps_itself(text, CLOSE_NL) and text.count("\n<answer>\n") == 1
+    assert overlapping > 40 and differing > 1000, (overlapping, differing)
+
+
+def first_answer_span(text):
+    """From just after the first "<answer>" up to the next "<answer>" or "</answer>", whichever comes
+    first (or the end); the whole text when there is no "<answer>"."""
+    i = text.find("<answer>")
+    if i < 0:
+        return text
+    i += len("<answer>")
+    ends = [j for j in (text.find("<answer>", i), text.find("</answer>", i)) if j >= 0]
+    return text[i:min(ends, default=len(text))]
+
+
+def swap_box_needles(text):
+    # "\boxed" <-> backspace + "oxed": neither piece can appear across a swapped one's border
+    return text.replace("\\boxed", "\0").replace("\x08oxed", "\\boxed").replace("\0", "\x08oxed")
+
+
+def test_math_format_default_and_fixed_on_random_strings():
+    # fixed=True: 0.5 * (tag + box in the first answer span); the default is the same test for d1's
+    # "\x08oxed" needle, so it equals the fixed value on the text with the two needles swapped. Would fail
+    # for a default that looked for a real "\boxed", or for a box searched after "</answer>".
+    seen = set()
+    for text in piece_texts(20_000, seed=1):
+        if "\0" in text:
+            continue
+        expected = 0.5 * (("<answer>" in text) + (1.0 if "\\boxed" in first_answer_span(text) else 0.5))
+        assert math_format(text, {}, fixed=True) == expected, repr(text)
+        assert math_format(text, {}) == math_format(swap_box_needles(text), {}, fixed=True), repr(text)
+        seen.add((math_format(text, {}), expected))
+    assert len(seen) >= 8, seen  # every default value with every fixed value
+
+
+ASCII_DIGITS = set("0123456789")
+
+
+def test_sudoku_default_keeps_unicode_digits_as_wrong_cells():
+    # d1 keeps every str.isdigit() character as a cell. Independent construction: put an ASCII "0" (never a
+    # solution digit, it is the blank marker) in place of each such non-ASCII character; the repaired
+    # 0-9 reward on that text is the default's value. Would fail for a default that drops "²" like
+    # fixed=True does: "4321²124334122134" scores 2/8 here, 1.0 when "²" is dropped.
+    differing = 0
+    for text in piece_texts(20_000, seed=2):
+        zeroed = "".join("0" if c.isdigit() and c not in ASCII_DIGITS else c for c in text)
+        d1 = sudoku_reward(text, SUDOKU)
+        assert d1 == sudoku_reward(zeroed, SUDOKU, fixed=True), repr(text)
+        differing += d1 != sudoku_reward(text, SUDOKU, fixed=True)
+    assert differing > 100, differing
+
+# -----------------------------------------------------------------------------
+# 2. Hostile strings where d1's code is not what a literal reading of d1-spec says (issue 14): d1's value
+# by default, the repaired one with fixed=True and with the module switch D1_BUGS off
+
+
+def test_xmlcount_closing_tag_twice(monkeypatch):
+    # "\n</answer>\n</answer>\n": the second "\n</answer>\n" shares the first one's final "\n", so d1's
+    # text.split finds only the first: the tail is "</answer>\n" (10 characters), not "" after the last one
+    text = GOOD + "\n</answer>\n"
+    assert xmlcount(text, {}) == pytest.approx(0.365, abs=1e-12)
+    assert xmlcount(text, {}, fixed=True) == pytest.approx(0.375, abs=1e-12)
+    monkeypatch.setattr(rewards, "D1_BUGS", False)
+    assert xmlcount(text, {}) == pytest.approx(0.375, abs=1e-12)
+
+
+@pytest.mark.parametrize("text, d1, fixed", [
+    ("<answer>4321²124334122134</answer>", 2 / 8, 1.0),   # "²" takes cell 4, every later cell shifts
+    ("<answer>①321124334122134</answer>", 1.0, 2 / 8),    # "①" fills given cell 0; dropping it shifts
+    ("<answer>²</answer>", 0.0, 0.0),                      # a "digit" to d1, but never a solution digit
+])
+def test_sudoku_reward_keeps_str_isdigit_chars(monkeypatch, text, d1, fixed):
+    assert sudoku_reward(text, SUDOKU) == pytest.approx(d1)
+    assert sudoku_reward(text, SUDOKU, fixed=True) == pytest.approx(fixed)
+    monkeypatch.setattr(rewards, "D1_BUGS", False)
+    assert sudoku_reward(text, SUDOKU) == pytest.approx(fixed)
+
+
+@pytest.mark.parametrize("text, d1, fixed", [
+    ("<answer>42</answer> \x08oxed", 0.75, 0.75),         # d1 looks only inside the first answer span ...
+    (r"<answer>42</answer> \boxed{42}", 0.75, 0.75),      # ... in both modes: a box after </answer> is no format
+    ("<answer>a<answer>\x08oxed</answer>", 0.75, 0.75),  # the span ends at the next "<answer>" too
+    ("<answer>\x08oxed<answer></answer>", 1.0, 0.75),
+    (r"<answer>x<answer>\boxed{1}</answer>", 0.75, 0.75),
+    (r"no tag, \boxed{1}", 0.25, 0.5),                    # no tag: the whole text is searched
+])
+def test_math_format_looks_only_in_first_answer_span(monkeypatch, text, d1, fixed):
+    assert math_format(text, {}) == d1
+    assert math_format(text, {}, fixed=True) == fixed
+    monkeypatch.setattr(rewards, "D1_BUGS", False)
+    assert math_format(text, {}) == fixed
+
+
+@pytest.mark.parametrize("text, answer", [
+    (r"\boxed{x / y}", "x/y"), (r"\boxed{\pi / 2}", r"\pi/2"), (r"\boxed{3.0 / 4}", "3.0/4"),
+])
+def test_math_correctness_slash_with_non_integer_side(monkeypatch, text, answer):
+    # d1's normaliser raises on "a/b" when int() can't read a side, and is_equiv falls back to the raw
+    # strings, which differ by the spaces (answers._fix_a_slash_b); repaired: compared normalised
+    assert math_correctness(text, {"answer": answer}) == 0.0
+    assert math_correctness(text, {"answer": answer}, fixed=True) == 2.0
+    assert math_correctness(text.replace(" ", ""), {"answer": answer}) == 2.0  # raw equality still counts
+    monkeypatch.setattr(rewards, "D1_BUGS", False)
+    assert math_correctness(text, {"answer": answer}) == 2.0
+
 # -----------------------------------------------------------------------------
 # 3. d1's released LLaDA-8B-Instruct generations
 
@@ -385,7 +551,9 @@ CALLS = [(task, fn.__name__, fn) for task, fns in REWARDS.items() if task in EXA
 CALLS += [("gsm8k", f"{fn.__name__}(fixed)", lambda c, e, fn=fn: fn(c, e, fixed=True))
           for fn in (xmlcount, soft_format, strict_format)]
 CALLS += [("math", "math_format(fixed)", lambda c, e: math_format(c, e, fixed=True)),
-          ("math", "math_correctness(solution)", lambda c, e: math_correctness(c, {"solution": c}))]
+          ("math", "math_correctness(fixed)", lambda c, e: math_correctness(c, e, fixed=True)),
+          ("math", "math_correctness(solution)", lambda c, e: math_correctness(c, {"solution": c})),
+          ("sudoku", "sudoku_reward(fixed)", lambda c, e: sudoku_reward(c, e, fixed=True))]
 
 
 def test_hostile_strings_never_raise_and_run_fast():
