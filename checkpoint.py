@@ -60,11 +60,8 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     transformers' 4-bit loading leaves the output layer unquantized."""
     from safetensors import safe_open
     path = Path(path)
-    cfg_file = path / CONFIG_FILE
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected an official LLaDA directory)")
-    # from_dict validates: an unsupported architecture fails here, before a single weight is read
-    config = LLaDAConfig.from_dict(json.loads(cfg_file.read_text()))
+    # config, shards, truncation, keys and shapes, from the file headers, before a single weight is read
+    config = verify(path)
     device = torch.device(device or "cpu")
     # with a 4-bit base the layers that stay dense default to bf16, as d1 loads them
     if load_in_4bit:
@@ -72,17 +69,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     # no memory and no random init: every parameter is a placeholder until its tensor arrives
     with torch.device("meta"):
         model = LLaDA(config)
-    # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (llada.md §2)
-    expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in model.state_dict().items()}
     files = _shard_files(path)
-    # Check every key and shape from the file headers before reading a single tensor.
-    found = {}
-    for f in files:
-        with safe_open(f, framework="pt") as sf:
-            # get_slice only reads the header: shapes without loading any data
-            for k in sf.keys():
-                found[k] = tuple(sf.get_slice(k).get_shape())
-    _check_keys(path, expected, found)
     # Now read for real: safetensors memory-maps the file and copies each tensor straight to
     # `device`; the dtype cast (if any) makes a second copy of that one tensor only. Peak memory is
     # one copy of the weights (8B in bf16: 16 GB) plus one tensor.
@@ -95,12 +82,68 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     return model
 
 
+def verify(path):
+    """Check an official-layout directory without reading a weight -> its LLaDAConfig. config.json
+    parses into a supported config; every shard the index names is there and complete (its size is
+    what its header says); every key and shape is what the config asks for. from_pretrained runs it
+    first; the entry scripts run it up front (checks.check_model_dir), so a bad directory fails in a
+    second with one message instead of after minutes of set-up."""
+    path = Path(path)
+    cfg_file = path / CONFIG_FILE
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected an official LLaDA directory)")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg_file} is not valid JSON ({e})") from None
+    # from_dict validates: an unsupported architecture fails here, before a single weight is read
+    try:
+        config = LLaDAConfig.from_dict(raw)
+    except TypeError as e:  # a field of the wrong type, e.g. "n_layers": "32"
+        raise ValueError(f"{cfg_file}: {e}") from None
+    # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (llada.md §2)
+    with torch.device("meta"):
+        expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}
+    found = {}
+    for f in _shard_files(path):
+        found.update(_header_shapes(f))
+    _check_keys(path, expected, found)
+    return config
+
+
+def _header_shapes(file):
+    """{key: shape} from a safetensors file's header (8-byte little-endian length, then JSON), and a
+    check that the file holds all the bytes the header promises: a copy cut short by a full disk or
+    a killed transfer is named here, instead of as safetensors' bare "invalid header" later."""
+    size = os.path.getsize(file)
+    with open(file, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        try:
+            if not 0 < n <= size - 8:
+                raise ValueError
+            header = json.loads(f.read(n))
+            tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+            data_end = max((v["data_offsets"][1] for v in tensors.values()), default=0)
+            shapes = {k: tuple(v["shape"]) for k, v in tensors.items()}
+        except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+            raise ValueError(f"{file} is not a readable safetensors file (corrupt or truncated header); "
+                             f"copy or save it again") from None
+    if size != 8 + n + data_end:
+        raise ValueError(f"{file} is truncated or padded: its header describes {8 + n + data_end:,} bytes, "
+                         f"the file has {size:,}; copy or save it again")
+    return shapes
+
+
 def _shard_files(path):
     """The safetensors files of a checkpoint directory: those named by the index if there is one."""
     # With an index, it is the authority: a stray *.safetensors file is ignored, and a shard it
     # names but that is absent fails here, not later as a list of "missing keys".
     if (path / INDEX_FILE).is_file():
-        weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+        try:
+            weight_map = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path / INDEX_FILE} is not a valid index ({type(e).__name__}: {e})") from None
         files = [path / f for f in sorted(set(weight_map.values()))]
         absent = [f.name for f in files if not f.is_file()]
         if absent:

@@ -29,6 +29,11 @@ Deliberate differences from d1's code (each is also noted where it happens):
   - the sampler draws its Gumbel noise in float64 (d1's RL copy: bf16);
   - long prompts are cut from the left as d1 does, but we print how many were cut.
 
+Runs that survive (README "Reliability"): bad input is one line before anything starts
+(checks.py); every --save-every rounds a save that a crash cannot spoil (resume.py), from which
+--resume continues bit for bit (every random stream is keyed by seed, round and micro-batch); a
+non-finite loss or gradient skips the step on every rank, --max-bad-steps in a row stop the run.
+
 Scale: torchrun DDP (LoRA, d1's set-up) or, for full fine-tuning, --fsdp (FSDP2: fp32 master
 weights, gradients and AdamW state sharded over the ranks, bf16 compute on GPU; the frozen
 reference copy is sharded too). --autocast runs every forward (rollout, old/ref, policy) under
@@ -36,6 +41,7 @@ torch.autocast(bf16) with the weights kept in --dtype.
 
 Run:
     python grpo.py                                   # toy Sudoku on the tiny model, CPU, minutes
+    python grpo.py --resume                          # after a crash: the same flags plus --resume
     torchrun --nproc_per_node=8 grpo.py --preset 8b --task gsm8k --data gsm8k/train.jsonl \\
         --model-dir LLaDA-8B-Instruct --out-dir out/grpo-gsm8k
     torchrun --nproc_per_node=8 grpo.py --preset 8b --fsdp --no-load-in-4bit --lora-r 0 \\
@@ -49,6 +55,7 @@ Run:
 import argparse
 import os
 import random
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -60,12 +67,14 @@ from tqdm import tqdm
 import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
-from ddp import clip_grad_norm, init_training, set_grad_sync, shard_model, wrap_for_training
+from checks import InputError, check_data_paths, check_fraction, check_model_dir, check_out_dir, require, upfront
+from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
+                 shard_model, step_if_finite, wrap_for_training)
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, estimate_logprobs
 from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
-from resume import STATE_FILE, restore_optimizer, resume_weights, save_checkpoint
-from sample import generate
+from resume import RUN_FILES, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from sample import check_schedule, generate
 from tokenizer import prompt_ids
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
@@ -83,6 +92,10 @@ PRESETS = {
                gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
                max_prompt_length=200, lora_r=128, lora_alpha=64.0, load_in_4bit=True, rounds=700),
 }
+
+# flags a --resume may change without a note: how long to run, how often to save, where to stop
+RESUME_MAY_CHANGE = {"rounds", "resume", "force", "save_every", "keep_last", "eval_every", "dist_timeout",
+                     "max_bad_steps"}
 
 # -----------------------------------------------------------------------------
 # the math, as small pure functions
@@ -302,10 +315,6 @@ def load_policy(args, run):
     """The start model (d1: the merged SFT model) with its LoRA adapters, not yet wrapped.
     -> (model, tokenizer, ref_context): the context in which `model` is the reference policy
     (adapters off), or a do-nothing context for full fine-tuning (a frozen copy, load_reference)."""
-    if not os.path.exists(os.path.join(args.model_dir, "config.json")):
-        # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8); "+diffu-GRPO" from LLaDA-8B-Instruct
-        raise FileNotFoundError(f"no model in {args.model_dir}: diffu-GRPO starts from the SFT model; run "
-                                f"`python sft.py` first (it writes out/sft) or pass --model-dir")
     # --load-in-4bit (the 8b preset, as d1): NF4 base with double quantization, bf16 compute (d1-spec §4.3)
     model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     ref_context = nullcontext
@@ -317,12 +326,8 @@ def load_policy(args, run):
         # π_ref costs no second copy of the weights: the frozen base IS the reference (d1: disable_adapter(),
         # d1-spec §3.2). It never moves: d1's sync_ref_model is a no-op under PEFT
         ref_context = lambda: lora_disabled(model)
-    elif args.load_in_4bit:
-        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
-    if args.compile:
-        if args.fsdp:
-            raise ValueError("--compile with --fsdp is not supported yet (untested); drop one of them")
+    if args.compile:  # not with --fsdp (check_args)
         compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
     return model, tokenizer, ref_context
 
@@ -391,13 +396,15 @@ def score_old_ref(model, ref_model, ref_context, batches, seeds, p_mask, beta, a
 
 
 def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilon, beta, p_mask, grad_clip, accum,
-                estimator="one_step"):
+                estimator="one_step", run=None):
     """Step 5, inner step j of μ: the policy's log-probs of every micro-batch under mask seed
     `seed` (one forward + one backward each), gradients accumulated over the micro-batches and,
     under DDP / FSDP, averaged over ranks on the last one; then one clipped optimizer step.
     `model` is the wrapped policy (DDP / FSDP / plain; a DDP wrapper has no .config, hence
     mask_id). Returns the loss, KL, clip fraction and ratio statistics averaged over this rank's
-    micro-batches, and the gradient norm before clipping."""
+    micro-batches, the gradient norm before clipping, and skipped: 1.0 when the step was not taken
+    because the loss or the gradient norm was not finite on some rank (ddp.step_if_finite; `run`:
+    the ranks to agree with, None for one process)."""
     model.train()  # LoRA dropout (if any) only in the policy pass
     stats = {}
     for i, b in enumerate(batches):
@@ -416,8 +423,9 @@ def policy_step(model, batches, j, seed, optimizer, params, amp, mask_id, epsilo
             stats[k] = stats.get(k, 0.0) + v / accum
     # d1: max_grad_norm 0.2; grad_clip 0 clips nothing but the norm is still logged
     stats["grad_norm"] = clip_grad_norm(params, grad_clip)
-    optimizer.step()  # constant lr, as d1's constant_with_warmup after a handful of steps
-    optimizer.zero_grad(set_to_none=True)
+    # constant lr, as d1's constant_with_warmup after a handful of steps. A NaN or inf anywhere (a
+    # fp overflow, a poisoned batch) skips the step on every rank, weights and AdamW state untouched
+    stats["skipped"] = float(not step_if_finite(optimizer, run, stats["loss"], stats["grad_norm"]))
     return stats
 
 
@@ -441,7 +449,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-prompt-length", type=int, help="longer prompts are cut from the left (d1: 200)")
     # model
     parser.add_argument("--model-dir", type=str, default="out/sft", help="official-layout start model (d1: the merged SFT model)")
-    parser.add_argument("--out-dir", type=str, default="out/grpo", help="checkpoints (official layout) + trainer_state.pt")
+    parser.add_argument("--out-dir", type=str, default="out/grpo", help="the run: saves/step-N (official layout + "
+                        "trainer_state.pt), metrics.jsonl, and the latest save as the run's model")
     parser.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning with a frozen reference copy")
     parser.add_argument("--lora-alpha", type=float, help="LoRA alpha")
     parser.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout (policy passes only)")
@@ -476,8 +485,15 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, help="AdamW learning rate, constant (d1: 3e-6)")
     parser.add_argument("--weight-decay", type=float, help="AdamW weight decay (d1: 0.1)")
     parser.add_argument("--grad-clip", type=float, help="max grad norm (d1: 0.2)")
-    parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N rounds (and at the end)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir")
+    parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end): a crash "
+                        "loses at most this many rounds")
+    parser.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its newest "
+                        "complete save")
+    parser.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
+                        "(deletes its saves, log and model)")
+    parser.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a "
+                        "row with a non-finite loss or gradient (each one is skipped)")
     parser.add_argument("--eval-every", type=int, default=0, help="toy: held-out greedy accuracy every N rounds "
                         "(and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
     parser.add_argument("--eval-items", type=int, default=200, help="toy: held-out puzzles for --eval-every")
@@ -490,9 +506,45 @@ def parse_args(argv=None):
                         "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
                         "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    parser.add_argument("--dist-timeout", type=int, default=DIST_TIMEOUT_S, help="seconds a collective waits for "
+                        "a lost rank before this one stops with a message")
     # preset values fill only the flags not given on the command line
     parser.set_defaults(**preset)
     return parser.parse_args(argv)
+
+
+def check_args(args, world_size):
+    """Every flag that cannot work, as one InputError, before anything is loaded (checks.upfront
+    turns it into one line). The data, the model directory and --out-dir are checked after it."""
+    from rewards import REWARDS
+    for name in args.task.split(","):
+        require(name in REWARDS, f"--task: unknown task {name!r}; one of {', '.join(sorted(REWARDS))}")
+    # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently
+    require(args.num_generations >= 2, f"--num-generations must be >= 2 (GRPO compares completions of one prompt; "
+                                       f"G = {args.num_generations} gives every advantage 0)")
+    for flag in ("rounds", "prompts_per_step", "groups_per_micro", "num_iterations", "save_every",
+                 "max_prompt_length", "eval_items"):
+        require(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    # every rank must run the same number of passes or DDP / FSDP hang: divisibility up front
+    n_micro = args.prompts_per_step // args.groups_per_micro
+    require(args.prompts_per_step % args.groups_per_micro == 0 and n_micro % world_size == 0,
+            f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of --groups-per-micro "
+            f"{args.groups_per_micro} groups, a multiple of the {world_size} ranks")
+    require(args.epsilon > 0, f"--epsilon (the clip range) must be > 0, got {args.epsilon}")
+    require(args.beta >= 0, f"--beta must be >= 0, got {args.beta}")
+    require(args.temperature >= 0, f"--temperature must be >= 0, got {args.temperature}")
+    check_fraction("--p-mask", args.p_mask)  # p = 1 would mask the whole prompt: q' says nothing of q
+    check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with sft.py
+    require(not (args.compile and args.fsdp), "--compile with --fsdp is not supported yet (untested); drop one of them")
+    try:  # gen / block / steps must divide (sample.check_schedule's rule), named by our flags
+        check_schedule(args.gen_length, args.block_length, args.diffusion_steps)
+    except ValueError as e:
+        raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
+                         f"{args.diffusion_steps}: {e}") from None
+    # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
+    require(not args.eval_every or (args.task == "toy" and not args.fsdp),
+            "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
+    require(args.eval_every >= 0, f"--eval-every must be >= 0, got {args.eval_every}")
 
 
 # -----------------------------------------------------------------------------
@@ -501,29 +553,37 @@ if __name__ == "__main__":
     args = parse_args()
 
     # -------------------------------------------------------------------------
+    # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
+    # every data line, the model directory's headers, and what --out-dir already holds
+    with upfront():
+        world_size = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's; the process group comes after
+        check_args(args, world_size)
+        check_data_paths([p for p in args.data.split(",") if p])
+        # data: the prompts of every task, shuffled once (d1: seed 42); a malformed line is named file:line
+        examples = load_rl_data(args)
+        require(args.prompts_per_step <= len(examples), f"--prompts-per-step {args.prompts_per_step} is more than "
+                f"the {len(examples)} prompts in the data")
+        # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8); "+diffu-GRPO" from LLaDA-8B-Instruct
+        require(os.path.isdir(args.model_dir), f"no model in {args.model_dir}: diffu-GRPO starts from the SFT "
+                "model; run `python sft.py` first (it writes out/sft) or pass --model-dir")
+        check_model_dir(args.model_dir)
+        check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)  # last: --force deletes
+        require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
+                "(the run stopped before its first); start it again with --force instead of --resume")
+    from rewards import REWARDS, total_rewards
+    # every reward function of every task in the data: one log column each, d1 logs each one's mean too
+    comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
+
+    # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
     # d1's batch (d1-spec §4.1): 16 prompts x G = 6 -> 96 completions per optimizer step, one group per
     # GPU micro-batch (8 GPUs x accumulation 2); here --prompts-per-step 16 --groups-per-micro 1 on any
-    # world size gives the same update
+    # world size gives the same update (check_args made sure the micro-batches split over the ranks)
     G = args.num_generations
     n_micro = args.prompts_per_step // args.groups_per_micro  # micro-batches per round, all ranks
-    # every rank must run the same number of passes or DDP / FSDP hang: check divisibility up front
-    if args.prompts_per_step % args.groups_per_micro or n_micro % world_size:
-        raise ValueError(f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of "
-                         f"--groups-per-micro {args.groups_per_micro} groups, a multiple of {world_size} ranks")
     accum = n_micro // world_size  # micro-batches per rank per optimizer step
-    if args.eval_every and (args.task != "toy" or args.fsdp):
-        # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
-        raise ValueError("--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
-
-    # -------------------------------------------------------------------------
-    # data: the prompts of every task, shuffled once (d1: seed 42); rewards by task
-    examples = load_rl_data(args)
-    from rewards import REWARDS, total_rewards
-    # every reward function of every task in the data: one log column each, d1 logs each one's mean too
-    comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})
 
     # -------------------------------------------------------------------------
     # model: policy (+ LoRA), resumed weights, DDP / FSDP, reference, optimizer (set-up helpers above)
@@ -531,7 +591,8 @@ if __name__ == "__main__":
     # LLaDA: mask 126336, EOS 126081 <|endoftext|> (also the pad; d1-spec §1). EOS, not <|eot_id|>, ends
     # the completion mask (d1-spec §10.5)
     mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
-    start_round, state = resume_weights(args, run, raw_model)
+    resumed_from, state = resume_weights(args, run, raw_model)  # --resume: the newest complete save
+    start_round = state["step"] if state else 0
     model = wrap_for_training(raw_model, run, args.fsdp)  # raw_model: the unwrapped (or sharded) policy
     ref_model = load_reference(args, run)
     # the trainable tensors: the LoRA matrices, or every parameter, read AFTER sharding (DTensors)
@@ -540,11 +601,15 @@ if __name__ == "__main__":
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=args.weight_decay)
     if state is not None:
         restore_optimizer(args, run, raw_model, optimizer, state)
+        if master:
+            changed = {k: (v, getattr(args, k)) for k, v in state["args"].items()
+                       if k not in RESUME_MAY_CHANGE and getattr(args, k, v) != v}
+            print(f"resumed from {resumed_from} at round {start_round}" +
+                  "".join(f"\n  note: --{k.replace('_', '-')} was {a}, now {b}" for k, (a, b) in changed.items()))
+            publish(resumed_from, args.out_dir)  # mends a publish that the crash may have torn
         # drop the loaded state before training: it may hold the optimizer state and, under FSDP, the fp32
         # masters (LLaDA-8B: 32 GB)
         del state
-        if master:
-            print(f"resumed from {os.path.join(args.out_dir, STATE_FILE)} at round {start_round}")
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
 
@@ -564,8 +629,10 @@ if __name__ == "__main__":
     eval_s = 0.0  # seconds spent on --eval-every, kept out of elapsed_s (training time)
     bar = tqdm(range(start_round, args.rounds), desc="grpo", disable=not master,
                initial=start_round, total=args.rounds)
+    bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
     for rnd in bar:
         timing = {}
+        reseed(args.seed, rnd, rank)  # LoRA dropout's draws, keyed by round: a resume draws the same
         # every rank sees the same prompt list for the round and takes micro-batches rank,
         # rank + world_size, ... (each micro-batch = groups_per_micro whole groups of G)
         first = rnd * args.prompts_per_step  # walk the (shuffled) data in order; resume-safe
@@ -626,9 +693,24 @@ if __name__ == "__main__":
         for j, s in enumerate(seeds):
             # `model` (the DDP / FSDP wrapper) here: this is the only pass that needs gradient sync
             st = policy_step(model, batches, j, s, optimizer, params, run.amp, mask_id, args.epsilon,
-                             args.beta, args.p_mask, args.grad_clip, accum, args.estimator)
+                             args.beta, args.p_mask, args.grad_clip, accum, args.estimator, run)
             for k, v in st.items():
-                stats_sum[k] = stats_sum.get(k, 0.0) + v / len(seeds)
+                stats_sum[k] = stats_sum.get(k, 0.0) + v / len(seeds)  # skipped: the share of the μ steps
+            bad_steps = bad_steps + 1 if st["skipped"] else 0  # the same on every rank (a collective decision)
+            if bad_steps >= args.max_bad_steps:
+                break
+        if bad_steps >= args.max_bad_steps:  # the weights are still finite, but training has stalled: stop
+            last = complete_saves(args.out_dir)
+            if master:  # the stopped round's line: only how it ended (a resume rewrites it anyway)
+                log_metrics(metrics_file, {"step": rnd + 1, "elapsed_s": elapsed0 + time.time() - t_start - eval_s,
+                                           "skipped": stats_sum["skipped"]})
+                print(f"stopping in round {rnd + 1}: {bad_steps} optimizer steps in a row had a non-finite loss or "
+                      f"gradient norm and were skipped (weights and AdamW state untouched). Last complete save: "
+                      f"{last[-1][1] if last else 'none'}; lower --lr, or check the data and the start model",
+                      file=sys.stderr)
+                metrics_file.close()
+            finish(run)
+            sys.exit(1)
         timing["update"] = time.time() - t0
 
         # 6. logging: every metric is averaged over ranks first
@@ -666,5 +748,4 @@ if __name__ == "__main__":
     if master:
         metrics_file.close()
         print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}, metrics in {metrics_file.name}")
-    if run.distributed:
-        dist.destroy_process_group()
+    finish(run)  # every rank waits for rank 0's last save, then the group goes down together

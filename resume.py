@@ -1,39 +1,175 @@
 """
-What a diffu-GRPO run saves, and how `grpo.py --resume` puts it back.
+What a training run saves, how a save is written so that a crash can never spoil it, and how
+`--resume` puts it back. Shared by sft.py and grpo.py.
 
-A save is two things in --out-dir: the policy in LLaDA's official layout (config.json +
-safetensors shards, LoRA merged on the fly, so eval.py and any LLaDA loader read it), and
-trainer_state.pt with what the official layout cannot hold: the round, the AdamW state, the flags,
-and, depending on the layout of the run,
+A run directory (--out-dir):
+
+    out/grpo/
+      train_args.json, metrics.jsonl   the run's flags and its log (metrics.py)
+      saves/step-000020/               one complete save: the policy in LLaDA's official layout
+                                       (config.json + safetensors, LoRA merged) + trainer_state.pt
+      saves/step-000030/               ... the last --keep-last of them
+      config.json, model-*.safetensors, tokenizer files, save_info.json
+                                       the run's model: the latest save (grpo.py) or the best by
+                                       eval loss (sft.py), hard links into its save; what eval.py
+                                       and the next stage read with --model-dir out/grpo
+
+One unit, never half of one. A save is written into saves/step-000030.partial/, every file
+fsynced, and then renamed: a directory under its final name is complete by construction, and the
+policy and its trainer state (step, AdamW state, RNG state) are always from the same step. A kill
+at any moment leaves at most a *.partial directory, which is ignored and cleaned up. The run's
+model at the top is replaced by linking the new files in with config.json removed first and linked
+last, so a torn publish is a directory without config.json, which nothing loads. --resume
+continues from the newest complete save and publishes it again.
+
+trainer_state.pt holds what the official layout cannot:
+    step, the optimizer state, the flags, the script's own extras (sft.py: its data generator and
+    the best eval loss), and, depending on the layout of the run,
     LoRA (d1's set-up, also on a 4-bit base): the adapters (the base is --model-dir, unchanged);
     full fine-tuning, one process or DDP:      nothing more (the official weights are exact);
     full fine-tuning under --fsdp:             the fp32 master weights (the official copy is bf16).
-The state file is written to a temporary name and renamed, so a crash never leaves half of one.
 
 Under FSDP, saving and restoring the optimizer are collectives: every rank calls these functions,
-and rank 0 alone touches the disk.
-
-Used by grpo.py; not a script.
+and rank 0 alone touches the disk. Used by sft.py and grpo.py; not a script.
 """
+import json
 import os
+import re
+import shutil
 
 import torch
 
 from adapters import lora_state_dict
-from checkpoint import from_pretrained, save_merged
-from ddp import full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
+from checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
+from ddp import everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
+from metrics import ARGS_FILE, METRICS_FILE
 
-STATE_FILE = "trainer_state.pt"  # beside the checkpoint in --out-dir: round, optimizer, adapters
+SAVES_DIR = "saves"                  # complete saves, one directory each
+STATE_FILE = "trainer_state.pt"      # in each save, beside the official-layout weights
+INFO_FILE = "save_info.json"         # in each save and in the published model: step, flags, extras
+PARTIAL = ".partial"                 # a save being written; never read, removed on the next save
+SAVE_NAME = re.compile(r"step-(\d+)$")
+# what marks a directory as a run of ours (checks.check_out_dir refuses to write over it); the
+# trainer_state.pt at the top is the layout before saves/ (2026-11), still recognised as a run
+RUN_FILES = (SAVES_DIR, METRICS_FILE, ARGS_FILE, CONFIG_FILE, INDEX_FILE, INFO_FILE, STATE_FILE)
+
+
+def save_dir(out_dir, step):
+    return os.path.join(out_dir, SAVES_DIR, f"step-{step:06d}")
+
+
+def complete_saves(out_dir):
+    """[(step, path)] of the complete saves in out_dir, oldest first (a *.partial is not one)."""
+    root = os.path.join(out_dir, SAVES_DIR)
+    found = [(int(m[1]), os.path.join(root, d)) for d in os.listdir(root) if (m := SAVE_NAME.match(d))] \
+        if os.path.isdir(root) else []
+    return sorted(found)
+
+
+def _fsync_dir_tree(path):
+    """Flush every file of a freshly written directory, then the directory itself, so that a
+    rename after this publishes bytes that are on disk (a node losing power, not only a killed
+    process, then finds either the old state or the whole new save)."""
+    for name in os.listdir(path):
+        with open(os.path.join(path, name), "rb") as f:
+            os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(src, out_dir):
+    """Make save `src` the run's model at the top of out_dir: hard links (no second copy of 16 GB;
+    a plain copy where the filesystem has no links), config.json removed first and linked last, so
+    a reader finds the old model, no model, or the new one, never a mix. Stale shards go."""
+    top_config = os.path.join(out_dir, CONFIG_FILE)
+    if os.path.lexists(top_config):
+        os.remove(top_config)  # from here until the last line, nothing loads the top as a model
+    names = [n for n in sorted(os.listdir(src)) if n not in (STATE_FILE, CONFIG_FILE)] + [CONFIG_FILE]
+    for name in names:
+        tmp = os.path.join(out_dir, name + ".tmp")
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        try:
+            os.link(os.path.join(src, name), tmp)
+        except OSError:  # no hard links here (some network filesystems): copy
+            shutil.copy2(os.path.join(src, name), tmp)
+        os.replace(tmp, os.path.join(out_dir, name))
+    for name in os.listdir(out_dir):  # shards of an earlier model with another shard count
+        if name.startswith("model") and name.endswith(".safetensors") and name not in names:
+            os.remove(os.path.join(out_dir, name))
+
+
+def trainable_finite(model, run):
+    """True if every trainable tensor is finite on every rank (the frozen base never changes, so it
+    is not read; under FSDP each rank checks its own shards, then the ranks agree)."""
+    local = (p.to_local() if hasattr(p, "to_local") else p for p in model.parameters() if p.requires_grad)
+    return everywhere(all(bool(torch.isfinite(t).all()) for t in local), run)
+
+
+def save_checkpoint(args, run, model, optimizer, tokenizer, step, extras=None, make_public=True):
+    """Write save `step` (official-layout weights, LoRA merged on the fly, + trainer_state.pt) as
+    one unit, keep the last args.keep_last saves, and (make_public) publish it as the run's model.
+    Called on EVERY rank: under FSDP the weights and the optimizer state are gathered first
+    (collectives), then rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on
+    GPU, as LLaDA ships); the fp32 masters go to the state file, so a resume continues exactly.
+    `extras`: the script's own resume state (tensors and numbers), also in save_info.json where it
+    is plain numbers. Refuses non-finite weights: a NaN never reaches a save."""
+    if not trainable_finite(model, run):  # the trainers skip non-finite steps, so this is a bug guard
+        raise RuntimeError(f"refusing to save step {step}: the model holds non-finite weights")
+    if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
+        masters, optim_state = full_state_on_rank0(model), full_optimizer_state(model, optimizer)
+        to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
+    else:
+        masters, to_save, optim_state = None, model, optimizer.state_dict()
+    # after the collectives above, which every rank had to join, only rank 0 writes
+    if not run.master:
+        return
+    final = save_dir(args.out_dir, step)
+    partial = final + PARTIAL
+    for old in (partial, final):  # a crashed earlier attempt at this step, or a re-run of it
+        shutil.rmtree(old, ignore_errors=True)
+    os.makedirs(partial)
+    save_merged(to_save, args.model_dir, partial)  # a 4-bit base: merged onto the bf16 weights
+    tokenizer.save_pretrained(partial)
+    extras = extras or {}
+    # what --resume needs beyond the official-layout weights (the step, the optimizer, the flags, the
+    # script's extras, and the fp32 masters under FSDP or the adapters under LoRA)
+    torch.save({"step": step, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp, "masters": masters,
+                "lora": lora_state_dict(model) if args.lora_r > 0 else None, "extras": extras},
+               os.path.join(partial, STATE_FILE))
+    plain = {k: v for k, v in extras.items() if isinstance(v, (int, float, str, bool))}
+    with open(os.path.join(partial, INFO_FILE), "w") as f:  # which run and which step this model is
+        json.dump({"step": step, **plain, "args": vars(args)}, f, indent=2)
+    _fsync_dir_tree(partial)
+    os.rename(partial, final)  # atomic: from here on the save exists, whole
+    # keep the newest keep_last saves, and no leftover *.partial of an earlier crash
+    saves = complete_saves(args.out_dir)
+    for _, old in saves[:max(0, len(saves) - args.keep_last)]:
+        shutil.rmtree(old, ignore_errors=True)
+    root = os.path.join(args.out_dir, SAVES_DIR)
+    for name in os.listdir(root):
+        if name.endswith(PARTIAL):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    if make_public:
+        publish(final, args.out_dir)
 
 
 def resume_weights(args, run, model):
-    """--resume: the run's weights put into the unwrapped `model`, before any sharding.
-    -> (start_round, trainer state or None). LoRA: the adapters live in the state file (the base is
-    --model-dir); full FT: the official-layout checkpoint in --out-dir; FSDP: the fp32 masters in
-    the state file."""
-    state_file = os.path.join(args.out_dir, STATE_FILE)
-    if not (args.resume and os.path.exists(state_file)):
-        return 0, None
+    """--resume: the newest complete save's weights put into the unwrapped `model`, before any
+    sharding. -> (save directory, trainer state); (None, None) without --resume. LoRA: the
+    adapters live in the state file (the base is --model-dir); full FT: the save's official
+    layout; FSDP: the fp32 masters in the state file."""
+    if not args.resume:
+        return None, None
+    saves = complete_saves(args.out_dir)
+    if not saves:  # checks.check_out_dir saw a run here, but none of its saves was complete
+        raise FileNotFoundError(f"--resume: {args.out_dir} holds no complete save (the run stopped before its "
+                                f"first save); start it again without --resume (--force clears the directory)")
+    src = saves[-1][1]
+    state_file = os.path.join(src, STATE_FILE)
     # weights_only=False: the state also holds vars(args). FSDP: memory-mapped on CPU, so ranks other than 0
     # never read the optimizer state that rank 0 broadcasts (restore_optimizer); pages load when touched
     state = torch.load(state_file, map_location="cpu" if args.fsdp else run.device, weights_only=False,
@@ -43,6 +179,8 @@ def resume_weights(args, run, model):
                          f"resume it the same way")
     if args.lora_r > 0:
         # strict=False: the file holds the adapters only. The count check catches another rank or target set
+        if state["lora"] is None:
+            raise ValueError(f"{state_file} is from a full fine-tuning run; resume it with --lora-r 0")
         unexpected = model.load_state_dict(state["lora"], strict=False).unexpected_keys
         if unexpected or len(state["lora"]) != len(lora_state_dict(model)):
             raise ValueError(f"{state_file} holds adapters of another LoRA setup ({unexpected[:3]}...)")
@@ -50,10 +188,10 @@ def resume_weights(args, run, model):
         model.load_state_dict(state["masters"])  # copied onto this rank's device
     else:
         # without FSDP the training dtype is the checkpoint's (save_dtype), so the saved weights are exact
-        ckpt = from_pretrained(args.out_dir, dtype=run.dtype, device=run.device)
+        ckpt = from_pretrained(src, dtype=run.dtype, device=run.device)
         model.load_state_dict(ckpt.state_dict())
         del ckpt
-    return state["round"], state
+    return src, state
 
 
 def restore_optimizer(args, run, model, optimizer, state):
@@ -63,28 +201,3 @@ def restore_optimizer(args, run, model, optimizer, state):
         load_full_optimizer_state(model, optimizer, state["optimizer"] if run.master else {})
     else:
         optimizer.load_state_dict(state["optimizer"])
-
-
-def save_checkpoint(args, run, model, optimizer, tokenizer, round_idx):
-    """Official-layout weights (LoRA merged on the fly) + what --resume needs. Called on EVERY
-    rank: under FSDP the weights and the optimizer state are gathered first (collectives), then
-    rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on GPU, as LLaDA
-    ships); the fp32 masters go to the state file, so a resume continues exactly."""
-    if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
-        masters, optim_state = full_state_on_rank0(model), full_optimizer_state(model, optimizer)
-        to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
-    else:
-        masters, to_save, optim_state = None, model, optimizer.state_dict()
-    # after the collectives above, which every rank had to join, only rank 0 writes
-    if not run.master:
-        return
-    os.makedirs(args.out_dir, exist_ok=True)
-    save_merged(to_save, args.model_dir, args.out_dir)  # a 4-bit base: merged onto the bf16 weights
-    tokenizer.save_pretrained(args.out_dir)
-    # what --resume needs beyond the official-layout weights (the round, the optimizer, the flags, and the
-    # fp32 masters under FSDP or the adapters under LoRA)
-    state = {"round": round_idx, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp,
-             "masters": masters, "lora": lora_state_dict(model) if args.lora_r > 0 else None}
-    state_file = os.path.join(args.out_dir, STATE_FILE)
-    torch.save(state, state_file + ".tmp")
-    os.replace(state_file + ".tmp", state_file)  # never a half-written state file

@@ -28,9 +28,14 @@ What is here and how it differs from d1's SFT script:
   same update as DDP (tested against one process). LoRA stays on DDP: its trainable state is small.
 - --autocast: every forward under torch.autocast(bf16) while the weights keep --dtype (fp32
   masters, or a bf16 base with fp32 LoRA adapters, as d1's PEFT/TRL set-up runs).
+- Runs that survive (README "Reliability"): bad input is one line before anything starts
+  (checks.py); every --eval-every steps a save that a crash cannot spoil (resume.py), from which
+  --resume continues bit for bit (the data generator's state is in it, LoRA dropout is keyed by
+  step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run.
 
 Run:
     python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
+    python sft.py --resume                             # after a crash: the same flags plus --resume
     torchrun --nproc_per_node=8 sft.py --task s1k --data s1k.jsonl --model-dir LLaDA-8B-Instruct \\
         --out-dir out/sft-s1k --max-length 4096 --batch-size 1 --grad-accum 4 --epochs 20 \\
         --lr 1e-5 --lora-r 128 --lora-alpha 256 --lora-targets q_proj,k_proj,v_proj
@@ -39,10 +44,10 @@ Run:
         --grad-accum 8 --epochs 3 --lr 1e-5 --weight-decay 0.1    # full fine-tuning, sharded
 """
 import argparse
-import json
 import math
 import os
 import random
+import sys
 import time
 
 import torch
@@ -51,10 +56,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from adapters import add_lora
-from checkpoint import TINY_DIR, load, save_merged
-from ddp import clip_grad_norm, full_model_on_rank0, init_training, set_grad_sync, wrap_for_training
+from checkpoint import TINY_DIR, load
+from checks import check_data_paths, check_fraction, check_model_dir, check_out_dir, require, upfront
+from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
+                 step_if_finite, wrap_for_training)
 from model import BLOCK_LINEARS
 from metrics import log_metrics, open_metrics
+from resume import RUN_FILES, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
 from tokenizer import EOT_TOKEN, prompt_ids
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -156,6 +164,25 @@ def load_sft_data(args, seed):
     return examples
 
 
+def check_args(args, world_size):
+    """Every flag that cannot work, as one InputError, before anything is loaded (checks.upfront
+    turns it into one line). The data, the model directory and --out-dir are checked after it."""
+    import tasks
+    known = sorted({"toy", "pbe", *tasks.LOADERS})  # load_sft_data then checks that the data has completions
+    require(args.task in known, f"--task: unknown task {args.task!r}; one of {', '.join(known)} (s1k for d1's SFT)")
+    for flag in ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"):
+        require(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them
+    require(args.grad_accum % world_size == 0, f"--grad-accum {args.grad_accum} must be a multiple of the "
+                                               f"world size {world_size}")
+    require(args.max_steps > 0 or (args.max_steps == 0 and args.epochs > 0),
+            "nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
+    require(args.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {args.warmup_steps}")
+    check_fraction("--eval-fraction", args.eval_fraction)
+    check_fraction("--toy-unfilled", args.toy_unfilled, hi_open=False)
+    check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with grpo.py
+
+
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
@@ -172,7 +199,8 @@ if __name__ == "__main__":
     parser.add_argument("--max-length", type=int, default=63, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
     # model
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout LLaDA directory")
-    parser.add_argument("--out-dir", type=str, default="out/sft", help="where the merged model is written")
+    parser.add_argument("--out-dir", type=str, default="out/sft", help="the run: saves/step-N (official layout + "
+                        "trainer_state.pt), metrics.jsonl, and the best save (LoRA merged) as the run's model")
     parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning (d1: 128)")
     parser.add_argument("--lora-alpha", type=float, default=256.0, help="LoRA alpha (d1 SFT: 256)")
     parser.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout")
@@ -190,7 +218,15 @@ if __name__ == "__main__":
     parser.add_argument("--warmup-steps", type=int, default=10, help="linear warmup steps")
     parser.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (d1: 0.1)")
     parser.add_argument("--grad-clip", type=float, default=1.0, help="max grad norm (d1: 1.0)")
-    parser.add_argument("--eval-every", type=int, default=100, help="eval loss / keep best every N steps")
+    parser.add_argument("--eval-every", type=int, default=100, help="every N steps (and at the end): eval loss, "
+                        "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
+    parser.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its newest "
+                        "complete save")
+    parser.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
+                        "(deletes its saves, log and model)")
+    parser.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a "
+                        "row with a non-finite loss or gradient (each one is skipped)")
     # system
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
@@ -200,7 +236,26 @@ if __name__ == "__main__":
                         "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
                         "precision already computes in bf16)")
     parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    parser.add_argument("--dist-timeout", type=int, default=DIST_TIMEOUT_S, help="seconds a collective waits for "
+                        "a lost rank before this one stops with a message")
     args = parser.parse_args()
+
+    # -------------------------------------------------------------------------
+    # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
+    # every data line, the model directory's headers, and what --out-dir already holds
+    with upfront():
+        check_args(args, int(os.environ.get("WORLD_SIZE", 1)))  # torchrun's; the process group comes after
+        check_data_paths([args.data] if args.data else [])
+        examples = load_sft_data(args, args.seed)  # a malformed line is named file:line
+        # the split below holds out the first eval_fraction; what is left must fill one global batch
+        n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
+        require(len(examples) - n_eval >= args.batch_size * args.grad_accum,
+                f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
+                f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
+        check_model_dir(args.model_dir, default_dir=TINY_DIR)
+        check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)  # last: --force deletes
+        require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
+                "(the run stopped before its first); start it again with --force instead of --resume")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
@@ -208,23 +263,20 @@ if __name__ == "__main__":
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
     # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks), so the update is the same
     # on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (d1-spec §5.3)
-    if args.grad_accum % world_size:
-        raise ValueError(f"--grad-accum {args.grad_accum} must be a multiple of the world size {world_size}")
-    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step
+    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step (check_args: it divides)
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
     model, tokenizer = load(args.model_dir, device=device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
     mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
-    examples = load_sft_data(args, args.seed)
-    # shuffled once, then the first eval_fraction is held out: d1 shuffles its 1000 s1K rows (seed 42)
-    # and holds out the first 1%, 10 eval and 990 train (d1-spec §5.1)
+    # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a fraction is
+    # asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%, 10 eval and 990 train
     random.Random(args.seed).shuffle(examples)
-    # at least one eval item whenever a fraction is asked for; --eval-fraction 0 trains on everything
-    n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
-    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple
-    encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
+    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple. A prompt
+    # longer than --max-length is bad input too: one line, before any training step
+    with upfront():
+        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
     ids_all = torch.tensor([e[0] for e in encoded])  # (N, max_length)
     plen_all = torch.tensor([e[1] for e in encoded])  # (N,)
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
@@ -232,9 +284,7 @@ if __name__ == "__main__":
     global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
     # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (§5.3: HF floors per epoch
     # and per GPU); this formula gives 2475
-    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
-    if max_steps <= 0:
-        raise ValueError("nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
+    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)  # >= 1 (check_args)
     if master:
         print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
               f"{max_steps} steps of {global_batch} sequences")
@@ -245,8 +295,8 @@ if __name__ == "__main__":
     if args.lora_r > 0:
         params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
                           targets=tuple(args.lora_targets.split(",")))
-    elif args.load_in_4bit:
-        raise ValueError("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    # --resume: the newest complete save's weights (LoRA: its adapters), before any sharding (resume.py)
+    resumed_from, state = resume_weights(args, run, model)
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
     # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
     model.train()
@@ -258,6 +308,20 @@ if __name__ == "__main__":
     # under FSDP each rank's AdamW state covers its own shards only. torch's default betas (0.9, 0.999)
     # and eps 1e-8 are HF's adamw_torch defaults, which d1's SFT used (d1-spec §5.3)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    # the data stream: which sequences and which noise each step draws; identical on all ranks. A resume
+    # puts back its state as the save left it, so the rest of the run draws what it would have drawn
+    g = torch.Generator().manual_seed(args.seed)
+    start_step, best, best_step = 0, float("inf"), 0
+    if state is not None:
+        restore_optimizer(args, run, raw_model, optimizer, state)
+        start_step, extras = state["step"], state["extras"]
+        g.set_state(extras["generator"])
+        best, best_step = extras["best"], extras["best_step"]
+        if master:
+            print(f"resumed from {resumed_from} at step {start_step} (best eval loss {best:.4f} at step {best_step})")
+            if best_step == start_step:  # the save being resumed is the best: mend a publish the crash tore
+                publish(resumed_from, args.out_dir)
+        del state
     if master:
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
 
@@ -272,13 +336,15 @@ if __name__ == "__main__":
         raw_model.eval()
         # a private generator with a fixed seed: the same masks at every eval, and the training stream g is
         # left untouched
-        g = torch.Generator().manual_seed(1234)
-        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (d1-spec §5.2)
-        t = torch.linspace(0, 1, n_eval)
+        g_eval = torch.Generator().manual_seed(1234)
+        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (d1-spec §5.2). Deviation:
+        # a single eval item would get t = 0, where p = 1e-3 masks nothing and the loss is 0.0 at every eval, so
+        # the first save would stay "best" for good (fewer than 200 examples at 1 %); it gets t = 0.5
+        t = torch.linspace(0, 1, n_eval) if n_eval > 1 else torch.full((1,), 0.5)
         total = 0.0
         for i in range(0, n_eval, args.batch_size):
             x, pl = eval_ids[i:i + args.batch_size].to(device), eval_plen[i:i + args.batch_size].to(device)
-            noisy, masked, p = sft_noise(x, pl, mask_id, g, t=t[i:i + args.batch_size])
+            noisy, masked, p = sft_noise(x, pl, mask_id, g_eval, t=t[i:i + args.batch_size])
             with run.amp():
                 logits = raw_model(noisy)  # (b, L, V)
             # times the rows here, / n_eval below: a mean over sequences even when the last batch is short
@@ -288,13 +354,15 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # the loop
-    g = torch.Generator().manual_seed(args.seed)  # data order + noise; identical on all ranks
-    best, t0 = float("inf"), time.time()
-    # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py)
-    metrics_file = open_metrics(args.out_dir, {**vars(args), "world_size": world_size})[0] if master else None
-    bar = tqdm(range(max_steps), desc="sft", disable=not master)
+    t0 = time.time()
+    # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py); a resume rewrites the later steps
+    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
+                                          start_step) if master else (None, 0.0)
+    bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
+    bar = tqdm(range(start_step, max_steps), desc="sft", disable=not master, initial=start_step, total=max_steps)
     for step in bar:
         t_step = time.time()
+        reseed(args.seed, step, rank)  # LoRA dropout's draws, keyed by step: a resume draws the same
         lr = get_lr(step, max_steps, args.lr, args.warmup_steps)  # set by hand each step, nanoGPT style
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -324,15 +392,26 @@ if __name__ == "__main__":
         # d1: max_grad_norm 1.0 (§5.3)
         # on the averaged gradient; grad_clip 0 clips nothing but the norm is still logged
         grad_norm = clip_grad_norm(params, args.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        # a NaN or inf loss or gradient norm on any rank skips the step everywhere: weights and AdamW untouched
+        stepped = step_if_finite(optimizer, run, loss_sum, grad_norm)
+        bad_steps = 0 if stepped else bad_steps + 1
         if run.distributed:  # the logged loss is the mean over ranks
             loss_t = torch.tensor(loss_sum, device=device)
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
-        record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm,
+        record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm, "skipped": float(not stepped),
                   "tokens": int(X.numel()), "s_step": time.time() - t_step}  # tokens: the global batch
+        if bad_steps >= args.max_bad_steps:  # the weights are still finite, but training has stalled: stop
+            last_save = complete_saves(args.out_dir)
+            if master:
+                log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
+                print(f"stopping at step {step + 1}: {bad_steps} optimizer steps in a row had a non-finite loss or "
+                      f"gradient norm and were skipped (weights and AdamW state untouched). Last complete save: "
+                      f"{last_save[-1][1] if last_save else 'none'}; lower --lr, or check the data",
+                      file=sys.stderr)
+            finish(run)
+            sys.exit(1)
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
             ev = eval_loss()  # on every rank, the whole eval set
@@ -344,22 +423,26 @@ if __name__ == "__main__":
             if master:
                 tqdm.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
                            f"{time.time() - t0:.0f}s")
-            # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last
-            if n_eval == 0 or ev < best:
-                best = ev
-                # FSDP: every rank sends its shards, rank 0 builds a plain CPU model in save_dtype
-                to_save = full_model_on_rank0(raw_model, run.save_dtype) if args.fsdp else raw_model
-                if master:
-                    save_merged(to_save, args.model_dir, args.out_dir)  # LoRA merged on the fly
-                    tokenizer.save_pretrained(args.out_dir)
-                    # the flags and the step beside the weights: which run and which step this checkpoint is
-                    with open(os.path.join(args.out_dir, "sft_args.json"), "w") as f:
-                        json.dump({**vars(args), "step": step + 1, "eval_loss": ev}, f, indent=2)
-                del to_save  # rank 0 frees its gathered copy before training on
+            # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last. A NaN eval
+            # loss is never the best
+            is_best = n_eval == 0 or ev < best
+            if is_best:
+                best, best_step = ev, step + 1
+            # a save every eval (every rank: a collective under FSDP), published as the run's model if it is the
+            # best; the data generator and the best so far go with it, so --resume continues this exact run
+            save_checkpoint(args, run, raw_model, optimizer, tokenizer, step + 1,
+                            {"generator": g.get_state(), "best": best, "best_step": best_step, "eval_loss": ev},
+                            make_public=is_best)
         if master:
-            log_metrics(metrics_file, {**record, "elapsed_s": time.time() - t0})
+            log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
     if master:
         metrics_file.close()
-        print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f}; model in {args.out_dir}")
-    if run.distributed:
-        dist.destroy_process_group()
+    if best_step == 0:  # every eval loss was NaN: nothing was published, and saying "done" would be a lie
+        if master:
+            print(f"no model written: every eval loss was NaN (the saves in {args.out_dir}/saves hold the last "
+                  f"weights); lower --lr, or check the data", file=sys.stderr)
+        finish(run)
+        sys.exit(1)
+    if master:
+        print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f} at step {best_step}; model in {args.out_dir}")
+    finish(run)  # every rank waits for rank 0's last save, then the group goes down together

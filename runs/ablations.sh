@@ -25,7 +25,7 @@ jobs_file=$(mktemp)
 for v in "${VARIANTS[@]}"; do for s in $SEEDS; do echo "$s ${v%%:*} ${v#*:}" | sed 's/ *$//' >> "$jobs_file"; done; done
 # two at a time; each line: seed, variant, its flags
 # shellcheck disable=SC2016
-xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; mkdir -p "$d"; '"$PY"' grpo.py --model-dir out/toy/seed$0/sft \
+xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; rm -rf "$d"; mkdir -p "$d"; '"$PY"' grpo.py --model-dir out/toy/seed$0/sft \
     --out-dir "$d" --seed $0 --eval-every 5 '"$LR_FLAGS"' "${@:2}" > "$d/log.txt" 2>&1 && echo "$1 seed $0 done"' < "$jobs_file"
 rm -f "$jobs_file"
 # the README's picture when matplotlib (optional) is installed; the table and curves.json always

@@ -23,6 +23,7 @@ VARIANTS=("default:" "p0:--p-mask 0" "coupled:--estimator coupled" "elbo:--estim
 
 run_seed() {
     s=$1; d=out/clean/seed$s
+    rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
         $PY model.py --out-dir "$d/init" --seed "$s"

@@ -12,6 +12,7 @@ export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
 
 run_seed() {
     s=$1; d=out/toy/seed$s
+    rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
         $PY model.py --out-dir "$d/init" --seed "$s"

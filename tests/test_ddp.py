@@ -13,7 +13,8 @@ from ddp import default_dtype, init_training, set_grad_sync, train_precision, wr
 
 
 def flags(**kw):
-    base = dict(fsdp=False, lora_r=0, load_in_4bit=False, autocast=False, dtype="", device="cpu", backend="", seed=0)
+    base = dict(fsdp=False, lora_r=0, load_in_4bit=False, autocast=False, dtype="", device="cpu", backend="", seed=0,
+                dist_timeout=60)
     return argparse.Namespace(**{**base, **kw})
 
 

@@ -65,7 +65,7 @@ def test_grpo_fsdp_with_reference_and_resume_across_world_sizes_equals_plain_run
     # Plain: 2 rounds in one process. FSDP: round 1 on a 1-rank FSDP group (no torchrun), then
     # --resume for round 2 on 2 ranks with gradient checkpointing. Both FSDP phases shard the policy
     # AND the frozen reference (β > 0). Equal weights need the sharded update and reference passes,
-    # and a trainer_state.pt (fp32 masters + AdamW state, broadcast from rank 0 and re-sharded on
+    # and a save's trainer_state.pt (fp32 masters + AdamW state, broadcast from rank 0 and re-sharded on
     # resume) that does not depend on the world size. lr 1e-3: both rounds have groups with
     # reward variance, and the KL term stays O(1).
     model_dir = tmp_path / "tiny"
@@ -77,8 +77,8 @@ def test_grpo_fsdp_with_reference_and_resume_across_world_sizes_equals_plain_run
     fsdp_dir = str(tmp_path / "fsdp")
     run([sys.executable, str(REPO / "grpo.py"), *common, "--rounds", "2", "--out-dir", str(tmp_path / "plain")], REPO)
     run([sys.executable, str(REPO / "grpo.py"), *common, "--fsdp", "--rounds", "1", "--out-dir", fsdp_dir], REPO)
-    state = torch.load(tmp_path / "fsdp" / "trainer_state.pt", weights_only=False)
-    assert state["fsdp"] and state["round"] == 1
+    state = torch.load(tmp_path / "fsdp" / "saves" / "step-000001" / "trainer_state.pt", weights_only=False)
+    assert state["fsdp"] and state["step"] == 1
     assert set(state["masters"]) == set(from_pretrained(model_dir).state_dict())  # full, unsharded
     out = run(torchrun(2) + [str(REPO / "grpo.py"), *common, "--fsdp", "--gradient-checkpointing", "--rounds", "2",
                              "--resume", "--out-dir", fsdp_dir], REPO)
@@ -133,4 +133,6 @@ def test_sft_fsdp_autocast_one_process_trains(tmp_path):
 def test_fsdp_with_lora_is_refused(script):
     res = subprocess.run([sys.executable, str(REPO / script), "--fsdp", "--lora-r", "8"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0 and "--fsdp" in res.stderr and "ValueError" in res.stderr, res.stderr[-2000:]
+    # refused up front (checks.upfront): one line, exit 2, no traceback
+    assert res.returncode == 2 and res.stderr.startswith(f"{script}: error: --fsdp is full fine-tuning"), res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
