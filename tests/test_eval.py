@@ -107,6 +107,17 @@ def test_rescore_d1_files_json(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text()) == rows
 
 
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
+def test_rescore_a_folder_of_d1_files_equals_the_files(tmp_path):
+    # `--rescore d1_eval_baselines` stands for the *_generations.json files in it: d1's LLaDA row
+    folder = SHARED_DATA / "d1_eval_baselines"
+    rows = rescore([str(folder)])
+    assert rows == rescore(sorted(str(p) for p in folder.glob("*_generations.json")))
+    assert [round(r["accuracy"], 1) for r in rows if r["task"] == "gsm8k"] == [69.3, 76.4, 78.1]
+    out = run([sys.executable, str(REPO / "eval.py"), "--rescore", str(folder)], REPO)
+    assert "gsm8k  256:  1130 items, accuracy 76.4%" in out
+
+
 def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
     args = [str(REPO / "eval.py"), "--model-dir", str(tiny), "--toy-items", "10"]
     run([sys.executable, *args, "--out-dir", str(tmp_path / "one")], REPO)
@@ -115,6 +126,14 @@ def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
     two = rescore([str(tmp_path / "two" / "toy_16")])
     assert one == two and one[0]["items"] == 10
     assert len((tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").read_text().splitlines()) == 5
+    # one process into the same folder: refused without --force; --force deletes the 2-rank run's files, so
+    # its rank1 file cannot be counted again (15 items, 1/3 more, with no warning)
+    res = subprocess.run([sys.executable, *args, "--out-dir", str(tmp_path / "two")], cwd=REPO, capture_output=True,
+                         text=True)
+    assert res.returncode == 2 and "--force starts over" in res.stderr
+    run([sys.executable, *args, "--out-dir", str(tmp_path / "two"), "--force"], REPO)
+    assert not (tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").exists()
+    assert rescore([str(tmp_path / "two" / "toy_16")]) == one
 
 
 def test_summarize_prints_the_make_run_table(tmp_path, capsys):
