@@ -14,6 +14,7 @@ FAULT is one of (K counts from 1; RANK is the torchrun rank, 0 without torchrun)
     kill-in-publish:K       SIGKILL half way through the K-th publish of the run's model (config.json
                             removed, some files linked)
     kill-after-step:K       SIGKILL right after the K-th optimizer step (taken or skipped)
+    kill-in-generate:K      SIGKILL at the K-th call of the sampler (eval.py: in the K-th batch)
     nan:K[:N]               the K-th .. (K+N-1)-th forward passes with gradients return NaN logits
                             (N = 1 by default; N = 0 means from the K-th on, for good)
     rank-kill:R:K           rank R SIGKILLs itself after its K-th optimizer step (a crashed node)
@@ -77,6 +78,16 @@ def main():
         resume.publish = half_publish
     elif kind == "kill-after-step":
         ddp.step_if_finite = counting(ddp.step_if_finite, nums[0], lambda _: die())
+    elif kind == "kill-in-generate":
+        import sample
+        generate, calls = sample.generate, [0]
+
+        def killed_generate(*a, **kw):
+            calls[0] += 1
+            if calls[0] == nums[0]:  # before the batch's samples exist: that batch is lost
+                die()
+            return generate(*a, **kw)
+        sample.generate = killed_generate
     elif kind in ("rank-kill", "rank-stop") and rank == nums[0]:
         sig = signal.SIGKILL if kind == "rank-kill" else signal.SIGSTOP
         ddp.step_if_finite = counting(ddp.step_if_finite, nums[1], lambda _: die(sig))

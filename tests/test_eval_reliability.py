@@ -1,8 +1,8 @@
 """
 Tests for eval.py's reliability: bad input is one line before any work, a result dir is read exactly as
 its manifest names it, and a killed run continued with --resume ends with the same files and numbers as
-an uninterrupted one. The kill is deterministic (a wrapper kills the process on the k-th sampler call),
-never a sleep.
+an uninterrupted one. The kill is deterministic (tests/faults.py kills the process on the k-th sampler
+call), never a sleep.
 
 Run: python -m pytest tests/test_eval_reliability.py -q
 """
@@ -21,23 +21,6 @@ from eval import load_results, rescore, resume_records
 # the toy on 6 items in batches of 2 (3 batches per run), two seeds at temperature 1: the sampler draws
 # from each batch's generator, so a resume that got a batch's items or its key wrong changes the files
 FLAGS = ["--toy-items", "6", "--batch-size", "2", "--seeds", "2", "--temperature", "1.0"]
-
-# eval.py with sample.generate patched to SIGKILL the process on its k-th call: a kill at a known batch.
-# eval.py does `from sample import generate` when runpy executes it, so it picks up the patched one
-KILLER = """
-import os, runpy, signal, sys
-sys.path.insert(0, {repo!r})
-import sample
-real, calls = sample.generate, []
-def generate(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == {k}:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
-sample.generate = generate
-sys.argv = ["eval.py", *sys.argv[1:]]
-runpy.run_path({eval_py!r}, run_name="__main__")
-"""
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +67,10 @@ def test_killed_run_resumed_equals_an_uninterrupted_one(tmp_path, digits, refere
     # kill_at 5: seed 0 finished (only scored on --resume), killed in seed 1's second batch
     ref_out, ref_stdout = reference
     out = tmp_path / "eval"
-    killer = tmp_path / "killer.py"
-    killer.write_text(KILLER.format(repo=str(REPO), k=kill_at, eval_py=str(REPO / "eval.py")))
-    res = subprocess.run([sys.executable, str(killer), *ev(digits, out)[2:]], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    # tests/faults.py: eval.py with the sampler patched to SIGKILL the process on its k-th call (a kill at
+    # a known batch; eval.py does `from sample import generate` when it runs, so it picks up the patched one)
+    faults = [sys.executable, str(REPO / "tests" / "faults.py"), f"kill-in-generate:{kill_at}", "eval.py"]
+    res = subprocess.run(faults + ev(digits, out)[2:], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == -9
     killed = out / f"toy_16_seed{(kill_at - 1) // 3}"
     assert json.loads((killed / "manifest.json").read_text())["complete"] is False
