@@ -120,8 +120,9 @@ _main()
 """
 
 # Run as root inside a fresh mount namespace, before dropping privileges (the program never sees it):
-# hide root's home but keep the interpreter's installation (e.g. pyenv under /root) at its own path,
-# give every world-writable directory a private tmpfs, make the work directory, drop to the sandbox
+# hide root's home and give every world-writable directory a private tmpfs, but keep the interpreter's
+# installation and virtualenv at their own paths (pyenv under /root, a checkout's venv under /tmp: bound
+# aside first, moved back after), make the work directory, drop to the sandbox
 # uid and enter new user + network + pid namespaces (the pid namespace's init is the runner; when it
 # exits, the kernel kills everything left in the namespace, setsid() orphans included). `env -i`:
 # the program's environment is exactly the four variables named (not SBX_*, PWD or OLDPWD).
@@ -129,16 +130,18 @@ MOUNT_SETUP = r"""
 set -e
 umask 022
 if [ -n "$SBX_KEEP" ]; then
-    mount -t tmpfs -o size=1m,mode=755 none /mnt && mkdir /mnt/keep && mount --bind "$SBX_KEEP" /mnt/keep
+    mount -t tmpfs -o size=1m,mode=755 none /mnt
+    i=0; for k in $SBX_KEEP; do mkdir /mnt/k$i && mount --bind "$k" /mnt/k$i; i=$((i + 1)); done
 fi
 mount -t tmpfs -o size=1m,mode=755 none /root
-if [ -n "$SBX_KEEP" ]; then
-    mkdir -p "$SBX_KEEP" && mount --move /mnt/keep "$SBX_KEEP" && umount /mnt
-fi
 for d in $SBX_TMPFS; do
     [ -d "$d" ] && mount -t tmpfs -o size=64m,nr_inodes=4096,mode=1777 none "$d"
 done
-mkdir /tmp/work && chown "$SBX_UID:$SBX_UID" /tmp/work && cd /tmp/work
+if [ -n "$SBX_KEEP" ]; then
+    i=0; for k in $SBX_KEEP; do mkdir -p "$k" && mount --move /mnt/k$i "$k"; i=$((i + 1)); done
+    umount /mnt
+fi
+mkdir -p /tmp/work && chown "$SBX_UID:$SBX_UID" /tmp/work && cd /tmp/work
 exec env -i PATH="$PATH" LANG="$LANG" HOME=/tmp/work TMPDIR=/tmp/work \
     setpriv --reuid="$SBX_UID" --regid="$SBX_UID" --clear-groups -- \
     unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc -- "$@"
@@ -149,10 +152,18 @@ exec env -i PATH="$PATH" LANG="$LANG" HOME=/tmp/work TMPDIR=/tmp/work \
 # the user running the trainer can write (their home, the checkout)
 USERNS_SETUP = r"""
 set -e
+if [ -n "$SBX_KEEP" ]; then
+    mount -t tmpfs -o size=1m,mode=755 none /mnt
+    i=0; for k in $SBX_KEEP; do mkdir /mnt/k$i && mount --bind "$k" /mnt/k$i; i=$((i + 1)); done
+fi
 for d in $SBX_TMPFS; do
     [ -d "$d" ] && mount -t tmpfs -o size=64m,nr_inodes=4096,mode=1777 none "$d"
 done
-mkdir /tmp/work && cd /tmp/work
+if [ -n "$SBX_KEEP" ]; then
+    i=0; for k in $SBX_KEEP; do mkdir -p "$k" && mount --move /mnt/k$i "$k"; i=$((i + 1)); done
+    umount /mnt
+fi
+mkdir -p /tmp/work && cd /tmp/work
 exec env -i PATH="$PATH" LANG="$LANG" HOME=/tmp/work TMPDIR=/tmp/work "$@"
 """
 
@@ -162,10 +173,22 @@ _mode_lock = threading.Lock()
 _slots_in_use, _slots_lock = set(), threading.Lock()
 
 
-def _interpreter_keep():
-    """The interpreter's base installation when it lives under /root (hidden in the sandbox), else ""."""
-    base = os.path.realpath(sys.base_prefix)
-    return base if base == "/root" or base.startswith("/root/") else ""
+def _interpreter():
+    """The runner's interpreter: this one, by a path with no symlinked directory in it. A checkout under
+    /tmp whose .venv links elsewhere would otherwise name a path that the sandbox's private /tmp hides.
+    A virtualenv's own bin/python (not the base binary), so its site-packages (pytest) stay importable."""
+    exe = os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable))
+    return exe if os.path.exists(exe) else os.path.realpath(sys.executable)
+
+
+def _interpreter_keep(hidden=("/root", *TMPFS_DIRS)):
+    """The interpreter's installation and virtualenv (real paths) that lie in a directory the sandbox
+    hides (/root, or a world-writable one that gets a private tmpfs), space-separated: the mount set-up
+    binds them back at their own paths. Outer directories only; a path with a blank can't be kept."""
+    paths = sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+    inside = lambda p, d: p == d or p.startswith(d.rstrip("/") + "/")
+    keep = [p for p in paths if any(inside(p, d) for d in hidden) and not any(c.isspace() for c in p)]
+    return " ".join(p for p in keep if not any(q != p and inside(p, q) for q in keep))
 
 
 def _wrapper(mode, slot):
@@ -174,7 +197,8 @@ def _wrapper(mode, slot):
     if mode == "isolated":  # as root: the mount set-up, then the uid drop and the user/net/pid namespaces
         env.update(SBX_UID=str(SANDBOX_UID - slot), SBX_KEEP=_interpreter_keep())
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", MOUNT_SETUP, "sh"], env
-    if mode == "userns":
+    if mode == "userns":  # /root stays: not root, the program could not read it anyway
+        env.update(SBX_KEEP=_interpreter_keep(TMPFS_DIRS))
         return ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
                 "--mount-proc", "--", "sh", "-c", USERNS_SETUP, "sh"], env
     return [], {}
@@ -273,7 +297,7 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
     prefix, extra = _wrapper(mode, slot)
     env.update(extra)  # the namespace scripts' own variables; they hand the program only the four above
-    cmd = prefix + [sys.executable, "-I", "-B", "-c", RUNNER]
+    cmd = prefix + [_interpreter(), "-I", "-B", "-c", RUNNER]
     read_fd, write_fd = os.pipe()
     proc, why = None, None
     try:

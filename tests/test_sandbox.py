@@ -154,6 +154,23 @@ def test_a_child_holding_the_result_pipe_neither_delays_nor_survives(any_mode):
 
 
 @needs_isolation
+@pytest.mark.parametrize("venv", ["linked", "real"])
+def test_isolated_with_the_interpreter_under_tmp(tmp_path, venv):
+    # a checkout in /tmp whose .venv links elsewhere, or a virtualenv that really lives in /tmp: the
+    # sandbox's private /tmp would hide the interpreter, so it is bound back (not "plain" with a warning)
+    if venv == "linked":
+        (tmp_path / "venv").symlink_to(sys.prefix)
+    else:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    (tmp_path / "marker").write_text("the real /tmp")  # beside the venv, but not bound back: invisible
+    test = f"import os; assert not os.path.exists({str(tmp_path / 'marker')!r})"
+    probe = f"import sandbox; print(sandbox.isolation_mode()); print(sandbox.run_tests('', [{test!r}]))"
+    res = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", probe], cwd=sandbox.__file__.rsplit("/", 1)[0],
+                         capture_output=True, text=True, timeout=60)
+    assert res.stdout.split() == ["isolated", "[True]"], res.stdout + res.stderr  # and /tmp is still private
+
+
+@needs_isolation
 def test_fork_bomb_does_not_starve_a_concurrent_job():
     # the bomb holds its ~30 children until the wall clock while the other job forks: each sandbox's
     # process budget is its own (measured: charged to one shared uid, this failed 5/5)
