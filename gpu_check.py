@@ -160,29 +160,31 @@ if __name__ == "__main__":
                                  args.out_dir)))
 
     # 2. the scripts on the tiny model. The tiny checkpoint and the SFT model come first (the
-    # others start from them); then everything else at once
+    # others start from them); then everything else at once. --force: a check starts over in the out
+    # dirs of the last one (the scripts refuse an --out-dir that holds another run otherwise)
     if "scripts" not in skip:
         sft_dir = out("sft")
         for name, cmd in [("tiny model", [py, "model.py"]),
-                          ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir])]:
+                          ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir, "--force"])]:
             rows.append(finish(start(name, cmd, args.out_dir)))
         # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,
         # so the LoRA and FSDP runs set β 0.04 to run the reference pass too (LoRA: adapters off; FSDP: a
         # sharded frozen copy)
-        grpo = ["grpo.py", "--model-dir", sft_dir, "--rounds", "2"]
+        grpo = ["grpo.py", "--model-dir", sft_dir, "--rounds", "2", "--force"]
         jobs = [start(name, cmd, args.out_dir) for name, cmd in [
             ("grpo full", [py, *grpo, "--out-dir", out("grpo_full")]),
             ("grpo lora", [py, *grpo, "--out-dir", out("grpo_lora"), "--lora-r", "8", "--beta", "0.04"]),
             ("grpo 4bit+lora", [py, *grpo, "--out-dir", out("grpo_4bit"), "--lora-r", "8", "--beta", "0.04",
                                 "--load-in-4bit"]),
             ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
-            ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval")]),
+            ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval"), "--force"]),
             # the same scripts under NCCL on every GPU: DDP, then FSDP2 (--fsdp) for sft and grpo
-            ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp")]),
+            ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp"), "--force"]),
             ("torchrun grpo", [*torchrun, *grpo, "--out-dir", out("grpo_ddp"), "--lora-r", "8", "--beta", "0.04"]),
             ("torchrun eval", [*torchrun, "eval.py", "--model-dir", sft_dir, "--limit", "40",
-                               "--out-dir", out("eval_ddp")]),
-            ("torchrun sft fsdp", [*torchrun, "sft.py", "--max-steps", "5", "--fsdp", "--out-dir", out("sft_fsdp")]),
+                               "--out-dir", out("eval_ddp"), "--force"]),
+            ("torchrun sft fsdp", [*torchrun, "sft.py", "--max-steps", "5", "--fsdp", "--out-dir", out("sft_fsdp"),
+                                   "--force"]),
             ("torchrun grpo fsdp", [*torchrun, *grpo, "--fsdp", "--beta", "0.04", "--out-dir", out("grpo_fsdp")]),
         ]]
         rows += finish_all(jobs)

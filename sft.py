@@ -315,7 +315,7 @@ if __name__ == "__main__":
     if state is not None:
         restore_optimizer(args, run, raw_model, optimizer, state)
         start_step, extras = state["step"], state["extras"]
-        g.set_state(extras["generator"])
+        g.set_state(extras["generator"].cpu())  # a CPU generator; map_location may have moved it
         best, best_step = extras["best"], extras["best_step"]
         if master:
             print(f"resumed from {resumed_from} at step {start_step} (best eval loss {best:.4f} at step {best_step})")
