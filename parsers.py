@@ -250,12 +250,21 @@ def parse_code_eval(generation):
     return m.group(1) if m else ""
 
 
+# The eval's timers, more generous than the RL reward's (sandbox defaults: 3 s a test, 10 s a program):
+# pass@1 must not depend on how loaded the machine is. Reference solutions take seconds: MBPP 123
+# (amicable numbers below 9999) needs 1-2.6 s on 2 busy cores and failed its 3 s timer under load
+EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S = 20.0, 60.0
+
+
 def score_code_batch(generations, examples, run_batch=None):
     """score_eval for code benchmarks, all programs run in parallel in sandbox.py: the item's
     program_prefix (HumanEval's prompt, MBPP's imports), then the parsed code, then each of its
     unit_tests. Correct (pass@1) = every test passes; tests_passed / tests_total beside it."""
     if run_batch is None:
+        from functools import partial
+
         from sandbox import run_batch  # standard library only; imported on first use
+        run_batch = partial(run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
     jobs = [(ex["program_prefix"] + "\n" + code, list(ex["unit_tests"])) for code, ex in zip(codes, examples) if code]

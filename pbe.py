@@ -6,15 +6,15 @@ sandbox.py through d1's own coding reward (rewards.coding_reward: the first ```p
 first `def` renamed to the target of the first `assert NAME(`, every `assert` line one test). It
 exercises the whole path of the real code task on the tiny model in minutes.
 
-    prompt      f(-4)=-11;f(-1)=-2;f(0)=1;f(1)=4;f(2)=7;f(5)=16
+    prompt      f(-4)=-11;f(-1)=-8;f(0)=-7;f(1)=-6;f(2)=-5;f(5)=-2
     completion  ```python
-                def f(x):return 3*x+1
+                def f(x):return x-7
                 ```
-    tests       assert f(3)==10 ... (8 hidden inputs, none of them shown)
+    tests       assert f(3)==-4 ... (8 hidden inputs, none of them shown)
 
-Grammar: E := x | c | E op E | min(E,E) | max(E,E) | abs(E), op in + - * // %, c in 0..19, at most
-LEAVES = 2 leaves, with abs only around x or around a whole expression (abs(x), abs(x-3); not
-abs(x)+1, which would take the 156 classes to 249). A function is its semantics, the tuple of
+Grammar: E := x | c | E op E | abs(E), op in + - * (BINARY; // % min max are built too), c in 0..99,
+at most LEAVES = 2 leaves, with abs only around x or around a whole expression (abs(x), abs(x-3),
+abs(7*x)). In practice: c+x, c-x, x-c, c*x, abs of those, x*x. A function is its semantics, the tuple of
 outputs on X = -5..9: programs with equal outputs are one class, written by its shortest program
 (ties: the smaller string). Constant functions, functions that divide by zero somewhere on X and
 outputs beyond ±MAX_ABS_OUTPUT (long prompts) are left out. split_classes() holds out whole classes,
@@ -30,16 +30,24 @@ import random
 from functools import lru_cache
 
 X = tuple(range(-5, 10))      # the input domain: shown and hidden inputs come from here
-CONSTANTS = tuple(range(20))  # c in 0..19
-BINARY = ("+", "-", "*", "//", "%", "min", "max")
-# At most 2 leaves (x+3, x%4, max(x,2), abs(x-3), x*x): 156 classes. With 3 leaves and c in 0..9 (3,066 classes,
-# programs up to 45 characters) the 0.9M-parameter tiny model still wrote no valid program after 400 SFT
-# steps on 4,000 items (0 % held out, greedy); expressions(3) builds that grammar
+CONSTANTS = tuple(range(100))  # c in 0..99
+BINARY = ("+", "-", "*")       # evaluate() and render() also know "//", "%", "min", "max"
+# What the tiny model can learn here, measured (greedy, held-out classes, seed 0):
+#   c in 0..19 with + - * // % min max: 156 classes, only 102 distinct training prompts. SFT memorised
+#     them (51 % of training functions right) and solved no held-out function (0 % for 3 seeds, after
+#     SFT and after diffu-GRPO, 2026-11-25): nothing to generalise from, and no reward on held-out items;
+#   c in 0..99 with + - * // % min max: 652 classes, but // % min max add few of them and need arithmetic
+#     to read off (x%51 from f(-1)=50): 0 % held out after 1500 SFT steps;
+#   c in 0..99 with + - * (this grammar): 509 classes, 425 training prompts, the constant readable from
+#     f(0) or f(1). After 2500 SFT steps 31 % of training and 13 % of held-out functions right; with
+#     c in 0..49 (220 training classes) 8 % and 0 %: the copy rule needs many constants to be learnt.
+# With 3 leaves and c in 0..9 (3,066 classes) the model wrote no valid program after 400 SFT steps;
+# expressions(3) builds that grammar
 LEAVES = 2
-MAX_ABS_OUTPUT = 99           # keeps every shown pair short (byte tokenizer: one token per character)
+MAX_ABS_OUTPUT = 999          # keeps every shown pair short (byte tokenizer: one token per character)
 # The shown inputs are the same in every prompt, so the pairs sit at the same places: the tiny model
 # did not learn to read 4 pairs at random inputs (0 % even on training functions after 600 SFT steps).
-# These six determine 122 of the 156 functions; the other 34 are never drawn
+# These six determine 499 of the 509 functions; the other 10 are never drawn
 SHOWN_X = (-4, -1, 0, 1, 2, 5)
 N_HIDDEN = 8                  # hidden tests, drawn from the 9 other inputs
 HELD_OUT = 0.15               # share of the semantic classes kept for evaluation

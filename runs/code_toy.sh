@@ -12,11 +12,13 @@ SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
 # the canvas: a fenced one-liner fits 48 tokens (byte tokenizer), 3 blocks of 16, two tokens per step
 CANVAS="--gen-length 48 --block-length 16 --diffusion-steps 24"
-SFT_FLAGS=${SFT_FLAGS:---num-examples 4000 --max-steps 1500}
+# 2500 steps: at 1500 the model still wrote a default constant instead of copying it (0-1 % held out)
+SFT_FLAGS=${SFT_FLAGS:---num-examples 8000 --max-steps 2500}
 GRPO_FLAGS=${GRPO_FLAGS:-}
 
 run_seed() {
     s=$1; d=out/code_toy/seed$s
+    rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
         $PY model.py --out-dir "$d/init" --seed "$s"

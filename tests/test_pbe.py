@@ -49,8 +49,9 @@ def test_classes_equal_a_brute_force_over_strings():
     # the built grammar written as strings: with 2 leaves every operand is x or a constant, so no
     # parentheses are needed and the strings are exactly the rendered programs
     leaves = ["x"] + [str(c) for c in pbe.CONSTANTS]
-    pairs = [f"{a}{op}{b}" for a in leaves for b in leaves for op in ("+", "-", "*", "//", "%")]
-    pairs += [f"{f}({a},{b})" for a in leaves for b in leaves for f in ("min", "max")]
+    infix = [op for op in pbe.BINARY if op in ("+", "-", "*", "//", "%")]
+    pairs = [f"{a}{op}{b}" for a in leaves for b in leaves for op in infix]
+    pairs += [f"{f}({a},{b})" for a in leaves for b in leaves for f in pbe.BINARY if f in ("min", "max")]
     texts = leaves + ["abs(x)"] + pairs + [f"abs({t})" for t in pairs]
     best = {}
     for text in texts:
@@ -59,7 +60,7 @@ def test_classes_equal_a_brute_force_over_strings():
             continue
         best[outs] = min(best.get(outs, text), text, key=lambda t: (len(t), t))
     assert dict(pbe.classes()) == best
-    assert len(texts) == sum(map(len, pbe.expressions().values()))  # the same 6,196 programs
+    assert len(texts) == sum(map(len, pbe.expressions().values()))  # the same 61,308 programs
 
 
 def test_classes_distinct_nonconstant_and_computed_by_their_program():
@@ -75,7 +76,13 @@ def test_classes_distinct_nonconstant_and_computed_by_their_program():
     assert not any(re.search(r"(//|%)0\b", p) for _, p in table) and "x-x" not in dict(map(reversed, table))
 
 
-def test_render_keeps_meaning_on_random_trees():
+ALL_OPS = ("+", "-", "*", "//", "%", "min", "max")  # what render() and evaluate() know
+
+
+def test_render_keeps_meaning_on_random_trees(monkeypatch):
+    # every operator and 3-leaf trees, over a few constants (100 constants make 18M 3-leaf trees)
+    monkeypatch.setattr(pbe, "BINARY", ALL_OPS)
+    monkeypatch.setattr(pbe, "CONSTANTS", tuple(range(10)))
     rng = random.Random(0)
     trees = [t for ts in pbe.expressions(3).values() for t in ts]
     for tree in rng.sample(trees, 3000):
@@ -89,14 +96,17 @@ def test_render_keeps_meaning_on_random_trees():
     assert pbe.render(("-", "x", ("+", 1, "x"))) == "x-(1+x)" and pbe.render(("*", ("+", "x", 1), 3)) == "(x+1)*3"
 
 
-def test_enumeration_counts_by_hand():
-    e = pbe.expressions(3)
-    # n plain leaves (x, the constants) and abs(x); 7 binary ops over n x n leaf pairs, and abs of each; 3 leaves:
-    # binary ops over (leaf, 2-leaf) and (2-leaf, leaf) pairs of the trees without abs
-    n = len(pbe.CONSTANTS) + 1  # the plain leaves: x and the constants
-    assert len(e[1]) == n + 1 and e[1][-1] == ("abs", "x")
-    assert len(e[2]) == 2 * 7 * n * n
-    assert len(e[3]) == 7 * 2 * n * (7 * n * n)
+def test_enumeration_counts_by_hand(monkeypatch):
+    monkeypatch.setattr(pbe, "CONSTANTS", tuple(range(10)))  # 3-leaf trees over 100 constants: 18M
+    for ops in (pbe.BINARY, ALL_OPS):
+        monkeypatch.setattr(pbe, "BINARY", ops)
+        e, k = pbe.expressions(3), len(ops)
+        # n plain leaves (x, the constants) and abs(x); k binary ops over n x n leaf pairs, and abs of each;
+        # 3 leaves: binary ops over (leaf, 2-leaf) and (2-leaf, leaf) pairs of the trees without abs
+        n = len(pbe.CONSTANTS) + 1  # the plain leaves: x and the constants
+        assert len(e[1]) == n + 1 and e[1][-1] == ("abs", "x")
+        assert len(e[2]) == 2 * k * n * n
+        assert len(e[3]) == k * 2 * n * (k * n * n)
     assert set(pbe.expressions(2)) == {1, 2}
 
 
