@@ -8,7 +8,7 @@ and nothing written. A mistyped path should cost a second, not a node-hour.
         require(args.lr > 0, f"--lr must be > 0, got {args.lr}")
         examples = load_rl_data(args)            # the loaders' own ValueErrors name file:line
         check_model_dir(args.model_dir)          # config, shards, truncation, keys and shapes
-        fresh = check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
+        check_run_dir(args)                      # resume.py: check_out_dir, and a save for --resume
 
 Inside the block, the project's own validation errors (ValueError, FileNotFoundError, raised with
 a full message by tasks.py, sample.check_schedule, checkpoint.verify ...) count as bad input; the

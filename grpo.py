@@ -67,13 +67,13 @@ from tqdm import tqdm
 import eval as evaluation  # the toy's held-out accuracy for --eval-every
 from adapters import add_lora, lora_disabled
 from checkpoint import from_pretrained, load
-from checks import InputError, check_data_paths, check_fraction, check_model_dir, check_out_dir, require, upfront
+from checks import InputError, check_data_paths, check_fraction, check_model_dir, require, upfront
 from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
                  shard_model, step_if_finite, wrap_for_training)
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, estimate_logprobs
 from metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
-from resume import RUN_FILES, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
 from sample import check_schedule, generate
 from tokenizer import prompt_ids
 
@@ -567,9 +567,7 @@ if __name__ == "__main__":
         require(os.path.isdir(args.model_dir), f"no model in {args.model_dir}: diffu-GRPO starts from the SFT "
                 "model; run `python sft.py` first (it writes out/sft) or pass --model-dir")
         check_model_dir(args.model_dir)
-        check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)  # last: --force deletes
-        require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
-                "(the run stopped before its first); start it again with --force instead of --resume")
+        check_run_dir(args)  # last: --force deletes
     from rewards import REWARDS, total_rewards
     # every reward function of every task in the data: one log column each, d1 logs each one's mean too
     comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})

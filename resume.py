@@ -66,6 +66,16 @@ def complete_saves(out_dir):
     return sorted(found)
 
 
+def check_run_dir(args):
+    """sft.py's and grpo.py's --out-dir, checked up front (inside checks.upfront): another run there
+    is refused unless --resume continues it or --force starts over (checks.check_out_dir, which
+    deletes on --force: call this last), and --resume needs a complete save to continue from."""
+    from checks import check_out_dir, require
+    check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
+    require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
+            "(the run stopped before its first); start it again with --force instead of --resume")
+
+
 def _fsync_dir_tree(path):
     """Flush every file of a freshly written directory, then the directory itself, so that a
     rename after this publishes bytes that are on disk (a node losing power, not only a killed

@@ -57,12 +57,12 @@ from tqdm import tqdm
 
 from adapters import add_lora
 from checkpoint import TINY_DIR, load
-from checks import check_data_paths, check_fraction, check_model_dir, check_out_dir, require, upfront
+from checks import check_data_paths, check_fraction, check_model_dir, require, upfront
 from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
                  step_if_finite, wrap_for_training)
 from model import BLOCK_LINEARS
 from metrics import log_metrics, open_metrics
-from resume import RUN_FILES, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
 from tokenizer import EOT_TOKEN, prompt_ids
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -253,9 +253,7 @@ if __name__ == "__main__":
                 f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
                 f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
         check_model_dir(args.model_dir, default_dir=TINY_DIR)
-        check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)  # last: --force deletes
-        require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
-                "(the run stopped before its first); start it again with --force instead of --resume")
+        check_run_dir(args)  # last: --force deletes
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
