@@ -14,29 +14,29 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 run: install                   ## the CPU pipeline on the tiny model, 3 seeds: SFT -> diffu-GRPO -> eval table
-	bash runs/toy.sh
+	bash lab/runs/toy.sh
 
 test: install                  ## the whole test suite, CPU, a few minutes on 2 cores
 	$(PY) -m pytest tests -q
 
 lab-estimators: install        ## every likelihood estimator vs exact values on the toy (trains seed 0 first if needed)
-	[ -f out/toy/seed0/grpo/config.json ] || bash runs/toy.sh 0
-	$(PY) study_estimators.py
+	[ -f out/toy/seed0/grpo/config.json ] || bash lab/runs/toy.sh 0
+	$(PY) -m lab.study_estimators
 
 lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out curves (runs/ablations.sh)
-	bash runs/ablations.sh
+	bash lab/runs/ablations.sh
 
 code-toy: install              ## the CPU code toy, 3 seeds: SFT -> diffu-GRPO on executed tests -> held-out table
-	bash runs/code_toy.sh
+	bash lab/runs/code_toy.sh
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
-	$(PY) model.py
+	$(PY) -m lib.checkpoint
 
 # a GPU box's own Python (its CUDA torch), not the CPU venv; bitsandbytes for the 4-bit checks
 GPU_PY ?= python3
 GPU_CHECK_ARGS ?=
 gpu-check:                     ## on a CUDA machine: CUDA tests, every script on CUDA, the 8B shape measured (~10 min)
-	$(GPU_PY) gpu_check.py $(GPU_CHECK_ARGS)
+	$(GPU_PY) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) out

@@ -51,14 +51,14 @@ from functools import partial
 import torch
 from tqdm import tqdm
 
-import parsers
-import puzzles
+from lib import parsers
+from lib import puzzles
 import tasks
-from checkpoint import TINY_DIR, load
-from checks import check_data_paths, check_model_dir, require, upfront
-from ddp import DIST_TIMEOUT_S, compute_init, default_dtype
+from lib.checkpoint import TINY_DIR, load
+from ops.checks import check_data_paths, check_model_dir, require, upfront
+from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule, generate
-from tokenizer import prompt_ids
+from lib.tokenizer import prompt_ids
 
 # -----------------------------------------------------------------------------
 # items and prompts
@@ -75,7 +75,7 @@ def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
 def pbe_test_set(n=200, data_seed=0, seed=12345):
     """Held-out items of the code toy: functions of the held-out semantic classes of the split sft.py
     and grpo.py train on (--data-seed), so no held-out function was ever seen in training."""
-    import pbe
+    from lib import pbe
     _, test_classes = pbe.split_classes(seed=data_seed)
     return pbe.make_pbe(test_classes, n, seed=seed)
 

@@ -65,17 +65,17 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 import eval as evaluation  # the toy's held-out accuracy for --eval-every
-from adapters import add_lora, lora_disabled
-from checkpoint import from_pretrained, load
-from checks import InputError, check_data_paths, check_fraction, check_model_dir, require, upfront
-from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
+from lib.adapters import add_lora, lora_disabled
+from lib.checkpoint import from_pretrained, load
+from ops.checks import InputError, check_data_paths, check_fraction, check_model_dir, require, upfront
+from ops.ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
                  shard_model, step_if_finite, wrap_for_training)
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, estimate_logprobs
-from metrics import log_metrics, open_metrics
+from ops.metrics import log_metrics, open_metrics
 from model import BLOCK_LINEARS, compile_blocks
-from resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from ops.resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
 from sample import check_schedule, generate
-from tokenizer import prompt_ids
+from lib.tokenizer import prompt_ids
 
 # The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (d1-spec §4.3; train.yaml).
 # Any flag given on the command line overrides its preset value. The toy's lr is 1e-4: at 3e-4 (the
@@ -264,7 +264,7 @@ def pad_left(rows, pad_id):
 def load_rl_data(args):
     """Examples (each with `task`) for one or several tasks: `--task gsm8k,math --data a.jsonl,b.jsonl`
     trains d1's unified model. The toy task generates unlabelled puzzles from the training grids."""
-    import puzzles
+    from lib import puzzles
     import tasks
     names = args.task.split(",")
     paths = args.data.split(",") if args.data else []
@@ -277,7 +277,7 @@ def load_rl_data(args):
             exs = puzzles.make_toy(train_grids, args.num_examples, args.data_seed + 1, *map(int, args.toy_blanks.split(',')))
         elif name == "pbe":
             # the code toy: functions of the training classes only (eval.py holds out whole classes)
-            import pbe
+            from lib import pbe
             train_classes, _ = pbe.split_classes(seed=args.data_seed)
             exs = pbe.make_pbe(train_classes, args.num_examples, args.data_seed + 1)
         elif i < len(paths):

@@ -27,11 +27,12 @@ IS the official layout minus its "model." prefix. The rest is one file per conce
   adapters.py    LoRA by hand and the NF4 4-bit block linears
   tokenizer.py   special tokens, chat template, load_tokenizer, special_ids, the tiny byte tokenizer
 
-    from checkpoint import from_pretrained
+    from lib.checkpoint import from_pretrained
     model = from_pretrained("/path/to/LLaDA-8B-Instruct", device="cuda")   # bf16, as stored
     logits = model(input_ids)                                              # (B, T, V)
 
-Run `python model.py` to write the tiny model to out/tiny-llada and print a forward pass.
+Run `python model.py` for one forward pass of a random tiny LLaDA (`python -m lib.checkpoint` writes the
+tiny model to disk in the official layout).
 """
 
 import argparse
@@ -45,6 +46,12 @@ from torch.utils.checkpoint import checkpoint  # activation checkpointing (not o
 # The seven linear layers of a block, by their official names. LoRA targets, the 4-bit swap and
 # merging all walk these; the LM head is also called ff_out but lives outside the blocks.
 BLOCK_LINEARS = ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj", "ff_out")
+
+# The tiny LLaDA of the CPU runs and tests: the 8B's architecture at toy width (vocabulary and special
+# ids come from the byte tokenizer, lib/checkpoint.make_tiny)
+TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
+                   max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
+
 
 # -----------------------------------------------------------------------------
 # Config
@@ -361,18 +368,19 @@ def compile_blocks(model):
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
-    # the tiny model goes to disk and back through the official layout, exactly like the 8B would
-    from checkpoint import TINY_DIR, load, make_tiny
-    from tokenizer import prompt_ids
-
-    parser = argparse.ArgumentParser(description="write the tiny LLaDA and run one forward pass")
-    parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
+    # a random tiny LLaDA and one forward pass: the shapes, nothing else (the tiny model on disk, with its
+    # tokenizer and the official layout, is written by `python -m lib.checkpoint`)
+    parser = argparse.ArgumentParser(description="build a random tiny LLaDA and run one forward pass")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     args = parser.parse_args()
-    make_tiny(args.out_dir, seed=args.seed)
-    model, tok = load(args.out_dir)
-    # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
-    ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)
-    logits = model(ids)  # (1, P, V)
-    print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")
-    print(f"prompt {tok.decode(ids[0])!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")
+    torch.manual_seed(args.seed)
+    # the tiny byte tokenizer's ids (lib/tokenizer.py): 256 bytes, then BOS, EOS, mask and 3 chat tokens
+    TINY_VOCAB, TINY_EOS, TINY_MASK = 262, 257, 258
+    config = LLaDAConfig(**TINY_CONFIG, vocab_size=TINY_VOCAB, embedding_size=TINY_VOCAB, mask_token_id=TINY_MASK,
+                         eos_token_id=TINY_EOS, pad_token_id=TINY_EOS)
+    model = LLaDA(config).eval()
+    ids = torch.randint(0, TINY_VOCAB, (2, 10))  # (B, T): two sequences of 10 random tokens
+    ids[:, 5:] = config.mask_token_id  # the second half masked: the model predicts every position at once
+    with torch.no_grad():
+        logits = model(ids)  # (B, T, V)
+    print(f"tiny LLaDA: {model.num_params():,} parameters, input {tuple(ids.shape)} -> logits {tuple(logits.shape)}")

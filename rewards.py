@@ -57,8 +57,8 @@ import math
 import re
 import warnings
 
-from answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
-from arith import evaluate_equation, reaches_target, uses_exactly
+from lib.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
+from lib.arith import evaluate_equation, reaches_target, uses_exactly
 from tasks import CODE_TASKS
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
@@ -390,7 +390,7 @@ def coding_reward(completion, example, *, fixed=None, run=None):
 def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
     """coding_reward for many completions, the programs run in parallel (sandbox.run_batch)."""
     if run_batch is None:
-        from sandbox import run_batch  # standard library only; imported on first use
+        from lib.sandbox import run_batch  # standard library only; imported on first use
     scores, jobs, where = [], [], []
     for completion, example in zip(completions, examples):
         if len(completion) > MAX_CODE_COMPLETION:

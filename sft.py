@@ -55,15 +55,15 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from adapters import add_lora
-from checkpoint import TINY_DIR, load
-from checks import check_data_paths, check_fraction, check_model_dir, require, upfront
-from ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
+from lib.adapters import add_lora
+from lib.checkpoint import TINY_DIR, load
+from ops.checks import check_data_paths, check_fraction, check_model_dir, require, upfront
+from ops.ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
                  step_if_finite, wrap_for_training)
 from model import BLOCK_LINEARS
-from metrics import log_metrics, open_metrics
-from resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
-from tokenizer import EOT_TOKEN, prompt_ids
+from ops.metrics import log_metrics, open_metrics
+from ops.resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from lib.tokenizer import EOT_TOKEN, prompt_ids
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 
@@ -140,7 +140,7 @@ def get_lr(step, max_steps, lr, warmup_steps):
 def load_sft_data(args, seed):
     """Examples with `prompt` and `completion`. The toy task is generated (few labelled puzzles);
     s1K is read from --data."""
-    import puzzles
+    from lib import puzzles
     import tasks
     if args.task == "toy":
         train_grids, _ = puzzles.split_grids(seed=args.data_seed)
@@ -150,7 +150,7 @@ def load_sft_data(args, seed):
         return [puzzles.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
     if args.task == "pbe":
         # the code toy: (shown pairs -> canonical one-line function) for functions of the training classes
-        import pbe
+        from lib import pbe
         train_classes, _ = pbe.split_classes(seed=args.data_seed)
         return pbe.make_pbe(train_classes, args.num_examples, seed)
     if not args.data:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from answers import last_boxed
+from lib.answers import last_boxed
 
 # the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
 # running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox.py
@@ -468,8 +468,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     # imported here, not at the top: puzzles.py imports tasks.py (a top-level import would be circular),
     # and only this demo needs a tokenizer
-    from tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
-    from puzzles import make_countdown, make_sudoku, make_toy, split_grids
+    from lib.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
+    from lib.puzzles import make_countdown, make_sudoku, make_toy, split_grids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
     tok = load_tokenizer(args.model_dir) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)

@@ -54,8 +54,8 @@ def main():
     kind, *nums = fault.split(":")
     nums = [int(n) for n in nums]
     rank = int(os.environ.get("RANK", 0))
-    import ddp
-    import resume
+    from ops import ddp
+    from ops import resume
     if kind == "kill-in-save":
         resume.save_merged = counting(resume.save_merged, nums[0], lambda _: die())
     elif kind == "kill-before-rename":

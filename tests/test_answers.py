@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-import answers
-from answers import (after_last, boxed_or_self, extract_xml_answer, find_numbers, float_or_none, is_equiv,
+from lib import answers
+from lib.answers import (after_last, boxed_or_self, extract_xml_answer, find_numbers, float_or_none, is_equiv,
                      last_boxed, last_boxed_only_string, last_tag_content, remove_boxed, strip_string)
 from conftest import random_texts
 

@@ -1,16 +1,14 @@
 """bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
 import runpy
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from bench import bench
+from tools.bench import bench
 from grpo import analytic_passes
 from model import LLaDA, LLaDAConfig
 
-BENCH = str(Path(__file__).resolve().parents[1] / "bench.py")
 
 
 def micro_model():
@@ -38,8 +36,8 @@ def test_counted_passes_equal_analytic(beta, mu, lora_r):
 
 
 def run_cli(monkeypatch, *argv):
-    monkeypatch.setattr(sys, "argv", ["bench.py", *argv])
-    runpy.run_path(BENCH, run_name="__main__")
+    monkeypatch.setattr(sys, "argv", ["tools/bench.py", *argv])
+    runpy.run_module("tools.bench", run_name="__main__")
 
 
 def test_cli_tiny_prints_table(monkeypatch, capsys, tmp_path):
@@ -61,7 +59,7 @@ def test_cli_8b_refuses_cpu(monkeypatch):
 def test_sampler_table_counts_the_columns_each_sampler_forwards():
     # exact: every step runs the whole canvas (steps x L); prefix: each block's first step runs
     # the canvas, later steps the block + everything right of it; dual: later steps the block only
-    from bench import compare_samplers
+    from tools.bench import compare_samplers
     m = micro_model().eval()
     prompt = torch.randint(0, 62, (2, 4), generator=torch.Generator().manual_seed(0))
     rows = compare_samplers(m, prompt, gen_length=12, block_length=4, steps=6, repeats=1)
@@ -75,8 +73,8 @@ def test_sampler_table_counts_the_columns_each_sampler_forwards():
 
 def test_activation_probe_extrapolates_to_depth():
     # the memory plan extrapolates a 1- and 2-block measurement to 32 blocks: check it on 3 blocks
-    from adapters import add_lora
-    from memplan import probe_activations, saved_bytes
+    from lib.adapters import add_lora
+    from tools.memplan import probe_activations, saved_bytes
     cfg = micro_model().config
     probe = probe_activations(cfg, batch=2, prompt_len=5, gen_length=6, dtype=torch.float32,
                               lora_r=4, load_in_4bit=False)
@@ -97,7 +95,7 @@ def test_activation_probe_extrapolates_to_depth():
 
 def test_memory_plan_counts_every_8b_parameter():
     # the plan's weight bytes come from a closed-form parameter count: it must cover LLaDA-8B exactly
-    from memplan import memory_plan
+    from tools.memplan import memory_plan
     cfg = LLaDAConfig()
     with torch.device("meta"):
         n_params = LLaDA(cfg).num_params()
@@ -129,7 +127,7 @@ def test_cli_samplers_and_memory_plan_modes(monkeypatch, capsys, tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# bench.py --preflight: one round of the configuration grpo.py's own flags describe, and the projection
+# python -m tools.preflight: one round of the configuration grpo.py's own flags describe, and the projection
 
 
 def test_project_hours_against_a_round_by_round_schedule():
@@ -143,7 +141,7 @@ def test_project_hours_against_a_round_by_round_schedule():
             hours += max(load) * round_s / 3600
             done += mu
         return hours
-    from preflight import D1_STEPS, project_hours
+    from tools.preflight import D1_STEPS, project_hours
     for steps, mu, prompts, groups, gpus in [(D1_STEPS["gsm8k"], 12, 16, 1, 8), (D1_STEPS["sudoku"], 8, 16, 2, 1),
                                              (100, 12, 16, 1, 3), (7, 2, 5, 2, 2)]:
         want = schedule(27.8, steps, mu, prompts, groups, gpus)
@@ -162,8 +160,8 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     import grpo
-    from preflight import format_preflight, preflight, project_hours
-    from checkpoint import make_tiny
+    from tools.preflight import format_preflight, preflight, project_hours
+    from lib.checkpoint import make_tiny
     make_tiny(str(tmp_path / "m"))
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
@@ -188,5 +186,6 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
 
 def test_preflight_cli_refuses_the_8b_shape_on_cpu(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
-        run_cli(monkeypatch, "--preflight", "--preset", "8b", "--model-dir", "none", "--device", "cpu")
+        monkeypatch.setattr(sys, "argv", ["tools/preflight.py", "--preset", "8b", "--model-dir", "none", "--device", "cpu"])
+        runpy.run_module("tools.preflight", run_name="__main__")
     assert e.value.code == 1 and "needs a GPU" in capsys.readouterr().out

@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import SMALL, official_keys, write_checkpoint
 
-from adapters import LoRALinear, add_lora, lora_state_dict
-from checkpoint import from_pretrained, save_merged, save_pretrained
+from lib.adapters import LoRALinear, add_lora, lora_state_dict
+from lib.checkpoint import from_pretrained, save_merged, save_pretrained
 
 
 @pytest.mark.parametrize("corruption, needle", [

@@ -11,7 +11,7 @@ import json
 import pytest
 
 import rewards
-import sandbox
+from lib import sandbox
 from conftest import SHARED_DATA
 from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests, total_reward
 from tasks import load_task

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from ddp import default_dtype, init_training, set_grad_sync, train_precision, wrap_for_training
+from ops.ddp import default_dtype, init_training, set_grad_sync, train_precision, wrap_for_training
 
 
 def flags(**kw):

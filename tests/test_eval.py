@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from checkpoint import make_tiny
+from lib.checkpoint import make_tiny
 from conftest import REPO, SHARED_DATA, run, torchrun
 from eval import D1_FILE, mean_and_spread, paired_bootstrap, rescore, summarize
 

@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-from exact import conditional_table, exact_elbo, exact_logprob, exact_references, subset_masks
+from lab.exact import conditional_table, exact_elbo, exact_logprob, exact_references, subset_masks
 from logprob import elbo_token_logprobs, one_step_logprobs
 from model import LLaDA, LLaDAConfig
 

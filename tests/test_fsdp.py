@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from checkpoint import from_pretrained, make_tiny
+from lib.checkpoint import from_pretrained, make_tiny
 from logprob import one_step_logprobs
 from conftest import REPO, run, tiny_model, torchrun, write_digit_model
 

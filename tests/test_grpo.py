@@ -15,13 +15,13 @@ import pytest
 import torch
 
 import grpo
-from adapters import add_lora, lora_disabled
-from checkpoint import from_pretrained
+from lib.adapters import add_lora, lora_disabled
+from lib.checkpoint import from_pretrained
 from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_model
 from grpo import (FIXED_MASK_SEED, MicroBatch, completion_mask, grpo_loss, group_advantages, load_rl_data,
                   mask_generator, mask_seeds, pad_left, policy_step, round_metrics, score_old_ref)
 from logprob import ESTIMATORS, one_step_logprobs
-from metrics import read_metrics
+from ops.metrics import read_metrics
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():
     E = 9

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from metrics import ARGS_FILE, first_last, log_metrics, open_metrics, read_metrics
+from ops.metrics import ARGS_FILE, first_last, log_metrics, open_metrics, read_metrics
 
 
 def test_resume_keeps_earlier_lines_and_fresh_run_starts_empty(tmp_path):
@@ -40,7 +40,7 @@ def test_plot_entry_without_matplotlib_says_so(tmp_path):
     if importlib.util.find_spec("matplotlib") is not None:
         pytest.skip("matplotlib is installed here: the missing-dependency message cannot be tested")
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5, "loss": 1.0}\n')
-    p = subprocess.run([sys.executable, str(REPO / "metrics.py"), str(tmp_path)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "ops.metrics", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert p.returncode != 0 and "pip install matplotlib" in p.stderr
 
 

@@ -22,9 +22,9 @@ from functools import lru_cache
 import pytest
 
 import tasks
-from answers import first_tag_content, is_equiv
+from lib.answers import first_tag_content, is_equiv
 from conftest import SHARED_DATA
-from parsers import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, gsm8k_gold_eval,
+from lib.parsers import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, gsm8k_gold_eval,
                      parse_countdown_eval, parse_gsm8k_eval, parse_math_eval, parse_sudoku_eval, score_eval,
                      sudoku_eval_cells, sudoku_solved)
 

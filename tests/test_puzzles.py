@@ -14,7 +14,7 @@ import pytest
 
 import tasks
 from conftest import countdown_rl, exact_eval, literals, valid_by_rules
-from puzzles import (countdown_values, is_valid_grid, make_countdown, make_sudoku, make_toy, partial_label,
+from lib.puzzles import (countdown_values, is_valid_grid, make_countdown, make_sudoku, make_toy, partial_label,
                      solve_sudoku, split_grids, sudoku_grids)
 
 # -----------------------------------------------------------------------------

@@ -26,12 +26,12 @@ import time
 import pytest
 import torch
 
-import checks
-import ddp
-import resume
-from checkpoint import from_pretrained, make_tiny, verify
+from ops import checks
+from ops import ddp
+from ops import resume
+from lib.checkpoint import from_pretrained, make_tiny, verify
 from conftest import REPO, run, torchrun, write_digit_model
-from metrics import read_metrics
+from ops.metrics import read_metrics
 
 FAULTS = [sys.executable, str(REPO / "tests" / "faults.py")]
 # a GRPO run of 3 rounds in seconds: LoRA WITH dropout (the resume must restore its RNG stream too)

@@ -20,8 +20,8 @@ import warnings
 
 import pytest
 
-import sandbox
-from sandbox import ATTACKS, run_batch, run_tests
+from lib import sandbox
+from lib.sandbox import ATTACKS, run_batch, run_tests
 
 ISOLATED = sandbox.isolation_mode() == "isolated"
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason="no user/pid/net/mount namespaces with a uid drop here")

@@ -7,7 +7,7 @@ Run:  .venv/bin/python -m pytest tests/test_study_ablations.py -q
 import json
 import math
 
-from study_ablations import load_runs, mean_curves, summarize
+from lab.study_ablations import load_runs, mean_curves, summarize
 
 
 def write(root, variant, seed, points):

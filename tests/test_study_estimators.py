@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from model import LLaDAConfig
-from study_estimators import spearman, study
+from lab.study_estimators import spearman, study
 
 V, MASK = 16, 15
 

@@ -6,10 +6,10 @@ Run:  .venv/bin/python -m pytest tests/test_study_signal.py -q
 """
 import torch
 
-import puzzles
-from checkpoint import load
+from lib import puzzles
+from lib.checkpoint import load
 from conftest import write_digit_model
-from study_signal import batch_gradient, mean_pairwise_cosine
+from lab.study_signal import batch_gradient, mean_pairwise_cosine
 
 
 def test_mean_pairwise_cosine_by_hand():

@@ -18,10 +18,10 @@ import pytest
 
 import tasks
 from conftest import SHARED_DATA, RL_SYSTEM, countdown_rl, exact_eval, literals, valid_by_rules
-from puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
+from lib.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
 from tasks import (CODE_TASKS, EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
                    load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task)
-from tokenizer import prompt_ids
+from lib.tokenizer import prompt_ids
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
@@ -67,8 +67,8 @@ TAIL = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     # the tiny LLaDA written to disk and loaded back exactly like the 8B's tokenizer
-    from checkpoint import make_tiny
-    from tokenizer import load_tokenizer
+    from lib.checkpoint import make_tiny
+    from lib.tokenizer import load_tokenizer
     return load_tokenizer(make_tiny(tmp_path_factory.mktemp("tiny") / "tiny-llada"))
 
 

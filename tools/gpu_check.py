@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from preflight import D1_STEPS, project_hours
+from tools.preflight import D1_STEPS, project_hours
 
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
@@ -164,7 +164,7 @@ if __name__ == "__main__":
     # dirs of the last one (the scripts refuse an --out-dir that holds another run otherwise)
     if "scripts" not in skip:
         sft_dir = out("sft")
-        for name, cmd in [("tiny model", [py, "model.py"]),
+        for name, cmd in [("tiny model", [py, "-m", "lib.checkpoint"]),
                           ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir, "--force"])]:
             rows.append(finish(start(name, cmd, args.out_dir)))
         # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,
@@ -194,8 +194,9 @@ if __name__ == "__main__":
     if "8b" not in skip:
         # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
         # overridden); the MFU and sampler checks are bench.py's own modes
-        bench = [py, "bench.py", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
-        pre = [*bench, "--preflight", "--model-dir", "none", "--task", "gsm8k"]
+        bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
+        pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(args.peak_tflops), "--model-dir", "none",
+               "--task", "gsm8k"]
         for name, cmd, summarize in [
             ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
             # the same round on a bf16 base, compiled blocks

@@ -51,13 +51,14 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from adapters import add_lora, lora_disabled, quantize_blocks
-from checkpoint import TINY_CONFIG, load
-from ddp import autocast_bf16
+from lib.adapters import add_lora, lora_disabled, quantize_blocks
+from lib.checkpoint import load
+from model import TINY_CONFIG
+from ops.ddp import autocast_bf16
 from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, mask_generator, policy_step,
                   rollout, score_old_ref)
 from logprob import one_step_logprobs
-from memplan import memory_plan, probe_activations
+from tools.memplan import memory_plan, probe_activations
 from model import LLaDA, LLaDAConfig, compile_blocks
 from sample import generate
 
@@ -400,7 +401,7 @@ def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
     """Programs per second that sandbox.py scores: one rollout group of `group` programs with `n_tests`
     unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
     and batched (run_batch over the CPU cores). Medians of `repeats`."""
-    import sandbox
+    from lib import sandbox
     program = "def f(x):\n    return 3 * x + 1\n"
     tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
     jobs = [(program, tests)] * group
@@ -419,9 +420,6 @@ def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
 
 
 if __name__ == "__main__":
-    if "--preflight" in sys.argv:  # every other flag is grpo.py's own: preflight.py measures that run
-        import preflight
-        sys.exit(preflight.main([a for a in sys.argv[1:] if a != "--preflight"]))
     # two-stage parsing: --preset is read first, its values become the full parser's defaults
     # (p.set_defaults below), and any flag given on the command line still wins
     pre = argparse.ArgumentParser(add_help=False)

@@ -34,12 +34,12 @@ import torch
 from tqdm import tqdm
 
 import grpo
-from checkpoint import load, make_tiny
-from exact import conditional_table, exact_elbo, exact_logprob
+from lib.checkpoint import load, make_tiny
+from lab.exact import conditional_table, exact_elbo, exact_logprob
 from logprob import elbo_token_logprobs, one_step_logprobs
-from puzzles import make_toy, split_grids
+from lib.puzzles import make_toy, split_grids
 from rewards import toy_reward
-from tokenizer import prompt_ids
+from lib.tokenizer import prompt_ids
 
 # name -> (per-token estimate (1, N) of one pair, forward rows per estimate); `g` is a torch.Generator
 ESTIMATORS = {

@@ -5,7 +5,7 @@
 # The seeds run as parallel single-threaded processes (2 cores: faster than one after another).
 # Usage: bash runs/toy.sh [seeds...]   (default: 0 1 2); outputs in out/toy/seed*/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
@@ -15,7 +15,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY model.py --out-dir "$d/init" --seed "$s"
+        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s"
         $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s"
         $PY eval.py --model-dir "$d/sft" --out-dir "$d/eval_sft" --json "$d/eval_sft.json"

@@ -12,7 +12,7 @@ Run (through bench.py, on CPU is fine: ~1 min, ~8 GB RAM for the 8B widths):
 """
 import torch
 
-from adapters import add_lora, quantize_blocks
+from lib.adapters import add_lora, quantize_blocks
 from grpo import mask_generator
 from logprob import one_step_logprobs
 from model import LLaDA, LLaDAConfig

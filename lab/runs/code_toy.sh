@@ -6,7 +6,7 @@
 # The same path as the real code task: rewards.coding_reward, sandbox.run_batch, eval.py's JSONL + manifest.
 # Usage: bash runs/code_toy.sh [seeds...]   (default: 0 1 2); outputs in out/code_toy/seed*/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
@@ -21,7 +21,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY model.py --out-dir "$d/init" --seed "$s"
+        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
         # prompt (chat template + ~50 pair characters) + 48 completion tokens fit 128
         $PY sft.py --task pbe --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --max-length 128 $SFT_FLAGS
         $PY grpo.py --task pbe --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s" $CANVAS $GRPO_FLAGS

@@ -7,7 +7,7 @@
 # since 2026-11-24): this script regenerates that table; drop LR_FLAGS to ablate around today's default.
 # Usage: bash runs/ablations.sh [seeds...]   (default: 0 1 2); outputs in out/ablate/<variant>/seed*/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=60
@@ -30,8 +30,8 @@ xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; rm -rf "$d"; mkdir -p "$d"; '"$
 rm -f "$jobs_file"
 # the README's picture when matplotlib (optional) is installed; the table and curves.json always
 if $PY -c "import matplotlib" 2> /dev/null; then
-    $PY study_ablations.py out/ablate --png docs/ablations.png
+    $PY -m lab.study_ablations out/ablate --png docs/ablations.png
 else
-    $PY study_ablations.py out/ablate
+    $PY -m lab.study_ablations out/ablate
 fi
 echo "total wall time: $(( $(date +%s) - start ))s"

@@ -21,7 +21,7 @@ outputs beyond ±MAX_ABS_OUTPUT (long prompts) are left out. split_classes() hol
 so an evaluated function was never trained on; make_pbe() shows the pairs on the fixed inputs
 SHOWN_X and draws only functions those determine among ALL classes (well-posed).
 
-    import pbe
+    from lib import pbe
     train, test = pbe.split_classes(seed=0)
     pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(-4)=..;...", "completion": "```python\\n...```", ...}]
     python pbe.py                     # pbe.describe(): counts, well-posed share, longest completion, samples

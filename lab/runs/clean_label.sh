@@ -13,7 +13,7 @@
 # the script as a whole has not been timed).
 # Usage: bash runs/clean_label.sh [seeds...]   (default: 0 1 2); outputs in out/clean/seed*/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 SEEDS=${*:-0 1 2}
 export OMP_NUM_THREADS=1 TQDM_MININTERVAL=30
@@ -26,7 +26,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY model.py --out-dir "$d/init" --seed "$s"
+        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
         # part 1
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --toy-unfilled 0 --max-steps 150
         for v in "${VARIANTS[@]}"; do
@@ -54,14 +54,14 @@ for p in "${pids[@]}"; do wait "$p" || status=1; done
 rm -f out/clean/signal.jsonl
 for s in $SEEDS; do
     for p in 0.15 0; do  # the clean SFT model next to the incomplete-label one of make run, when it is there
-        $PY study_signal.py --model-dir "out/clean/seed$s/sft" --p-mask $p --json out/clean/signal.jsonl
+        $PY -m lab.study_signal --model-dir "out/clean/seed$s/sft" --p-mask $p --json out/clean/signal.jsonl
         if [ -d "out/toy/seed$s/sft" ]; then
-            $PY study_signal.py --model-dir "out/toy/seed$s/sft" --p-mask $p --json out/clean/signal.jsonl
+            $PY -m lab.study_signal --model-dir "out/toy/seed$s/sft" --p-mask $p --json out/clean/signal.jsonl
         fi
     done
     # part 2's easy-to-hard prompts
-    $PY study_signal.py --model-dir "out/clean/seed$s/sft400" --toy-blanks 4,7 --json out/clean/signal.jsonl
+    $PY -m lab.study_signal --model-dir "out/clean/seed$s/sft400" --toy-blanks 4,7 --json out/clean/signal.jsonl
 done
-$PY metrics.py out/clean/seed*/grpo* --keys heldout_acc,seen_grid_acc,reward,token_nll,zero_std_groups --table
+$PY -m ops.metrics out/clean/seed*/grpo* --keys heldout_acc,seen_grid_acc,reward,token_nll,zero_std_groups --table
 grep -h accuracy out/clean/seed*/eval-hard-*.json
 echo "total wall time: $(( $(date +%s) - start ))s"

@@ -159,7 +159,7 @@ def train_precision(args, device_type):
 def check_training_flags(args):
     """The flags sft.py and grpo.py share, checked up front (checks.upfront turns a failure into one
     line): optimizer, LoRA / 4-bit, saves, and the precision rules of train_precision."""
-    from checks import check_fraction, require
+    from ops.checks import check_fraction, require
     from model import BLOCK_LINEARS
     require(args.lr > 0 and args.weight_decay >= 0 and args.grad_clip >= 0,
             f"--lr must be > 0, --weight-decay and --grad-clip >= 0; got {args.lr}, {args.weight_decay}, {args.grad_clip}")

@@ -27,9 +27,9 @@ import torch
 
 import eval as evaluation
 import grpo
-import pbe
-import puzzles
-from checkpoint import load
+from lib import pbe
+from lib import puzzles
+from lib.checkpoint import load
 from logprob import ESTIMATORS, estimate_logprobs
 from rewards import coding_rewards, toy_reward
 

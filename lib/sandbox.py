@@ -25,7 +25,7 @@ prints can pass for a result; the program's stdout/stderr go to /dev/null. Missi
 result: every test failed. (A program runs in the runner's process, so it could forge its own result
 line: that is reward hacking, not escape, and d1's exec() has the same property.)
 
-    from sandbox import run_tests, run_batch
+    from lib.sandbox import run_tests, run_batch
     run_tests("def f(x):\\n    return x + 1", ["assert f(1) == 2", "assert f(2) == 4"])   # [True, False]
     run_batch([(program, tests), ...], workers=2)    # a rollout group in parallel, in job order
 

@@ -28,9 +28,10 @@ import os
 import torch
 
 import grpo
-from adapters import quantize_blocks
-from bench import TINY_IDS, bench, format_table
-from checkpoint import TINY_CONFIG, load
+from lib.adapters import quantize_blocks
+from tools.bench import TINY_IDS, bench, format_table
+from lib.checkpoint import load
+from model import TINY_CONFIG
 from model import LLaDA, LLaDAConfig
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device

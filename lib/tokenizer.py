@@ -11,7 +11,7 @@ The tiny byte-level tokenizer (make_tiny_tokenizer) has the same special tokens 
 and the same chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
 checkpoint.make_tiny saves it beside the tiny model.
 
-    from tokenizer import load_tokenizer, special_ids, prompt_ids
+    from lib.tokenizer import load_tokenizer, special_ids, prompt_ids
     tok = load_tokenizer("/path/to/LLaDA-8B-Instruct")
     ids = special_ids(tok, model.config)          # mask / eos / eot / bos / pad
     prompt = prompt_ids(tok, "What is 2+3?")      # one user turn + the assistant header

@@ -63,7 +63,7 @@ def check_model_dir(path, default_dir=None):
     only, no weights). `default_dir`: the scripts' default tiny model, created on first use."""
     if default_dir is not None and str(path) == str(default_dir) and not os.path.exists(path):
         return  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
-    from checkpoint import verify
+    from lib.checkpoint import verify
     require(os.path.isdir(path), f"model directory {path} does not exist")
     try:
         verify(path)

@@ -19,7 +19,7 @@ Our state-dict keys are the official ones minus KEY_PREFIX, so reading and writi
       so the CPU pipeline and the tests load it through the same code as the 8B.
   load(path) -> (model, tokenizer): what every script calls; creates the default tiny model.
 
-    from checkpoint import from_pretrained, save_pretrained, load
+    from lib.checkpoint import from_pretrained, save_pretrained, load
     model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
     qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
 
@@ -33,9 +33,9 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
-from model import BLOCK_LINEARS, LLaDA, LLaDAConfig
-from tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
+from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
+from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
+from lib.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
 
 KEY_PREFIX = "model."              # official key = KEY_PREFIX + our state-dict key ("transformer.…")
 INDEX_FILE = "model.safetensors.index.json"
@@ -303,8 +303,6 @@ def save_merged(model, base_dir, out_dir):
 # A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
 # 4 layers of 4 heads x 32 dims, MLP 3x wide; LLaDA-8B's own rope_theta, eps and init_std, so the
 # same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny.
-TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
-                   max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
 OFFICIAL_EXTRAS = {  # carried so the saved config.json looks like LLaDA-8B's own
     "model_type": "llada", "architectures": ["LLaDAModelLM"],
     "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig",
@@ -348,3 +346,24 @@ def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
         make_tiny(path)
     model = from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
     return model, load_tokenizer(path)
+
+
+# -----------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    # the tiny model goes to disk and back through the official layout, exactly like the 8B would
+    import argparse
+
+    from lib.tokenizer import prompt_ids
+
+    parser = argparse.ArgumentParser(description="write the tiny LLaDA in the official layout and run one forward pass")
+    parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
+    parser.add_argument("--seed", type=int, default=0, help="random init seed")
+    args = parser.parse_args()
+    make_tiny(args.out_dir, seed=args.seed)
+    model, tok = load(args.out_dir)
+    # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
+    ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)
+    logits = model(ids)  # (1, P, V)
+    print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")
+    print(f"prompt {tok.decode(ids[0])!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")

@@ -39,10 +39,10 @@ import shutil
 
 import torch
 
-from adapters import lora_state_dict
-from checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
-from ddp import everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
-from metrics import ARGS_FILE, METRICS_FILE
+from lib.adapters import lora_state_dict
+from lib.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
+from ops.ddp import everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
+from ops.metrics import ARGS_FILE, METRICS_FILE
 
 SAVES_DIR = "saves"                  # complete saves, one directory each
 STATE_FILE = "trainer_state.pt"      # in each save, beside the official-layout weights
@@ -70,7 +70,7 @@ def check_run_dir(args):
     """sft.py's and grpo.py's --out-dir, checked up front (inside checks.upfront): another run there
     is refused unless --resume continues it or --force starts over (checks.check_out_dir, which
     deletes on --force: call this last), and --resume needs a complete save to continue from."""
-    from checks import check_out_dir, require
+    from ops.checks import check_out_dir, require
     check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
     require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
             "(the run stopped before its first); start it again with --force instead of --resume")

@@ -16,7 +16,7 @@ import json
 import os
 
 from eval import mean_and_spread
-from metrics import read_metrics
+from ops.metrics import read_metrics
 
 BASELINE = "default"
 

@@ -13,13 +13,13 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
 (../shared/data/d1_eval_baselines) with these reproduces Table 1's LLaDA row exactly
 (tests/test_parsers.py; `python eval.py --rescore ../shared/data/d1_eval_baselines/*.json` prints it).
 
-    from parsers import score_eval
+    from lib.parsers import score_eval
     score_eval("math", r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
 """
 import re
 
-from answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
-from arith import evaluate_equation, reaches_target, uses_exactly
+from lib.answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
+from lib.arith import evaluate_equation, reaches_target, uses_exactly
 from rewards import coding_rewards, extract_code, toy_reward, toy_solved
 from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 
@@ -263,7 +263,7 @@ def score_code_batch(generations, examples, run_batch=None):
     if run_batch is None:
         from functools import partial
 
-        from sandbox import run_batch  # standard library only; imported on first use
+        from lib.sandbox import run_batch  # standard library only; imported on first use
         run_batch = partial(run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
