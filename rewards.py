@@ -35,7 +35,8 @@ d1's bugs are reproduced by default, because they shape d1's reward scale and dy
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
 
 Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's eval
-parsers (parsers.py); Countdown arithmetic is arith.py. This file holds what d1 rewards for.
+parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and test
+rewriting are code_prep.py. This file holds what d1 rewards for.
 
 Deliberate differences from d1 (safety; model text is never executed): Countdown equations go
 through a tiny hand-written parser instead of eval() (arith.py), with limits on length, nesting and
@@ -45,9 +46,10 @@ same semantics (tests/test_rewards.py and tests/test_answers.py check them again
 strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of this changes
 a score on realistic text. Code runs in sandbox.py (a separate, isolated, resource-limited process
 per program, namespaces where the machine allows), never in the trainer's process; d1 exec()s it in
-a forked child of the trainer behind a substring blocklist, which we keep only for its reward values
-(D1_CODE_BLOCKLIST). d1 runs each test function in its own process with a 1 s limit; we run all of a
-program's tests in one process, each test under its own timer, inside one wall-clock limit.
+a forked child of the trainer behind a substring blocklist, which we keep only for its reward
+values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own process with a 1 s limit;
+we run all of a program's tests in one process, each test under its own timer, inside one wall-clock
+limit.
 
     from rewards import total_reward
     total_reward("countdown", "<answer>44 + 19 + 35</answer>", {"nums": [44, 19, 35], "target": 98})
@@ -57,8 +59,10 @@ import math
 import re
 import warnings
 
+from lib import code_prep
 from lib.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
 from lib.arith import evaluate_equation, reaches_target, uses_exactly
+from lib.code_prep import extract_code  # also read from here by parsers.py and the tests
 from tasks import CODE_TASKS
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
@@ -300,7 +304,6 @@ def sudoku_reward(completion, example, *, fixed=None):
 # -----------------------------------------------------------------------------
 # Toy task (ours): 4x4 Sudoku in a compact format, the completion IS the 16 solution digits
 
-
 def toy_reward(completion, example):
     """Fraction of the puzzle's blank cells whose digit in the completion (its first 16 characters
     after leading whitespace; anything after is ignored) equals the solution's. In [0, 1]."""
@@ -314,73 +317,24 @@ def toy_solved(completion, example):
     return toy_reward(completion, example) == 1.0
 
 # -----------------------------------------------------------------------------
-# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3):
-# run the completion's first ```python fence against the item's unit tests. d1 exec()s it in a forked
-# child of the trainer behind a substring blocklist; we run it in sandbox.py's isolated subprocess
+# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): run
+# the completion's first ```python fence against the item's unit tests. Reading the fence and d1's test
+# rewriting are lib/code_prep.py; the programs run in sandbox.py's isolated subprocess
 
 CODE_IN_ANSWER_BONUS = 0.5      # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
-MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps the lazy regexes below linear enough)
-_CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
-_ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # d1: the first answer span
-_IMPORT_TARGET = re.compile(r"from solution import (\w+)")      # KodCode's import-style tests
-_ASSERT_TARGET = re.compile(r"assert\s+(\w+)\s*\(")            # assert-style tests (MBPP-like)
-_FIRST_DEF = re.compile(r"def (\w+)\(")
-_TEST_FUNC = re.compile(r"def (\w+)\(\):")
-# d1's is_safe_code: any of these substrings and the program is not run (reward = bonus only). Not a
-# defence (importlib, open() and __builtins__ pass; " oscillate" is refused): kept for d1's reward values
-D1_CODE_BLOCKLIST = (" os", " sys", " subprocess", " shutil", " socket", " psutil", " ctypes", " pathlib",
-                     " builtins", "__import__")
-
-
-def extract_code(completion):
-    """(code of the first ```python fence or "", whether that fenced block lies inside the first
-    <answer>...</answer> span), as d1 reads a completion: ```py, a bare ``` or unfenced code is no code."""
-    m = _CODE_FENCE.search(completion)
-    code = m.group(1) if m else ""
-    answer = _ANSWER_SPAN.search(completion)
-    return code, bool(answer and code and f"```python\n{code}```" in answer.group(1))
+MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps code_prep's lazy regexes linear enough)
 
 
 def prepare_code_tests(code, tests, *, fixed=None):
-    """d1's test preparation -> (program, test calls) for sandbox.run_tests, or None when the tests
-    name no target function (d1: reward 0, no bonus), or "" when the program is not run (no def in
-    the code, or d1's blocklist: reward = bonus only).
-    The first `def` of the code is renamed to the tests' target (`from solution import X`, else the
-    first `assert X(`). Tests with >= 2 `def f():` functions run one call each after the program;
-    otherwise every line that starts with `assert` becomes its own test function and the rest is
-    dropped. d1 quirk (default): the dropped lines include `from solution import X`, which is where
-    d1 substitutes the solution, so one-function import-style tests run WITHOUT the solution and
-    all fail; fixed=True puts the solution in front."""
-    fixed = _is_fixed(fixed)
-    target = _IMPORT_TARGET.search(tests) or _ASSERT_TARGET.search(tests)
-    if target is None:
-        return None
-    target, import_style = target.group(1), target.re is _IMPORT_TARGET
-    defined = _FIRST_DEF.search(code)
-    if defined is None:
-        return ""
-    solution = re.sub(rf"\bdef {re.escape(defined.group(1))}\b", f"def {target}", code)
-    if not fixed and any(bad in solution for bad in D1_CODE_BLOCKLIST):
-        return ""
-    names = _TEST_FUNC.findall(tests)
-    split = len(names) <= 1
-    if split:
-        # d1's split_test_function: one test function per assert line, everything else dropped
-        asserts = [line.strip() for line in tests.splitlines() if line.strip().startswith("assert")]
-        names = [f"test_case_{k}" for k in range(len(asserts))]
-        tests = "\n".join(f"def {n}():\n    {a}" for n, a in zip(names, asserts))
-    if import_style and not (split and fixed):
-        # d1: every `from solution import X` becomes the solution itself (none are left after a split)
-        program = _IMPORT_TARGET.sub(lambda _: solution, tests)
-    else:
-        program = solution + "\n" + tests
-    return program, [f"{n}()" for n in names]
+    """d1's test preparation (code_prep.prepare_code_tests) under the D1_BUGS switch -> (program,
+    test calls), None (tests name no target: reward 0) or "" (not run: the bonus only)."""
+    return code_prep.prepare_code_tests(code, tests, fixed=_is_fixed(fixed))
 
 
 def coding_reward(completion, example, *, fixed=None, run=None):
     """Share of the item's unit tests that the completion's program passes, plus 0.5 when the fence
     is inside <answer>: in [0, 1.5]. KodCode items (example["tests"], pytest source) go through d1's
-    test rewriting above; benchmark items (tasks.py: program_prefix, unit_tests, ours) run
+    test rewriting (prepare_code_tests); benchmark items (tasks.py: program_prefix, unit_tests, ours) run
     program_prefix + code, then each unit test. `run(program, calls) -> [bool]` executes (default:
     sandbox.run_tests); coding_rewards scores a whole group in parallel the same way."""
     return coding_rewards([completion], [example], fixed=fixed, run_batch=None if run is None else

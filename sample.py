@@ -69,6 +69,38 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
     return num_blocks, steps // num_blocks
 
 
+def check_generate_args(prompt, attention_mask, gen_length, block_length, steps, temperature, cfg_scale,
+                        remasking, mask_id, cache, threshold) -> tuple[int, int]:
+    """Every check of generate()'s arguments, in one place, before any work is done: the block/step
+    layout (check_schedule), the options and the combinations that have no meaning, and the prompt
+    (B, P) long with its optional attention_mask (B, P). Returns check_schedule's (num_blocks,
+    steps_per_block)."""
+    num_blocks, steps_per_block = check_schedule(gen_length, block_length, steps)
+    if remasking not in REMASKING_STRATEGIES:
+        raise ValueError(f"remasking must be one of {REMASKING_STRATEGIES}, got {remasking!r}")
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
+    if cache is not None and cfg_scale != 0.0:
+        raise ValueError("cache works with cfg_scale=0 only (the doubled CFG batch is not cached); "
+                         "d1 and Fast-dLLM sample without CFG")
+    if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
+        raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
+                         f"confidence), got threshold={threshold}, remasking={remasking!r}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if prompt.dim() != 2:
+        raise ValueError(f"prompt must be (B, P) token ids, got shape {tuple(prompt.shape)}")
+    # a mask inside the prompt would be filled in like a blank of the canvas
+    if (prompt == mask_id).any():
+        raise ValueError(f"prompt contains the mask token id {mask_id}: the sampler would treat those "
+                         f"positions as blanks to fill (and CFG as prompt-free); pad with EOS instead "
+                         f"and strip stray masks")
+    if attention_mask is not None and attention_mask.shape != prompt.shape:
+        raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} "
+                         f"!= prompt shape {tuple(prompt.shape)}")
+    return num_blocks, steps_per_block
+
+
 def uniform(shape, generator, device, dtype=torch.float32) -> torch.Tensor:
     """U[0,1) noise drawn on the generator's own device and then moved, so a CPU torch.Generator
     works (and gives the same numbers) even when the model lives on a GPU."""
@@ -146,27 +178,10 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
           (one token per step) this is exactly Fast-dLLM's rule "top-1 plus everything >= τ".
     The number of forward passes under `threshold` depends on the data: under FSDP every rank must
     make the same calls, so do not combine it with sharded models."""
-    num_blocks, steps_per_block = check_schedule(gen_length, block_length, steps)
-    if remasking not in REMASKING_STRATEGIES:
-        raise ValueError(f"remasking must be one of {REMASKING_STRATEGIES}, got {remasking!r}")
-    if cache not in CACHE_MODES:
-        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
-    if cache is not None and cfg_scale != 0.0:
-        raise ValueError("cache works with cfg_scale=0 only (the doubled CFG batch is not cached); "
-                         "d1 and Fast-dLLM sample without CFG")
-    if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
-        raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
-                         f"confidence), got threshold={threshold}, remasking={remasking!r}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
     # the mask id comes from the model's config.json, never from a literal 126336
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
-    if prompt.dim() != 2:
-        raise ValueError(f"prompt must be (B, P) token ids, got shape {tuple(prompt.shape)}")
-    if (prompt == mask_id).any():
-        raise ValueError(f"prompt contains the mask token id {mask_id}: the sampler would treat those "
-                         f"positions as blanks to fill (and CFG as prompt-free); pad with EOS instead "
-                         f"and strip stray masks")
+    num_blocks, steps_per_block = check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
+                                                      temperature, cfg_scale, remasking, mask_id, cache, threshold)
     B, P = prompt.shape
 
     # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.
@@ -174,9 +189,6 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     x[:, :P] = prompt                                                       # (B, L), prompt in [0, P)
     prompt_index = x != mask_id                                             # (B, L)
     if attention_mask is not None:
-        if attention_mask.shape != prompt.shape:
-            raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} "
-                             f"!= prompt shape {tuple(prompt.shape)}")
         # generated positions are always real tokens, so they are always attended
         # (d1 passes no mask at all: its left pads are attended like any token, d1-spec §1)
         ones = torch.ones((B, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)  # (B, gen_length)

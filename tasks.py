@@ -21,22 +21,23 @@ disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH token
 
 Files are read from local paths only (no hub, no network); see ../shared/data/README.md. d1 itself
 loads GSM8K/MATH/Countdown train sets from the HF hub; we take the same rows from jsonl/csv files.
-The procedural Sudoku / toy / Countdown makers are puzzles.py; d1's eval parsers are parsers.py.
+The code sets' readers are lib/code_data.py, the record reading under every loader lib/records.py;
+the procedural Sudoku / toy / Countdown makers are puzzles.py; d1's eval parsers are parsers.py.
 
-Print a few rendered examples of every task (tiny byte-level tokenizer unless --model-dir is given):
+Print the rendered RL and eval prompts of one example per task, the first of its data file or a
+hand-written stand-in (tiny byte-level tokenizer unless --model-dir is given):
     python tasks.py
     python tasks.py --model-dir /path/to/LLaDA-8B-Instruct --data-dir ../shared/data
 """
 import argparse
-import ast
-import csv
-import gzip
-import json
 from pathlib import Path
 
 import numpy as np
 
+from lib import code_data
 from lib.answers import last_boxed
+from lib.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
+from lib.records import field, read_records
 
 # the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
 # running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox.py
@@ -113,11 +114,8 @@ EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assis
 # Note the space before "\n\n" at the end, as in d1's f-string.
 CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. "
                        "\n\n")
-# The benchmarks' questions (ours: d1's code eval script was not released, docs/coding.md §1.5). KodCode's
-# questions name the function in their text; a benchmark question shows the signature (HumanEval, LeetCode's
-# starter code) or one test (MBPP, as its paper's prompt does), so the model knows what to define
-HUMANEVAL_QUESTION = "Complete the following Python function. Write the whole function.\n```python\n{prompt}```"
-MBPP_QUESTION = "{text}\nYour code should pass this test:\n{test}"
+# The benchmarks' questions, which go after it, are ours (d1's code eval script was not released,
+# docs/coding.md §1.5): lib/code_data.py writes them as it reads the files.
 # The CPU toy task: a bare prompt, since with the byte-level tiny tokenizer every prompt character is a token.
 TOY_PROMPT = "Sudoku: {puzzle}"
 MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (§2.4)
@@ -194,52 +192,15 @@ def toy_example(puzzle, solution):
 
 
 # -----------------------------------------------------------------------------
-# Loaders. Every failure is one ValueError / FileNotFoundError naming the file (and line or record).
-
-def _read_records(path):
-    """[(where, record)] from a jsonl file, a json array, or a csv with a header. `where` is
-    "file:line" (or "file[i]" for a json array) so errors point at the bad record."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-    # the code benchmarks ship gzipped (HumanEval.jsonl.gz, ...): read them as they are
-    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
-    if path.name.endswith(".csv"):  # csv module keeps every field a string: Sudoku's leading zeros survive
-        rows = csv.DictReader(text.splitlines())
-        return [(f"{path}:{i}", row) for i, row in enumerate(rows, start=2)]  # line 1 is the header
-    if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
-        try:
-            return [(f"{path}[{i}]", rec) for i, rec in enumerate(json.loads(text))]
-        except json.JSONDecodeError as e:
-            # from None: the message already names the file; the decoder's traceback would only add noise
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-    records = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue  # tolerate blank lines (e.g. a trailing one)
-        try:
-            records.append((f"{path}:{i}", json.loads(line)))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
-    if not records:  # an empty dataset would only fail much later, far from its cause
-        raise ValueError(f"{path}: no records")
-    return records
-
-
-def _field(rec, key, where):
-    # one message for every loader's missing field: the record, the field, and what the record does have
-    if not isinstance(rec, dict) or rec.get(key) is None:  # None: a csv row with too few columns
-        have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
-        raise ValueError(f"{where}: missing field {key!r} (record has {have})")
-    return rec[key]
-
+# Loaders. Every failure is one ValueError / FileNotFoundError naming the file (and line or record):
+# lib/records.py reads the records, each with where it came from.
 
 def load_gsm8k(path):
     """GSM8K jsonl (question, answer ending "#### N"). answer = text after "####", stripped, like d1's
     extract_hash_answer (the RL gold is compared as an exact string)."""
     out = []
-    for where, rec in _read_records(path):
-        question, solution = _field(rec, "question", where), _field(rec, "answer", where)
+    for where, rec in read_records(path):
+        question, solution = field(rec, "question", where), field(rec, "answer", where)
         # every GSM8K solution ends in "#### N": one without it is a broken file, said here and not at reward time
         if "####" not in solution:
             raise ValueError(f"{where}: field 'answer' has no '#### <answer>' line")
@@ -253,9 +214,9 @@ def load_math(path):
     """MATH jsonl (problem + answer and/or solution). answer = the `answer` field (MATH-500) or else the last
     \\boxed{} of `solution` (full MATH test, and d1's RL train set which only has solutions)."""
     out = []
-    for where, rec in _read_records(path):
+    for where, rec in read_records(path):
         # d1 reads the `problem` column; here it is `question`, as in every task
-        ex = {"question": _field(rec, "problem", where)}
+        ex = {"question": field(rec, "problem", where)}
         if "solution" in rec:
             # kept when present: d1's RL reward reads the gold answer out of it at reward time (§6.2)
             ex["solution"] = rec["solution"]
@@ -263,7 +224,7 @@ def load_math(path):
             ex["answer"] = str(rec["answer"])
         else:
             # only a solution (d1's RL train set): the gold is its last box, the reading the reward also uses
-            ex["answer"] = last_boxed(_field(rec, "solution", where))
+            ex["answer"] = last_boxed(field(rec, "solution", where))
             if ex["answer"] is None:
                 raise ValueError(f"{where}: no 'answer' field and no balanced \\boxed{{}} in 'solution'")
         out.append({"prompt": rl_prompt("math", ex), **ex})
@@ -274,11 +235,11 @@ def load_countdown(path, n_numbers=3):
     """Countdown jsonl: d1's test format {"input": "a,b,c", "output": "T"} or HF rows {"nums": [...],
     "target": T}. Keeps only rows with n_numbers numbers (d1 filters the 3to4 train set to 3; None keeps all)."""
     out = []
-    for where, rec in _read_records(path):
+    for where, rec in read_records(path):
         d1_format = isinstance(rec, dict) and "input" in rec  # d1's test file: "30,100,93" and "23", strings
         # d1's file stores the numbers as one string "30,100,93", HF rows as a list of ints
-        raw_nums = _field(rec, "input" if d1_format else "nums", where)
-        raw_target = _field(rec, "output" if d1_format else "target", where)
+        raw_nums = field(rec, "input" if d1_format else "nums", where)
+        raw_target = field(rec, "output" if d1_format else "target", where)
         try:
             nums = [int(x) for x in (raw_nums.split(",") if d1_format else raw_nums)]
             target = int(raw_target)
@@ -296,10 +257,10 @@ def load_countdown(path, n_numbers=3):
 def load_sudoku(path):
     """Sudoku csv with header Puzzle,Solution (16-char strings, '0' = blank), read as strings."""
     out = []
-    for where, rec in _read_records(path):
+    for where, rec in read_records(path):
         # stripped of blanks around the fields; then exactly 16 digits each, so a grid that lost its leading
         # zeros on the way (read as a number somewhere) fails here, not silently in the reward
-        puzzle, solution = _field(rec, "Puzzle", where).strip(), _field(rec, "Solution", where).strip()
+        puzzle, solution = field(rec, "Puzzle", where).strip(), field(rec, "Solution", where).strip()
         if len(puzzle) != 16 or len(solution) != 16 or not (puzzle + solution).isdigit():
             raise ValueError(f"{where}: Puzzle/Solution must be 16-digit strings, got {puzzle!r}, {solution!r}")
         out.append(sudoku_example(puzzle, solution))
@@ -310,7 +271,7 @@ def load_s1k(path):
     """s1K for SFT (§5.1): question, thinking_trajectories (list: d1 uses [0]; a string also works), attempt.
     prompt = the SFT user message; completion = the assistant turn,
     "<reasoning>" + trace + "</reasoning>\\n<answer>" + attempt + "</answer>" (no newlines inside the tags)."""
-    records = _read_records(path)
+    records = read_records(path)
     needed = ("question", "thinking_trajectories", "attempt")
     # checked once, on the first record: a copy without traces lacks them in every record, and one
     # clear message beats a thousand
@@ -322,109 +283,16 @@ def load_s1k(path):
                          f"but the first record has {have}. The questions-only copy cannot be used for SFT.")
     out = []
     for where, rec in records:
-        trace = _field(rec, "thinking_trajectories", where)
+        trace = field(rec, "thinking_trajectories", where)
         # s1K stores a list with one trajectory (d1 takes [0]); s1K-1.1-style dumps may hold a plain string
         trace = trace[0] if isinstance(trace, list) and trace else trace
         if not isinstance(trace, str) or not trace:
             raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")
-        question, attempt = _field(rec, "question", where), _field(rec, "attempt", where)
+        question, attempt = field(rec, "question", where), field(rec, "attempt", where)
         # prompt: the SFT user message (§5.1); completion: the assistant turn, with no newlines inside the
         # tags, unlike the RL format
         out.append({"prompt": SFT_SYSTEM_PROMPT + "\n\n" + question, "question": question, "answer": attempt,
                     "completion": "<reasoning>" + trace + "</reasoning>\n<answer>" + attempt + "</answer>"})
-    return out
-
-
-def load_kodcode(path):
-    """KodCode-Light-RL-10K rows (question, solution, test; test_info unused), as d1 trains code on
-    them: tests = the pytest source, scored by rewards.coding_reward. The set itself is on the HF hub
-    only; any local file in its format works (json array or jsonl)."""
-    out = []
-    for where, rec in _read_records(path):
-        ex = {k: _field(rec, src, where) for k, src in (("question", "question"), ("solution", "solution"),
-                                                       ("tests", "test"))}
-        if not all(isinstance(v, str) and v.strip() for v in ex.values()):
-            raise ValueError(f"{where}: question, solution and test must be non-empty strings")
-        out.append({"prompt": rl_prompt("code", ex), **ex, "answer": ex["solution"]})
-    return out
-
-
-def check_tests(test_source, entry_point):
-    """HumanEval-style `def check(candidate): assert ...` source -> unit-test snippets. When check's
-    body is only asserts, one snippet per assert (partial credit for RL; pass@1 needs them all), each
-    run as `candidate = <entry_point>` plus the assert after the file's other top-level code
-    (METADATA, imports); otherwise the whole file and `check(<entry_point>)` as a single test."""
-    tree = ast.parse(test_source)
-    check = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
-    if len(check) != 1:
-        raise ValueError(f"test source without exactly one check(candidate) function: {test_source[:80]!r}")
-    if not all(isinstance(n, ast.Assert) for n in check[0].body):
-        return [f"{test_source}\ncheck({entry_point})"]
-    # the file's other top-level statements, source-exact (ast.unparse would reformat them)
-    preamble = "\n".join(ast.get_source_segment(test_source, n) for n in tree.body if n is not check[0])
-    return [f"{preamble}\ncandidate = {entry_point}\n{ast.get_source_segment(test_source, a)}" for a in check[0].body]
-
-
-def _code_example(task, **ex):
-    # every benchmark item in one format: rewards.coding_reward and parsers.score_code_batch read it
-    return {"prompt": rl_prompt(task, ex), **ex, "answer": ex["solution"]}
-
-
-def load_humaneval(path, task="humaneval"):
-    """HumanEval / HumanEval+ jsonl(.gz): prompt (signature + docstring), canonical_solution (the body),
-    test (check), entry_point. The program is the prompt followed by the model's code: a full function
-    redefines the prompt's docstring-only one, a bare body completes it (the canonical one is a body).
-    HumanEval+ here: its own canonical solutions against the BASE tests (its plus_input tests are
-    differential against the canonical outputs and need evalplus)."""
-    out = []
-    for where, rec in _read_records(path):
-        prompt, body, test, entry = (_field(rec, k, where) for k in ("prompt", "canonical_solution", "test", "entry_point"))
-        out.append(_code_example(task, question=HUMANEVAL_QUESTION.format(prompt=prompt), task_id=rec.get("task_id", where),
-                                 entry_point=entry, program_prefix=prompt, solution=prompt + body,
-                                 unit_tests=check_tests(test, entry)))
-    return out
-
-
-def load_mbpp(path, task="mbpp"):
-    """MBPP, either file: sanitized-mbpp.json (prompt, code, test_imports, test_list) or the full mbpp.jsonl
-    (text, code, test_setup_code, test_list). Each assert of test_list is a unit test; the question
-    shows the first one (it names the function). eval.py keeps d1's split, task_id 11-510."""
-    out = []
-    for where, rec in _read_records(path):
-        text = rec.get("prompt") or _field(rec, "text", where)
-        asserts = _field(rec, "test_list", where)
-        # the imports the tests need (sanitized) or the setup code (full MBPP), ahead of the model's code
-        prefix = "\n".join(rec.get("test_imports") or []) or rec.get("test_setup_code") or ""
-        out.append(_code_example(task, question=MBPP_QUESTION.format(text=text, test=asserts[0]),
-                                 task_id=_field(rec, "task_id", where), entry_point=None, program_prefix=prefix,
-                                 solution=_field(rec, "code", where), unit_tests=list(asserts)))
-    return out
-
-
-def load_mbpp_plus(path):
-    """MBPP+ jsonl.gz (prompt = a docstring with one example assert, canonical_solution, assertion = the
-    base asserts). Base tests only, as for HumanEval+."""
-    out = []
-    for where, rec in _read_records(path):
-        asserts = [line for line in _field(rec, "assertion", where).splitlines() if line.strip()]
-        text = _field(rec, "prompt", where).strip().strip('"').strip()  # the docstring's text, example included
-        out.append(_code_example("mbpp_plus", question=text, task_id=_field(rec, "task_id", where),
-                                 entry_point=_field(rec, "entry_point", where), program_prefix="",
-                                 solution=_field(rec, "canonical_solution", where), unit_tests=asserts))
-    return out
-
-
-def load_leetcode(path):
-    """LeetCodeDataset jsonl.gz (query = problem + starter code, prompt = the imports every solution may
-    use, completion = reference, test = check(candidate), entry_point = "Solution().method"). The
-    train file (1,890 problems) is the realistic code-RL set available here; test (200) evaluates."""
-    out = []
-    for where, rec in _read_records(path):
-        entry = _field(rec, "entry_point", where)
-        out.append(_code_example("leetcode", question=_field(rec, "query", where), task_id=_field(rec, "task_id", where),
-                                 entry_point=entry, program_prefix=_field(rec, "prompt", where),
-                                 solution=_field(rec, "completion", where),
-                                 unit_tests=check_tests(_field(rec, "test", where), entry)))
     return out
 
 
@@ -433,11 +301,22 @@ def load_toy(path):
     return [toy_example(ex["puzzle"], ex["solution"]) for ex in load_sudoku(path)]
 
 
+def _code_loader(task, read):
+    """The loader of a code task: lib/code_data.py reads the items, d1's code prompt goes on top."""
+    # every code item in one format: rewards.coding_reward and parsers.score_code_batch read it
+    return lambda path: [{"prompt": rl_prompt(task, ex), **ex, "answer": ex["solution"]} for ex in read(path)]
+
+
+# the code tasks' file readers (lib/code_data.py); HumanEval+ is read like HumanEval
+CODE_READERS = {"code": code_data.read_kodcode, "humaneval": code_data.read_humaneval,
+                "humaneval_plus": code_data.read_humaneval, "mbpp": code_data.read_mbpp,
+                "mbpp_plus": code_data.read_mbpp_plus, "leetcode": code_data.read_leetcode}
+
+
 # s1k is SFT data only, so it is a loader but not one of TASKS: it has no reward and no eval parser
 LOADERS = {"gsm8k": load_gsm8k, "math": load_math, "countdown": load_countdown, "sudoku": load_sudoku,
-           "toy": load_toy, "s1k": load_s1k, "code": load_kodcode, "humaneval": load_humaneval,
-           "humaneval_plus": lambda path: load_humaneval(path, "humaneval_plus"), "mbpp": load_mbpp,
-           "mbpp_plus": load_mbpp_plus, "leetcode": load_leetcode}
+           "toy": load_toy, "s1k": load_s1k,
+           **{task: _code_loader(task, read) for task, read in CODE_READERS.items()}}
 
 
 def load_task(name, path):
@@ -466,24 +345,26 @@ if __name__ == "__main__":
     parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
-    # imported here, not at the top: puzzles.py imports tasks.py (a top-level import would be circular),
-    # and only this demo needs a tokenizer
+    # imported here, not at the top: only this demo needs a tokenizer
     from lib.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
-    from lib.puzzles import make_countdown, make_sudoku, make_toy, split_grids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
     tok = load_tokenizer(args.model_dir) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)
-    # the toy example comes from the training grids; the Sudoku stand-in (only without the file) from the test grids
-    train_grids, test_grids = split_grids()
-    examples = {"toy": make_toy(train_grids, 1, seed=0)[0]}
-    for task, rel in [("gsm8k", "gsm8k/test.jsonl"), ("math", "math500/test.jsonl"),
-                      ("countdown", "d1_countdown/countdown_cd3_test.jsonl"),
+    # hand-written stand-ins for missing files (the generated sets are lib/puzzles.py's): a valid grid
+    # with six blanks, d1's own Countdown example, and two short questions
+    grid, puzzle = "1234341221434321", "1030301221404020"
+    stand_ins = {"toy": toy_example(puzzle, grid), "sudoku": sudoku_example(puzzle, grid)}
+    for task, ex in [("gsm8k", {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+                                "answer": "7"}),
+                     ("math", {"question": "What is $2^{10}$?", "answer": "1024"}),
+                     ("countdown", {"nums": [2, 3, 4], "target": 5, "answer": "5"})]:
+        stand_ins[task] = {"prompt": rl_prompt(task, ex), **ex}
+    examples = {}
+    for task, rel in [("toy", "d1_sudoku/4x4_test_sudoku.csv"), ("gsm8k", "gsm8k/test.jsonl"),
+                      ("math", "math500/test.jsonl"), ("countdown", "d1_countdown/countdown_cd3_test.jsonl"),
                       ("sudoku", "d1_sudoku/4x4_test_sudoku.csv")]:
-        # the real file when it is there, else a generated stand-in (Sudoku / Countdown only)
-        if (data / rel).is_file():
-            examples[task] = load_task(task, data / rel)[0]
-        elif task in ("countdown", "sudoku"):
-            examples[task] = (make_countdown(1, 0) if task == "countdown" else make_sudoku(test_grids, 1, 0))[0]
+        # the real file when it is there (the toy reads d1's Sudoku test grids), else the stand-in
+        examples[task] = load_task(task, data / rel)[0] if (data / rel).is_file() else stand_ins[task]
     for task, ex in examples.items():
         # RL: the user message as is, not cut here (the header line says how much d1's left cut keeps);
         # eval: the eval message plus the "<reasoning>" prefill

@@ -24,7 +24,7 @@ SHOWN_X and draws only functions those determine among ALL classes (well-posed).
     from lib import pbe
     train, test = pbe.split_classes(seed=0)
     pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(-4)=..;...", "completion": "```python\\n...```", ...}]
-    python pbe.py                     # pbe.describe(): counts, well-posed share, longest completion, samples
+    python -m lib.pbe                 # pbe.describe(): counts, well-posed share, longest completion, samples
 """
 import random
 from functools import lru_cache

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from model import LLaDA, LLaDAConfig  # noqa: E402
-from sample import generate, num_transfer_tokens, sample_tokens, select_top_k  # noqa: E402
+from sample import check_generate_args, generate, num_transfer_tokens, sample_tokens, select_top_k  # noqa: E402
 
 V, MASK, EOS = 64, 63, 62  # tiny vocab; the ids only live here, the sampler reads model.config
 
@@ -284,6 +284,22 @@ def test_gumbel_sampling_matches_softmax():
 def test_bad_arguments_raise(model, kw, match):
     with pytest.raises(ValueError, match=match):
         generate(model, make_prompt(), **kw)
+
+
+def test_arguments_are_checked_before_any_forward(model):
+    # generate() checks everything in check_generate_args, once, at the top: a bad call never reaches
+    # the model, and the good layout comes back as (num_blocks, steps_per_block)
+    class NoForward(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+
+        def forward(self, *a, **kw):
+            raise AssertionError("the model was called before the arguments were checked")
+    with pytest.raises(ValueError, match="attention_mask shape"):
+        generate(NoForward(model.config), make_prompt(), attention_mask=torch.ones(1, 1, dtype=torch.long),
+                 gen_length=8, block_length=8, steps=4)
+    assert check_generate_args(make_prompt(), None, 16, 8, 4, 0.0, 0.0, "low_confidence", MASK, None, None) == (2, 2)
 
 
 def test_prompt_with_mask_raises(model):

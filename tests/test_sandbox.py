@@ -1,6 +1,6 @@
 """
 Tests for sandbox.py: tests pass and fail as they should, one bool per test; every attack of the
-containment table is contained (the program's own view, an errno or a count, checked by its probe)
+containment table (sandbox_attacks.py) is contained (the program's own view, an errno or a count, checked by its probe)
 in bounded time, the test process is unharmed, nothing is left behind (processes, files, the temp
 directory), and the next call works normally. The attacks that need namespaces skip where the
 machine has none; the rest also run in the plain fallback, and in the non-root "userns" mode. Where
@@ -20,8 +20,9 @@ import warnings
 
 import pytest
 
-from lib import sandbox
-from lib.sandbox import ATTACKS, run_batch, run_tests
+from lib import sandbox, sandbox_attacks
+from lib.sandbox import run_batch, run_tests
+from lib.sandbox_attacks import ATTACKS
 
 ISOLATED = sandbox.isolation_mode() == "isolated"
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason="no user/pid/net/mount namespaces with a uid drop here")
@@ -87,7 +88,7 @@ def any_mode(request, monkeypatch):
 @pytest.fixture(scope="module")
 def secret_holder():
     """A process of ours with a secret in its environment, for the "other processes' /proc" attack."""
-    holder = sandbox.secret_holder()
+    holder = sandbox_attacks.secret_holder()
     yield holder
     holder.kill()
     holder.wait()
@@ -277,9 +278,21 @@ def test_working_directory_removed():
     assert not left
 
 
+def test_containment_table_command():
+    # `python -m lib.sandbox_attacks` prints one row per attack, and the sandbox works after each; forced
+    # plain here so it is quick and safe anywhere (the attacks that would reach the machine are skipped)
+    out = subprocess.run([sys.executable, "-m", "lib.sandbox_attacks", "--mode", "plain", "--timeout", "1"],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| attack")]
+    assert out.stdout.startswith("sandbox mode: plain") and len(rows) == len(ATTACKS), out.stdout + out.stderr
+    assert all(row.endswith("| ok |") or "| skipped |" in row for row in rows), out.stdout
+    assert sum("| skipped |" in row for row in rows) == len(sandbox_attacks.UNSAFE_IN_PLAIN)
+
+
 def test_forced_plain_by_environment_variable():
     # NANO_D1_SANDBOX=plain (read at import): the documented switch for a machine without namespaces
-    code = "import sandbox; print(sandbox.isolation_mode(), sandbox.run_tests('x = 1', ['assert x == 1']))"
+    code = "from lib import sandbox; print(sandbox.isolation_mode(), sandbox.run_tests('x = 1', ['assert x == 1']))"
     env = {**os.environ, "NANO_D1_SANDBOX": "plain"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -288,7 +301,7 @@ def test_forced_plain_by_environment_variable():
 
 # "userns" is the mode of a machine where we are not root. Forced here as root it keeps root's rights
 # over the files it can see and root's exemption from NPROC, so those three attacks are not its to stop
-USERNS_CONTAINED = [a for a in ATTACKS if a[0] not in sandbox.UNSAFE_IN_USERNS_AS_ROOT]
+USERNS_CONTAINED = [a for a in ATTACKS if a[0] not in sandbox_attacks.UNSAFE_IN_USERNS_AS_ROOT]
 USERNS_WORKS = sandbox._run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, "userns") == [True]
 
 

@@ -349,7 +349,7 @@ def test_rl_prompt_is_cut_from_the_left(tok):
 def test_call_sites_use_prompt_ids(tok, tmp_path):
     """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
     G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
-    import eval as evaluation
+    import lib.evaluate as evaluation
     import grpo
     import sft
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")

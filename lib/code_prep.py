@@ -1,0 +1,69 @@
+"""
+What d1's coding reward does to a completion and its tests before anything runs (d1's
+coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): read the program
+out of the completion (extract_code), and turn KodCode's pytest source into a program plus test calls
+for sandbox.run_tests (prepare_code_tests), d1's quirks included. rewards.coding_reward scores the
+result (share of tests passed, + 0.5 when the fence lies inside <answer>); rewards.prepare_code_tests
+is this under rewards.D1_BUGS. Pure string work: nothing here executes code.
+
+    from lib.code_prep import extract_code, prepare_code_tests
+    code, in_answer = extract_code("<answer>\\n```python\\ndef plus(a, b):\\n    return a + b\\n```\\n</answer>")
+    prepare_code_tests(code, "assert add(1, 2) == 3")
+    # -> ("def add(a, b):\\n    return a + b\\n\\ndef test_case_0():\\n    assert add(1, 2) == 3", ["test_case_0()"])
+"""
+import re
+
+_CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
+_ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # d1: the first answer span
+_IMPORT_TARGET = re.compile(r"from solution import (\w+)")      # KodCode's import-style tests
+_ASSERT_TARGET = re.compile(r"assert\s+(\w+)\s*\(")            # assert-style tests (MBPP-like)
+_FIRST_DEF = re.compile(r"def (\w+)\(")
+_TEST_FUNC = re.compile(r"def (\w+)\(\):")
+# d1's is_safe_code: any of these substrings and the program is not run (reward = bonus only). Not a
+# defence (importlib, open() and __builtins__ pass; " oscillate" is refused): kept for d1's reward values
+D1_CODE_BLOCKLIST = (" os", " sys", " subprocess", " shutil", " socket", " psutil", " ctypes", " pathlib",
+                     " builtins", "__import__")
+
+
+def extract_code(completion):
+    """(code of the first ```python fence or "", whether that fenced block lies inside the first
+    <answer>...</answer> span), as d1 reads a completion: ```py, a bare ``` or unfenced code is no code."""
+    m = _CODE_FENCE.search(completion)
+    code = m.group(1) if m else ""
+    answer = _ANSWER_SPAN.search(completion)
+    return code, bool(answer and code and f"```python\n{code}```" in answer.group(1))
+
+
+def prepare_code_tests(code, tests, *, fixed=False):
+    """d1's test preparation -> (program, test calls) for sandbox.run_tests, or None when the tests
+    name no target function (d1: reward 0, no bonus), or "" when the program is not run (no def in
+    the code, or d1's blocklist: reward = bonus only).
+    The first `def` of the code is renamed to the tests' target (`from solution import X`, else the
+    first `assert X(`). Tests with >= 2 `def f():` functions run one call each after the program;
+    otherwise every line that starts with `assert` becomes its own test function and the rest is
+    dropped. d1 quirk (fixed=False): the dropped lines include `from solution import X`, which is
+    where d1 substitutes the solution, so one-function import-style tests run WITHOUT the solution
+    and all fail; fixed=True puts the solution in front (and skips the blocklist)."""
+    target = _IMPORT_TARGET.search(tests) or _ASSERT_TARGET.search(tests)
+    if target is None:
+        return None
+    target, import_style = target.group(1), target.re is _IMPORT_TARGET
+    defined = _FIRST_DEF.search(code)
+    if defined is None:
+        return ""
+    solution = re.sub(rf"\bdef {re.escape(defined.group(1))}\b", f"def {target}", code)
+    if not fixed and any(bad in solution for bad in D1_CODE_BLOCKLIST):
+        return ""
+    names = _TEST_FUNC.findall(tests)
+    split = len(names) <= 1
+    if split:
+        # d1's split_test_function: one test function per assert line, everything else dropped
+        asserts = [line.strip() for line in tests.splitlines() if line.strip().startswith("assert")]
+        names = [f"test_case_{k}" for k in range(len(asserts))]
+        tests = "\n".join(f"def {n}():\n    {a}" for n, a in zip(names, asserts))
+    if import_style and not (split and fixed):
+        # d1: every `from solution import X` becomes the solution itself (none are left after a split)
+        program = _IMPORT_TARGET.sub(lambda _: solution, tests)
+    else:
+        program = solution + "\n" + tests
+    return program, [f"{n}()" for n in names]
