@@ -14,7 +14,8 @@ import pytest
 
 from lib.checkpoint import make_tiny
 from conftest import REPO, SHARED_DATA, run, torchrun
-from eval import D1_FILE, mean_and_spread, paired_bootstrap, rescore, summarize
+from lab.stats import mean_and_spread, paired_bootstrap, summarize
+from lib.results import D1_FILE, rescore
 
 
 def test_paired_bootstrap_and_mean_ci():

@@ -1,0 +1,138 @@
+"""
+Generate and score eval items: the part of the evaluation that BOTH eval.py and grpo.py's
+--eval-every run, kept below both so that the trainer never imports the evaluator.
+
+What is here: the held-out sets of the two CPU toys (toy_test_set, pbe_test_set), d1's eval prompt
+as token ids (eval_prompt_ids), the generate-and-score loop (run_items: left-padded batches, one
+generator per batch, d1's parsers), the accuracy d1 reports (accuracy), and the two toy curves
+grpo.py --eval-every draws during training (toy_curve_sets, toy_accuracies), measured with
+eval.py's toy protocol, so the curve's last point is the number eval.py prints for the saved model.
+
+Used as:
+    from lib.evaluate import toy_curve_sets, toy_accuracies       # grpo.py --eval-every
+    from lib.evaluate import run_items, accuracy, toy_test_set    # eval.py
+"""
+import torch
+
+from lib import parsers
+from lib import pbe
+from lib import puzzles
+import tasks
+from lib.tokenizer import prompt_ids
+from ops.metrics import progress
+from sample import generate
+
+# the CPU toys' canvases (gen length and block): the Sudoku toy's 16 digits, the code toy's fenced one-liner
+TOY_CANVAS, TOY_BLOCK = {"toy": "16", "pbe": "48"}, {"pbe": 16}
+# the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
+SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
+
+# -----------------------------------------------------------------------------
+# the toys' held-out items
+
+
+def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
+    """Held-out toy puzzles: from the test GRIDS of the split sft.py and grpo.py train on, so a
+    test puzzle's solution grid was never seen in training (measures generalisation)."""
+    # the same split as sft.py and grpo.py (their --data-seed), the half they never draw from
+    _, test_grids = puzzles.split_grids(seed=data_seed)
+    return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
+
+
+def pbe_test_set(n=200, data_seed=0, seed=12345):
+    """Held-out items of the code toy: functions of the held-out semantic classes of the split sft.py
+    and grpo.py train on (--data-seed), so no held-out function was ever seen in training."""
+    _, test_classes = pbe.split_classes(seed=data_seed)
+    return pbe.make_pbe(test_classes, n, seed=seed)
+
+
+def toy_curve_sets(n=200, data_seed=0):
+    """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out toy items,
+    "seen_grid_acc": n new puzzles of the TRAINING grids}. 4x4 Sudoku has only 288 solution grids,
+    so a model can score on the second set by recalling grids it trained on, not by the rule."""
+    train_grids, _ = puzzles.split_grids(seed=data_seed)
+    return {"heldout_acc": list(enumerate(toy_test_set(n, data_seed))),
+            "seen_grid_acc": list(enumerate(puzzles.make_toy(train_grids, n, seed=54_321)))}
+
+
+def toy_accuracies(model, tokenizer, sets):
+    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the 16-token
+    canvas as one block, 8 steps (gen / 2), batches of 100."""
+    return {name: accuracy("toy", run_items(model, tokenizer, "toy", items, 16, 16, 8, batch_size=100))
+            for name, items in sets.items()}
+
+
+# -----------------------------------------------------------------------------
+# prompts, generation, scoring
+
+
+def eval_prompt_ids(tokenizer, task, example):
+    """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
+    # NOT the RL prompt: d1's eval asks for \boxed{} answers on GSM8K and Countdown, which RL trained with
+    # bare <answer> tags (d1-spec §8.2, §10.8)
+    return prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
+
+
+@torch.no_grad()
+def run_items(model, tokenizer, task, items, gen_length, block_length, steps, temperature=0.0,
+              remasking="low_confidence", batch_size=8, seed=0, show_progress=False, cache=None, threshold=None,
+              skip=0, on_batch=None):
+    """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
+    left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
+    batch composition, which the manifest records). cache / threshold: sample.generate's
+    approximate Fast-dLLM options (None = the exact sampler, d1's). skip: the first `skip` items
+    are done already (a resume; a multiple of batch_size), so the later batches keep their items
+    and their generators. show_progress: draw a bar (rank 0). on_batch(records): called after each
+    batch (eval.py appends it to disk)."""
+    model.eval()
+    device = next(model.parameters()).device
+    # EOS 126081 is LLaDA's pad, as in d1's padding="longest", padding_side="left" (d1-spec §2.4)
+    eos = model.config.eos_token_id
+    records = []
+    for i in progress(range(skip, len(items), batch_size), show_progress, desc=f"{task} {gen_length}"):
+        # consecutive items of this rank's stride, as d1's unshuffled sampler batches them: at d1's world size
+        # and batch size every batch holds the same items as d1's, so even the attended pads match
+        batch = items[i:i + batch_size]
+        rows = [eval_prompt_ids(tokenizer, task, ex) for _, ex in batch]
+        P = max(len(r) for r in rows)
+        # left-padded, and the pads are attended (no attention mask, as d1), so an item's result can depend on
+        # which other prompts share its batch; batch_size goes into the manifest
+        prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
+        # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
+        # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
+        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
+        # d1 (d1-spec §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
+        # runs under fp16 autocast (§2.2); we run in the weights' own dtype (bf16 on GPU)
+        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
+                       temperature=temperature, remasking=remasking, generator=g, cache=cache,
+                       threshold=threshold)  # (b, P + gen_length)
+        # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
+        # verifier reads the text the way the RL reward does, specials stripped
+        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task in tasks.TOY_TASKS)
+        batch_records = score_records(task, batch, texts)
+        if on_batch is not None:
+            on_batch(batch_records)
+        records += batch_records
+    return records
+
+
+def score_records(task, items, texts):
+    """One record per (id, example) and its generation: d1's lenient eval parsers (boxes first, numeric
+    compare; d1-spec §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
+    records = []
+    for (item_id, ex), text, scored in zip(items, texts, parsers.score_eval_batch(task, texts, [ex for _, ex in items])):
+        # the fields the parsers need travel with the record, so --rescore needs no data file
+        gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
+        records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
+    return records
+
+
+def accuracy(task, records):
+    """Accuracy in percent: d1's micro-averaged cell score for Sudoku, the solved share otherwise."""
+    if not records:
+        return float("nan")
+    if task == "sudoku":
+        # d1's Sudoku number is a micro-average over cells: Σ correct cells / Σ empty cells (d1-spec §8.3)
+        return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
+    # d1: 100 x correct / processed, summed over the ranks' files (d1-spec §8.1)
+    return 100 * sum(bool(r["correct"]) for r in records) / len(records)

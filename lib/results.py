@@ -1,0 +1,271 @@
+"""
+eval.py's result bookkeeping: the files a run writes, and reading them (or d1's released files) back.
+
+A result directory holds one run (task, gen length, seed): manifest.json with every setting that
+can move the number (model and data checksums, items, sampler, seed, dtype, device, parser), and
+one generations.rank{r}.jsonl per rank, one JSON line per item (prompt, generation, parsed answer,
+score). load_results reads those directories, and d1's released *_generations.json files, into
+records scored by our copy of d1's parsers; rescore prints their table (`eval.py --rescore`, which
+on d1's files reproduces the paper's LLaDA-8B-Instruct row).
+
+A number an eval prints must be the number of the items it names, so:
+  - a result dir is read as its manifest names it: exactly world_size rank files whose record ids
+    are exactly the manifest's item_ids, and only once the manifest says "complete": true;
+  - the manifest is written first ("complete": false) and again at the end ("complete": true),
+    each time in one step (write_atomic), so a kill leaves a dir that --rescore and --compare refuse;
+  - every rank appends its records batch by batch, so a killed run is continued with the same
+    command plus --resume: the whole batches on disk are kept (resume_records) and the rest
+    generated, each batch with the generator keyed by (seed, batch start), so the files end up
+    identical to an uninterrupted run's;
+  - a folder holding an earlier run is refused unless --resume (with the same settings) or --force
+    (result_dir_state), checked before any model loads (checks.upfront: one line, exit 2).
+
+Used by eval.py (and lab/stats.py's --compare); nothing here needs a model or a GPU.
+"""
+import glob
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+
+from lib import parsers
+from lib.evaluate import accuracy
+from ops.checks import require
+
+# d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (d1-spec §8.1);
+# d1 calls MATH "math500"
+D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
+D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudoku": "sudoku"}
+MANIFEST = "manifest.json"
+
+
+def sha256_file(path):
+    h = hashlib.sha256()  # of the whole file: a changed test set must change the manifest
+    with open(path, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def model_fingerprint(model_dir):
+    """Checksums of config.json and the weights index (cheap, unlike hashing 16 GB of weights)."""
+    out = {}
+    for name in ("config.json", "model.safetensors.index.json"):
+        p = os.path.join(model_dir, name)
+        out[name] = sha256_file(p) if os.path.exists(p) else None
+    return out
+
+
+# -----------------------------------------------------------------------------
+# reading results back: ours (dir with manifest.json + *.jsonl) and d1's released JSON files
+
+
+def rank_file(out, rank):
+    """Rank `rank`'s records in result dir `out`: one JSON line per item, in its item order."""
+    return os.path.join(out, f"generations.rank{rank}.jsonl")
+
+
+def read_manifest(out):
+    """The manifest of result dir `out` (a clear ValueError if there is none or it is not JSON)."""
+    path = os.path.join(out, MANIFEST)
+    require(os.path.isfile(path), f"{out} is not a result directory: it has no {MANIFEST}")
+    with open(path) as f:
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path} is not valid JSON ({e})") from None
+
+
+def read_jsonl(path):
+    """The records of one rank file; a line that is not JSON is a ValueError naming file:line."""
+    recs = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                raise ValueError(f"{path}:{n}: not a JSON line (a run killed mid-write? --resume repairs it)") from None
+    return recs
+
+
+def read_records(out, man):
+    """The records of result dir `out` exactly as its manifest names them: the rank files 0 .. world_size-1,
+    pooled, whose ids must be the manifest's item_ids (as a multiset). A leftover rank file of an earlier
+    run with more ranks is not read, and a missing rank, a missing item, an extra or a repeated one is a
+    ValueError: an accuracy over the wrong items, printed without a warning, is the worst an eval can do."""
+    world = man.get("world_size", 1)  # older manifests without it: one rank file (--canonical's)
+    recs = []
+    for r in range(world):
+        path = rank_file(out, r)
+        require(os.path.isfile(path), f"{out}: {os.path.basename(path)} is missing (its manifest says {world} "
+                                      f"rank(s) wrote files)")
+        recs += read_jsonl(path)
+    want, got = Counter(man["item_ids"]), Counter(r.get("id") for r in recs)
+    missing, extra = want - got, got - want
+    require(not missing and not extra, f"{out}: its rank files hold {len(recs)} records for the manifest's "
+            f"{len(man['item_ids'])} items: {sum(missing.values())} missing (ids {sorted(missing)[:5]}), "
+            f"{sum(extra.values())} extra or repeated (ids {sorted(extra, key=str)[:5]}); --force runs it again")
+    return recs
+
+
+def expand_paths(paths):
+    """--rescore's arguments -> result dirs and d1 files: a folder without a manifest.json that holds d1's
+    *_generations.json files stands for those files, sorted (`--rescore d1_eval_baselines`)."""
+    out = []
+    for p in paths:
+        require(os.path.exists(p), f"{p} does not exist")
+        if os.path.isdir(p) and not os.path.exists(os.path.join(p, MANIFEST)):
+            d1 = sorted(f for f in glob.glob(os.path.join(p, "*_generations.json"))
+                        if D1_FILE.search(os.path.basename(f)))
+            require(d1, f"{p}: neither a result directory (no {MANIFEST}) nor a folder of d1 *_generations.json files")
+            out += d1
+        else:
+            out.append(p)
+    return out
+
+
+def load_results(paths):
+    """{(task, gen_length): [records]} from our result dirs and/or d1's *_generations.json files (or
+    folders of them). d1's files are re-scored here with our copy of d1's parsers. A result dir whose
+    run did not finish is refused, not scored on the items it got to."""
+    groups = {}  # (task, gen_length) -> records, pooled over ranks / shard files
+    for path in expand_paths(paths):
+        if os.path.isdir(path):  # ours: the manifest says what was run, the JSONL files hold the items
+            man = read_manifest(path)
+            # manifests written before "complete" existed were only ever written at the end of a run
+            require(man.get("complete", True), f"the run in {path} did not finish; resume it with --resume "
+                                               f"(the same eval.py command)")
+            # one JSONL file per rank, pooled: d1's aggregate_results likewise sums over ranks
+            recs = read_records(path, man)
+            task = man["task"]
+            # re-score from the stored generation, so a parser fix applies to old runs too (code: runs it again)
+            scored = parsers.score_eval_batch(task, [r["generation"] for r in recs], [r["example"] for r in recs])
+            recs = [{**r, **sc} for r, sc in zip(recs, scored)]
+            groups.setdefault((task, man["gen_length"]), []).extend(recs)
+            continue
+        # d1's released files: task, gen length, steps and rank are in the file name
+        m = D1_FILE.search(os.path.basename(path))
+        if not m or m["task"] not in D1_TASKS:
+            raise ValueError(f"{path}: neither a result directory nor a d1 *_generations.json file")
+        task, gen = D1_TASKS[m["task"]], int(m["gen"])
+        with open(path) as f:
+            # {"generations": [{question, generations, ground_truth}], "metrics": ..., ...} (d1-spec §7.2)
+            items = json.load(f)["generations"]
+        for it in items:
+            # d1 stores its parsed gold, not our example: rebuild the fields our parser reads (answer, nums,
+            # target, puzzle, solution)
+            ex = parsers.d1_example_from_released(task, it)
+            groups.setdefault((task, gen), []).append({"generation": it["generations"],
+                                                       **parsers.score_eval(task, it["generations"], ex)})
+    return groups
+
+
+def rescore(paths, json_out=None):
+    """One line per (task, gen_length): items and accuracy (and the Sudoku solve rate)."""
+    rows = []
+    for (task, gen), recs in sorted(load_results(paths).items()):
+        row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(task, recs), 2)}
+        extra = ""
+        if task == "sudoku":
+            # d1 reports the cell score only; the share of puzzles solved completely is the stricter number
+            row["solve_rate"] = round(100 * sum(r["solved"] for r in recs) / len(recs), 2)
+            extra = f"  (puzzles solved {row['solve_rate']:.1f}%)"
+        print(f"{task:>10} {gen:>4}: {len(recs):>5} items, accuracy {row['accuracy']:.1f}%{extra}")
+        rows.append(row)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(rows, f, indent=2)
+    return rows
+
+
+# -----------------------------------------------------------------------------
+# writing results: the manifest first ("complete": false), the rank files one batch at a time, the
+# manifest again at the end ("complete": true); --resume continues from what a kill left
+
+
+def write_atomic(path, text):
+    """Replace `path` by `text` in one step (tmp file + os.replace): a reader, or a resume after kill -9,
+    finds the old file or the new one, never half of one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_manifest(out, manifest):
+    write_atomic(os.path.join(out, MANIFEST), json.dumps(manifest, indent=1))
+
+
+def append_records(path, records):
+    """Append one batch's records to a rank file: all its lines in one write, flushed when the file
+    closes, so a kill leaves whole batches plus at most one torn line (which resume_records drops)."""
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+def resume_records(path, item_ids, batch_size):
+    """The lines of rank file `path` a --resume keeps: complete lines (newline-terminated and JSON) whose
+    ids are, in order, a prefix of this rank's `item_ids`, cut back to whole batches (a multiple of
+    batch_size, or all the items). The batches still to run then hold the same items as in an
+    uninterrupted run, and each batch's generator is keyed by its start, so the final file is the same."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = f.read().split("\n")[:-1]  # what follows the last newline is a torn line (or nothing)
+    kept = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            break  # a torn or corrupt line: it and everything after it are generated again
+        if len(kept) == len(item_ids) or not isinstance(rec, dict) or rec.get("id") != item_ids[len(kept)]:
+            break
+        kept.append(line + "\n")
+    if len(kept) < len(item_ids):
+        kept = kept[:len(kept) - len(kept) % batch_size]
+    return kept
+
+
+def run_files(out):
+    """The files an earlier run left in result dir `out`: its manifest (first) and rank files."""
+    if not os.path.isdir(out):
+        return []
+    manifest = [MANIFEST] if os.path.exists(os.path.join(out, MANIFEST)) else []
+    return manifest + sorted(os.path.basename(f) for f in glob.glob(rank_file(out, "*")))
+
+
+def clear_run_files(out):
+    """--force: delete an earlier run's manifest and rank files, nothing else the folder holds. The
+    manifest goes first, so a kill half-way leaves rank files that nothing reads as a result."""
+    for name in run_files(out):
+        os.remove(os.path.join(out, name))
+
+
+# the manifest fields a --resume may see change: when and how long it ran, whether it finished, and the
+# paths of the model and data (their contents are compared: model_fingerprint, data_sha256)
+RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "data_file")
+
+
+def result_dir_state(out, settings, resume, force):
+    """What a run with manifest `settings` does in result dir `out`: "fresh" (nothing there, or --force:
+    rank 0 deletes what is there), "partial" (--resume continues it) or "complete" (--resume of a
+    finished run: its results are only scored). Refuses, with one InputError, a dir holding an earlier
+    run without --resume or --force, and a --resume whose settings differ. Reads only."""
+    require(not os.path.exists(out) or os.path.isdir(out), f"{out} exists and is not a directory")
+    present = run_files(out)
+    if not present or force:
+        # --resume too: a result dir the killed command never reached is simply run
+        return "fresh"
+    require(resume, f"{out} holds results of an earlier run ({', '.join(present[:3])}); --resume continues it, "
+                    f"--force starts over (deletes those files)")
+    require(MANIFEST in present, f"--resume: {out} holds rank files but no {MANIFEST} that says what they are; "
+                                 f"--force starts over")
+    old, new = read_manifest(out), json.loads(json.dumps(settings))  # compared as JSON: tuples are lists
+    short = lambda v: (s if len(s := json.dumps(v)) <= 40 else s[:37] + "...")
+    differ = [f"{k} {short(old.get(k))} -> {short(new.get(k))}" for k in sorted(set(old) | set(new))
+              if k not in RESUME_FREE and old.get(k) != new.get(k)]
+    require(not differ, f"--resume: {out} was run with other settings ({'; '.join(differ)}); resume with the "
+                        f"same flags, or --force to start over")
+    return "complete" if old.get("complete", True) else "partial"
