@@ -23,7 +23,7 @@ lab-estimators: install        ## every likelihood estimator vs exact values on 
 	[ -f out/toy/seed0/grpo/config.json ] || bash lab/runs/toy.sh 0
 	$(PY) -m lab.study_estimators
 
-lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out curves (runs/ablations.sh)
+lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out curves (lab/runs/ablations.sh)
 	bash lab/runs/ablations.sh
 
 code-toy: install              ## the CPU code toy, 3 seeds: SFT -> diffu-GRPO on executed tests -> held-out table

@@ -1,5 +1,5 @@
 """
-Evaluation: d1's protocol (d1-spec §8), run on a model directory, one result directory per setting.
+Evaluation: d1's protocol (docs/d1.md §8), run on a model directory, one result directory per setting.
 
 d1 evaluates zero-shot and greedy: the eval prompt (tasks.eval_message, NOT the RL prompt) is
 rendered with the chat template and prefilled with "<reasoning>", prompts are left-padded in
@@ -36,13 +36,25 @@ from functools import partial
 
 import torch
 
-from lib import parsers
 import tasks
 from lab.stats import compare, mean_and_spread, summarize
+from lib import parsers
 from lib.checkpoint import TINY_DIR, load
 from lib.evaluate import SCORING_FIELDS, TOY_BLOCK, TOY_CANVAS, accuracy, pbe_test_set, run_items, toy_test_set
-from lib.results import (append_records, clear_run_files, load_results, model_fingerprint, rank_file, read_records,
-                         rescore, result_dir_state, resume_records, sha256_file, write_atomic, write_manifest)
+from lib.results import (
+    append_records,
+    clear_run_files,
+    load_results,
+    model_fingerprint,
+    rank_file,
+    read_records,
+    rescore,
+    result_dir_state,
+    resume_records,
+    sha256_file,
+    write_atomic,
+    write_manifest,
+)
 from ops.checks import check_data_paths, check_model_dir, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
@@ -63,7 +75,7 @@ def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
     examples = tasks.load_task(task, data)
     ids = range(len(examples))
     if task in ("countdown", "sudoku") and not full:
-        # d1 evaluates GSM8K and MATH in full, Countdown and Sudoku on a fixed 256-item subset (d1-spec §8.1)
+        # d1 evaluates GSM8K and MATH in full, Countdown and Sudoku on a fixed 256-item subset (docs/d1.md §8.1)
         ids = tasks.d1_eval_subset(len(examples))
     if task == "mbpp" and not full:
         # d1's 257 MBPP items: the test split, task_id 11-510 (of sanitized MBPP; 500 of the full file)
@@ -166,7 +178,7 @@ def toy_blanks(args):
 
 
 def gen_lengths(args):
-    """--gen-lengths as ints; d1 reports every task at 128, 256 and 512 (Table 1; d1-spec §8.4)."""
+    """--gen-lengths as ints; d1 reports every task at 128, 256 and 512 (Table 1; docs/d1.md §8.4)."""
     text = args.gen_lengths or TOY_CANVAS.get(args.task, "128,256,512")
     try:
         return [int(x) for x in text.split(",")]
@@ -176,7 +188,7 @@ def gen_lengths(args):
 
 def schedule(args, gen):
     """(block, steps, batch size) at gen length `gen`. d1: block 32, two tokens unmasked per step, 8
-    prompts per batch and 4 at gen length 512 (d1-spec §8.1). The Sudoku toy's 16-token canvas is a
+    prompts per batch and 4 at gen length 512 (docs/d1.md §8.1). The Sudoku toy's 16-token canvas is a
     single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100 prompts."""
     # d1's semi-autoregressive block of 32 tokens; a canvas shorter than one block is a single block
     block = min(args.block_length or TOY_BLOCK.get(args.task, 32), gen)
@@ -259,7 +271,7 @@ if __name__ == "__main__":
     parser.add_argument("--rescore", type=str, nargs="+", help="re-score result dirs / d1 *_generations.json files "
                         "(or folders of them)")
     parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A")
-    parser.add_argument("--summarize", type=str, default="", help="print the table of runs/toy.sh's run dir")
+    parser.add_argument("--summarize", type=str, default="", help="print the table of lab/runs/toy.sh's run dir")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     args = parser.parse_args()
 
@@ -319,11 +331,11 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # model and items; every rank has the same item list and keeps its stride
-    # d1 evaluates the bf16 weights, not quantized, even for adapters trained on a 4-bit base (§8.1)
+    # d1 evaluates the bf16 weights, not quantized, even for adapters trained on a 4-bit base (docs/d1.md §8.1)
     model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
     # again after loading: on first use load() has just created the default tiny model
     fingerprint = model_fingerprint(args.model_dir)
-    # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (§8.1)
+    # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (docs/d1.md §8.1)
     my_items = all_items[rank::world]
     rows = []  # one summary row per gen length (the mean over seeds)
     for gen in gens:

@@ -10,7 +10,7 @@ cheap exact log π(o|q), so every RL or eval step that needs one has to estimate
        log π(o | q)     ≈  Σ_k log π(o_k | q')                           (mean-field sum)
 
    q' is the randomly masked prompt. The random prompt mask comes from a seed, so π_θ, π_old and
-   π_ref all see the SAME q' (d1-spec §3.2). d1 uses no 1/p weighting and does NOT divide the
+   π_ref all see the SAME q' (docs/d1.md §3.2). d1 uses no 1/p weighting and does NOT divide the
    logits by the sampling temperature (TRL does); neither do we.
 
 2) Coupled-GRPO (DiffuCoder, arXiv 2506.20639). Draw t ~ U(0.2, 0.8); view 1 masks each completion
@@ -193,12 +193,40 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
     return sum(values) / len(values)
 
 # -----------------------------------------------------------------------------
-# 3) The estimator inside diffu-GRPO, by name (grpo.py --estimator). d1's is one_step; the others are
-# for the estimator ablation (their quality against exact values: study_estimators.py)
+# 3) The estimator inside diffu-GRPO: its masks, keyed, and the estimator by name (grpo.py --estimator).
+# d1's is one_step; the others are for the estimator ablation (their quality against exact values:
+# lab/study_estimators.py)
 
 ESTIMATORS = ("one_step", "coupled", "elbo")
 ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
 ESTIMATOR_ROWS = {"one_step": 1, "coupled": 2, "elbo": ELBO_DRAWS}  # forward rows per scored sequence
+
+
+# The masked prompt q' of a sample comes from a generator rebuilt from a stored key, so π_θ, π_old and
+# π_ref score the very same q' (docs/d1.md §3.2). Keys are primes apart, larger than any count they
+# multiply, so two keys never collide.
+SEED_STRIDE = 1_000_003    # between run seeds, and between mask seeds: > micro-batches per round
+MASK_SEED_STRIDE = 7_919   # the μ mask seeds of round r come from generator seed * 7919 + r
+MASK_SEED_RANGE = 2**12    # d1 draws its mask seeds in [0, 4096)
+FIXED_MASK_SEED = 42       # d1's fixed-mask ablation (Fig. 4): seed 42 at every step
+
+
+def mask_generator(seed, micro_index):
+    """The generator behind one micro-batch's prompt mask under mask seed `seed`. Keyed by the
+    GLOBAL micro-batch index, so θ, θ_old and θ_ref (and any world size) get identical masks."""
+    # a CPU generator: the same mask on any device. d1 reseeds every global RNG with the mask seed, which also
+    # ties the next round's sampling noise to the last mask seed (docs/d1.md §3.2)
+    return torch.Generator().manual_seed(seed * SEED_STRIDE + micro_index)
+
+
+def mask_seeds(seed, rnd, num_iterations, fixed=False):
+    """The μ mask seeds of round `rnd` of grpo.py; inner step j uses seed j for every micro-batch."""
+    if fixed:  # d1's ablation (random_masking False): the same q' for all μ steps (docs/d1.md §3.2)
+        return [FIXED_MASK_SEED] * num_iterations
+    # its own generator, keyed by (run seed, round): a resumed or re-sharded run draws the same seeds
+    g = torch.Generator().manual_seed(seed * MASK_SEED_STRIDE + rnd)
+    # d1: torch.randint(0, 2**12, (μ,)) once per generation round (docs/d1.md §3.2)
+    return torch.randint(0, MASK_SEED_RANGE, (num_iterations,), generator=g).tolist()
 
 
 def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_prompt=0.15, generator=None,

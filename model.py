@@ -7,7 +7,7 @@ the input is a sequence in which some tokens are replaced by a special mask toke
 at position i predicts the clean token at position i (no shift, unlike an autoregressive model).
 The model takes no timestep input: the number of mask tokens alone tells it how noisy the input is.
 
-One block (pre-norm, ../shared/docs/llada.md §1 and §3):
+One block (pre-norm, docs/llada.md §1 and §3):
 
     a = attn_norm(h)                          RMSNorm, statistics in fp32
     q, k, v = q_proj(a), k_proj(a), v_proj(a) no biases anywhere
@@ -68,12 +68,12 @@ class LLaDAConfig:
     mlp_ratio: int = 4
     vocab_size: int = 126464
     embedding_size: int | None = 126464    # rows of wte / LM head; None means vocab_size
-    # RoPE base 5e5 as in Llama 3, no rope scaling (llada.md §3). max_sequence_length is only the
+    # RoPE base 5e5 as in Llama 3, no rope scaling (docs/llada.md §3). max_sequence_length is only the
     # pretraining length (4096): our RoPE tables are built per call, so longer canvases work too.
     rope_theta: float = 500000.0
     rms_norm_eps: float = 1e-5
     max_sequence_length: int = 4096
-    # Special ids (llada.md §1, §4): <|mdm_mask|>, and <|endoftext|> which is also the pad token.
+    # Special ids (docs/llada.md §1, §4): <|mdm_mask|>, and <|endoftext|> which is also the pad token.
     # The sampler and the estimators read the mask id from here; tokenizer.special_ids cross-checks.
     mask_token_id: int = 126336
     eos_token_id: int = 126081
@@ -201,7 +201,7 @@ class RMSNorm(nn.Module):
 
 def rope_tables(seq_len, head_dim, theta, device):
     """cos/sin tables (T, head_dim) in fp32 for positions 0..T-1 (non-interleaved 'rotate-half').
-    inv_freq[j] = theta^(-2j/head_dim); the table is cat(freqs, freqs), llada.md §3."""
+    inv_freq[j] = theta^(-2j/head_dim); the table is cat(freqs, freqs), docs/llada.md §3."""
     # one frequency per pair of dims, from 1 (j = 0) down to ~1/theta: hd/2 = 64 of them for LLaDA
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
     # positions in fp32: bf16 cannot even represent every integer above 256, let alone pos * inv_freq
@@ -213,9 +213,9 @@ def rope_tables(seq_len, head_dim, theta, device):
 
 def apply_rope(x, cos, sin):
     """Rotate (B, nh, T, hd) by the tables, in fp32 (rope_full_precision), and cast back."""
-    # fp32 as in LLaDA (rope_full_precision=true, llada.md §3): same rounding, same logits
+    # fp32 as in LLaDA (rope_full_precision=true, docs/llada.md §3): same rounding, same logits
     x32 = x.float()  # (B, nh, T, hd)
-    # half-split: the checkpoint's q/k rows are already in this order, no permutation (llada.md §2)
+    # half-split: the checkpoint's q/k rows are already in this order, no permutation (docs/llada.md §2)
     x1, x2 = x32.chunk(2, dim=-1)  # (B, nh, T, hd/2) each: pair j with j + hd/2
     rotated = torch.cat((-x2, x1), dim=-1)  # (B, nh, T, hd): rotate_half
     # (T, hd) tables broadcast over batch and heads: pair (j, j + hd/2) turns by angle pos * inv_freq[j]
@@ -268,7 +268,7 @@ class Block(nn.Module):
             v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, nh, L, hd)
         # bidirectional attention: no causal mask, only the optional key-padding mask; scale 1/sqrt(hd)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=False)  # (B, nh, T, hd)
-        # heads back into channels, output projection, residual add (the stream stays in bf16, llada.md §3)
+        # heads back into channels, output projection, residual add (the stream stays in bf16, docs/llada.md §3)
         x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, C)
         m = self.ff_norm(x)  # (B, T, C)
         # SwiGLU with LLaDA's names: ff_proj is the gate, up_proj the value, ff_out the down projection
@@ -324,7 +324,7 @@ class LLaDA(nn.Module):
         # Built as (start + T, hd) for positions 0..start+T-1, then the window's rows are kept.
         cos, sin = rope_tables(start + T, self.config.head_dim, self.config.rope_theta, input_ids.device)
         cos, sin = cos[start:], sin[start:]  # (T, hd)
-        # Key-padding mask as in LLaDA's Oct-2025 file (llada.md §1): padded keys are hidden, pad queries
+        # Key-padding mask as in LLaDA's Oct-2025 file (docs/llada.md §1): padded keys are hidden, pad queries
         # still attend every real key. An all-ones mask is dropped, so SDPA can take its fast
         # unmasked path (the .all() check costs one GPU -> CPU sync when a mask is passed).
         attn_mask = None

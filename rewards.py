@@ -1,18 +1,18 @@
 """
 Reward functions for diffu-GRPO: every training reward of d1 (arXiv 2504.12216) with d1's exact
-values and quirks (d1-spec §6), plus a toy 4x4-Sudoku reward for the CPU demo.
+values and quirks (docs/d1.md §6), plus a toy 4x4-Sudoku reward for the CPU demo.
 
 Every reward is a pure function  f(completion: str, example: dict) -> float  that never raises.
-`completion` is the decoded completion with special tokens stripped (d1-spec §2.4); `example` is
+`completion` is the decoded completion with special tokens stripped (docs/d1.md §2.4); `example` is
 one dataset row (keys below). A task's rewards are SUMMED, each with weight 1 (d1 sets no reward
 weights), see REWARDS and total_reward() at the bottom. Maximum totals (MAX_REWARD):
 
     task       functions (max each)                                              max total
     gsm8k      xmlcount .5, soft_format .5, strict_format .5, int_answer .5,       4.0
-               gsm8k_correctness 2.0                                    (§6.1)
-    math       math_correctness 2.0, math_format 1.0                    (§6.2)    3.0
-    countdown  countdown_reward 1.0                                     (§6.3)    1.0
-    sudoku     sudoku_reward 1.0                                        (§6.4)    1.0
+               gsm8k_correctness 2.0                                    (docs/d1.md §6.1)
+    math       math_correctness 2.0, math_format 1.0                    (docs/d1.md §6.2)    3.0
+    countdown  countdown_reward 1.0                                     (docs/d1.md §6.3)    1.0
+    sudoku     sudoku_reward 1.0                                        (docs/d1.md §6.4)    1.0
     toy        toy_reward 1.0 (ours, not d1)                                      1.0
     pbe        coding_reward 1.0 (the code toy, ours: hidden tests passed)          1.0
     code       xmlcount .5, coding_reward 1.5 (tests passed + .5 in <answer>)     2.0
@@ -23,7 +23,7 @@ Example keys: gsm8k {"answer": text after "####"}; math {"answer": gold final an
 sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank; code {"tests": KodCode's pytest
 source} or, for the benchmarks' items, {"program_prefix": str, "unit_tests": [snippet]}.
 
-d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics (§10.9):
+d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics (docs/d1.md §10.9):
   - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed upstream later);
   - math_format tests for the non-raw "\\boxed" == backspace + "oxed", so it is 0.75 / 0.25;
   - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>", and measures
@@ -73,7 +73,7 @@ def _is_fixed(fixed):
     return (not D1_BUGS) if fixed is None else bool(fixed)
 
 # -----------------------------------------------------------------------------
-# GSM8K (d1-spec §6.1): five functions, summed, max 4.0
+# GSM8K (docs/d1.md §6.1): five functions, summed, max 4.0
 
 XML_TAG_REWARD = 0.125       # per well-placed tag (4 tags -> 0.5)
 XML_TRAILING_PENALTY = 0.001  # per character after the closing answer tag
@@ -108,7 +108,7 @@ def xmlcount(completion, example=None, *, fixed=None):
 
 def _xml_tail(text, tag, fixed):
     # The text after the closing tag, whose length xmlcount charges. d1 measures text.split(tag)[-1]
-    # (d1-spec §6.1 says "after the last"): the whole text when the tag is absent, and when it repeats,
+    # (docs/d1.md §6.1 says "after the last"): the whole text when the tag is absent, and when it repeats,
     # not always after the last one, because split scans left to right and never overlaps. In
     # "\n</answer>\n</answer>\n" the second "\n</answer>\n" shares the first one's final "\n", so split
     # finds only the first and the tail is "</answer>\n": 0.365 where the last-occurrence reading gives
@@ -195,15 +195,15 @@ def gsm8k_gold(example):
     return answer.split("####")[-1].strip()
 
 
-# d1 grades GSM8K with no number parsing at all; its eval parser (d1-spec §8.3) is more lenient,
+# d1 grades GSM8K with no number parsing at all; its eval parser (docs/d1.md §8.3) is more lenient,
 # which is why eval accuracy and training reward can disagree wildly on the same text.
 def gsm8k_correctness(completion, example):
     """2.0 on an EXACT string match of the extracted answer with the gold: "\\boxed{18}", "$18"
-    and "18.0" all score 0 (d1-spec §6.1; why d1's initial GSM8K reward is near zero)."""
+    and "18.0" all score 0 (docs/d1.md §6.1; why d1's initial GSM8K reward is near zero)."""
     return GSM8K_CORRECT_REWARD if extract_xml_answer(completion) == gsm8k_gold(example) else 0.0
 
 # -----------------------------------------------------------------------------
-# MATH (d1-spec §6.2): the last box against the gold, Hendrycks-MATH equality (answers.py)
+# MATH (docs/d1.md §6.2): the last box against the gold, Hendrycks-MATH equality (answers.py)
 
 MATH_CORRECT_REWARD = 2.0
 MATH_FORMAT_SCALE = 0.5        # format reward = 0.5 * (answer-tag part + boxed part)
@@ -236,7 +236,7 @@ def math_format(completion, example=None, *, fixed=None):
     needle = "\\boxed" if _is_fixed(fixed) else D1_BOXED_NEEDLE
     has_tag = "<answer>" in completion
     # d1's boxed_in_answer looks for the box only in r.split("<answer>")[1].split("</answer>")[0]: the
-    # text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (d1-spec §6.2 omits this
+    # text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (docs/d1.md §6.2 omits this
     # reassignment of r), so a box after </answer> earns nothing. That is what the reward is for (a box
     # inside the answer, the format of the eval prompts), not the bug, so fixed=True keeps it.
     span = completion.split("<answer>", 2)[1].split("</answer>", 1)[0] if has_tag else completion
@@ -245,7 +245,7 @@ def math_format(completion, example=None, *, fixed=None):
     return MATH_FORMAT_SCALE * (tag + boxed)
 
 # -----------------------------------------------------------------------------
-# Countdown (d1-spec §6.3) and Sudoku (§6.4)
+# Countdown (docs/d1.md §6.3) and Sudoku (docs/d1.md §6.4)
 
 COUNTDOWN_CORRECT, COUNTDOWN_FORMAT, COUNTDOWN_NO_ANSWER = 1.0, 0.1, 0.0
 MAX_EQUATION_CHARS = 200   # ours: d1 has no limit; a real answer is ~15 characters
@@ -291,8 +291,8 @@ def sudoku_reward(completion, example, *, fixed=None):
     answer = last_tag_content(completion)
     if answer is None:
         return 0.0
-    # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit() (d1-spec
-    # §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a non-solution
+    # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit() (docs/d1.md
+    # docs/d1.md §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a non-solution
     # "digit" and shifts every cell after it. Reproduced as the reward d1 trained with
     digits = _ASCII_NON_DIGITS.sub("", answer) if _is_fixed(fixed) else "".join(filter(str.isdigit, answer))
     if not digits:

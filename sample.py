@@ -28,7 +28,8 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+
+from ops.metrics import progress as progress_bar
 
 REMASKING_STRATEGIES = ("low_confidence", "random")
 CACHE_MODES = (None, "prefix", "dual")  # None = the exact sampler (every step runs the full canvas)
@@ -57,7 +58,7 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
         raise ValueError(f"gen_length ({gen_length}) must be a multiple of block_length ({block_length}); "
                          f"change one of them, e.g. block_length={gen_length} for a single block")
     num_blocks = gen_length // block_length
-    # LLaDA asserts both divisibilities; d1 floors steps // num_blocks instead (d1-spec §2.1). We
+    # LLaDA asserts both divisibilities; d1 floors steps // num_blocks instead (docs/d1.md §2.1). We
     # refuse, so the number of forward passes is never silently different from `steps`.
     if steps <= 0 or steps < num_blocks:
         raise ValueError(f"steps ({steps}) must be >= the number of blocks ({num_blocks} = gen_length / "
@@ -115,7 +116,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float, generator=None) -> t
     LLaDA writes this as argmax(exp(logits) / (-log U)^T); taking the log of that gives the
     numerically safer argmax(logits / T - log(-log U)), the same argmax. The noise is float64 because
     low-precision Gumbel noise measurably hurts samples (arXiv 2409.02908, cited by LLaDA)."""
-    # temperature 0: plain argmax and no noise drawn (d1's eval setting, d1-spec §2.3)
+    # temperature 0: plain argmax and no noise drawn (d1's eval setting, docs/d1.md §2.3)
     if temperature == 0.0:
         return logits.argmax(dim=-1)                                        # (B, K)
     u = uniform(logits.shape, generator, logits.device, torch.float64)   # (B, K, V)
@@ -145,7 +146,7 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
     # slice the block BEFORE .float(): only (B, K, V) is ever copied to fp32
     if cfg_scale == 0.0:
         return model(x, attention_mask=attention_mask)[:, start:end].float()  # (B, K, V)
-    # prompt_index also covers left-pad positions, so pads are masked too, as in LLaDA (llada.md §5)
+    # prompt_index also covers left-pad positions, so pads are masked too, as in LLaDA (docs/llada.md §5)
     x_uncond = x.masked_fill(prompt_index, mask_id)                         # (B, L)
     am = None if attention_mask is None else torch.cat([attention_mask, attention_mask])  # (2B, L)
     logits = model(torch.cat([x, x_uncond]), attention_mask=am)[:, start:end].float()  # (2B, K, V)
@@ -190,13 +191,13 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     prompt_index = x != mask_id                                             # (B, L)
     if attention_mask is not None:
         # generated positions are always real tokens, so they are always attended
-        # (d1 passes no mask at all: its left pads are attended like any token, d1-spec §1)
+        # (d1 passes no mask at all: its left pads are attended like any token, docs/d1.md §1)
         ones = torch.ones((B, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)  # (B, gen_length)
         attention_mask = torch.cat([attention_mask, ones], dim=1)           # (B, L)
 
     mask_token = torch.tensor([mask_id], device=x.device)  # (1,) index for banning it from x0
 
-    bar = tqdm(total=num_blocks * steps_per_block, desc="sampling", disable=not progress)
+    bar = progress_bar(total=num_blocks * steps_per_block, show=progress, desc="sampling")  # TQDM_DISABLE wins
     for b in range(num_blocks):
         start, end = P + b * block_length, P + (b + 1) * block_length  # the block's canvas columns
         # schedule for this block from its current mask count (always block_length here, since

@@ -1,5 +1,5 @@
 """
-Masked SFT for LLaDA: the first stage of d1 (d1-spec §5; LLaDA GUIDELINES.md "SFT").
+Masked SFT for LLaDA: the first stage of d1 (docs/d1.md §5; LLaDA GUIDELINES.md "SFT").
 
 A masked diffusion model is fine-tuned by corrupting the ANSWER and asking for it back. For each
 sequence [prompt | answer], with the answer ending in <|eot_id|> and right-padded with EOS:
@@ -53,17 +53,15 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from tqdm import tqdm
 
-from lib.adapters import add_lora
-from lib.checkpoint import TINY_DIR, load
-from ops.checks import check_data_paths, check_fraction, check_model_dir, require, upfront
-from ops.ddp import (DIST_TIMEOUT_S, check_training_flags, clip_grad_norm, finish, init_training, reseed, set_grad_sync,
-                 step_if_finite, wrap_for_training)
-from model import BLOCK_LINEARS
-from ops.metrics import log_metrics, open_metrics
-from ops.resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights, save_checkpoint
+from lib.checkpoint import TINY_DIR
+from lib.data import load_sft_data
 from lib.tokenizer import EOT_TOKEN, prompt_ids
+from ops.checks import check_sft_args, require, upfront
+from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
+from ops.metrics import log_metrics, open_metrics, progress
+from ops.resume import save_checkpoint
+from ops.trainers import add_training_flags, build_policy, check_model_and_out_dir, stop_if_stalled
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 
@@ -76,7 +74,7 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id):
     user turn with the assistant header; the answer is the completion, <|eot_id|>, then EOS
     padding up to max_length (d1: padding="max_length"). Too long -> the answer is cut."""
     # The prompt region is the whole user turn plus the assistant header (add_generation_prompt). d1
-    # counts only the user turn + 1 token as prompt, so the rest of its header is "answer" (d1-spec §5.1);
+    # counts only the user turn + 1 token as prompt, so the rest of its header is "answer" (docs/d1.md §5.1);
     # the header is deterministic, so we spend no loss on it
     prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error below
     if len(prompt) >= max_length:
@@ -84,11 +82,11 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id):
     # the answer closes the assistant turn with <|eot_id|>, as d1's apply_chat_template([user, assistant])
     # renders it; the model has to learn to emit it
     answer = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eot_id]
-    # d1 truncates at 4096 too (§5.1): a long trace loses its end, possibly its <answer> part. Only the
+    # d1 truncates at 4096 too (docs/d1.md §5.1): a long trace loses its end, possibly its <answer> part. Only the
     # answer can be cut here, since the prompt is shorter than max_length
     ids = (prompt + answer)[:max_length]
     # right-pad with EOS (d1: padding="max_length"). The pads are answer positions and are trained on: this is
-    # how the model learns to stop and fill the rest of its fixed-length canvas with EOS (llada.md §7)
+    # how the model learns to stop and fill the rest of its fixed-length canvas with EOS (docs/llada.md §7)
     return ids + [eos_id] * (max_length - len(ids)), len(prompt)
 
 
@@ -97,7 +95,7 @@ def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
     bool, p (B,). t (B,) may be given (the eval set uses fixed noise levels); else t ~ U(0, 1)."""
     B, L = input_ids.shape
     if t is None:
-        # one noise level per sequence, t ~ U(0, 1) (d1-spec §5.2)
+        # one noise level per sequence, t ~ U(0, 1) (docs/d1.md §5.2)
         t = torch.rand(B, generator=generator)
     # LLaDA's eps = 1e-3 floor: t near 0 would make the 1/p weight of sft_loss explode; now it is <= 1000
     p = (1 - SFT_EPS) * t + SFT_EPS  # (B,) masking probability, never 0
@@ -120,8 +118,8 @@ def sft_loss(logits, input_ids, masked, p, prompt_lengths):
     ce = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (M,)
     # the 1/p weight of the ELBO (LLaDA Eq. 5): a token masked at low noise counts more
     weights = (1.0 / p)[:, None].expand_as(masked)[masked]  # (M,) each token's 1/p
-    # d1's denominator (d1-spec §5.2): ONE count of non-prompt positions for the whole batch, pads included.
-    # LLaDA's GUIDELINES divide each row by its own answer length and then by B (llada.md §7); the two
+    # d1's denominator (docs/d1.md §5.2): ONE count of non-prompt positions for the whole batch, pads included.
+    # LLaDA's GUIDELINES divide each row by its own answer length and then by B (docs/llada.md §7); the two
     # agree when every prompt has the same length
     n_answer = (input_ids.shape[1] - prompt_lengths).sum()  # answer positions in the batch
     return (ce * weights).sum() / n_answer
@@ -132,55 +130,9 @@ def get_lr(step, max_steps, lr, warmup_steps):
     if step < warmup_steps:
         # step + 1: the first step already moves (HF's warmup gives lr 0 at step 0)
         return lr * (step + 1) / warmup_steps
-    # d1's SFT had no warmup (d1-spec §5.3): --warmup-steps 0 gives exactly HF's linear decay
+    # d1's SFT had no warmup (docs/d1.md §5.3): --warmup-steps 0 gives exactly HF's linear decay
     # lr * (max_steps - step) / max_steps; max(1, .) guards warmup_steps == max_steps
     return lr * max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
-
-
-def load_sft_data(args, seed):
-    """Examples with `prompt` and `completion`. The toy task is generated (few labelled puzzles);
-    s1K is read from --data."""
-    from lib import puzzles
-    import tasks
-    if args.task == "toy":
-        train_grids, _ = puzzles.split_grids(seed=args.data_seed)
-        examples = puzzles.make_toy(train_grids, args.num_examples, seed, *map(int, args.toy_blanks.split(',')))
-        # the toy's labels are deliberately incomplete (each blank left open with probability --toy-unfilled):
-        # imitation alone then leaves blanks open, and it is diffu-GRPO's reward that teaches filling them
-        return [puzzles.partial_label(ex, args.toy_unfilled, seed) for ex in examples]
-    if args.task == "pbe":
-        # the code toy: (shown pairs -> canonical one-line function) for functions of the training classes
-        from lib import pbe
-        train_classes, _ = pbe.split_classes(seed=args.data_seed)
-        return pbe.make_pbe(train_classes, args.num_examples, seed)
-    if not args.data:
-        raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
-    examples = tasks.load_task(args.task, args.data)
-    # RL-only tasks (gsm8k, ...) load fine but have no target text to imitate
-    missing = [i for i, ex in enumerate(examples) if "completion" not in ex]
-    if missing:
-        raise ValueError(f"--task {args.task} has no SFT completions (first missing at item {missing[0]}); "
-                         f"SFT needs examples with a target completion, e.g. --task s1k")
-    return examples
-
-
-def check_args(args, world_size):
-    """Every flag that cannot work, as one InputError, before anything is loaded (checks.upfront
-    turns it into one line). The data, the model directory and --out-dir are checked after it."""
-    import tasks
-    known = sorted({"toy", "pbe", *tasks.LOADERS})  # load_sft_data then checks that the data has completions
-    require(args.task in known, f"--task: unknown task {args.task!r}; one of {', '.join(known)} (s1k for d1's SFT)")
-    for flag in ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"):
-        require(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
-    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them
-    require(args.grad_accum % world_size == 0, f"--grad-accum {args.grad_accum} must be a multiple of the "
-                                               f"world size {world_size}")
-    require(args.max_steps > 0 or (args.max_steps == 0 and args.epochs > 0),
-            "nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
-    require(args.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {args.warmup_steps}")
-    check_fraction("--eval-fraction", args.eval_fraction)
-    check_fraction("--toy-unfilled", args.toy_unfilled, hi_open=False)
-    check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with grpo.py
 
 
 # -----------------------------------------------------------------------------
@@ -188,86 +140,75 @@ def check_args(args, world_size):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
     # data
-    parser.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | s1k (any task whose "
-                        "examples have a completion)")
-    parser.add_argument("--data", type=str, default="", help="local data file (not needed for toy)")
-    parser.add_argument("--num-examples", type=int, default=512, help="toy: labelled puzzles; pbe: labelled functions")
-    parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
-    parser.add_argument("--data-seed", type=int, default=0, help="toy / pbe: seed of the train/test split (grids / function classes)")
     parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
     parser.add_argument("--max-length", type=int, default=63, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
     # model
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout LLaDA directory")
     parser.add_argument("--out-dir", type=str, default="out/sft", help="the run: saves/step-N (official layout + "
                         "trainer_state.pt), metrics.jsonl, and the best save (LoRA merged) as the run's model")
-    parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning (d1: 128)")
-    parser.add_argument("--lora-alpha", type=float, default=256.0, help="LoRA alpha (d1 SFT: 256)")
-    parser.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout")
-    parser.add_argument("--lora-targets", type=str, default="q_proj,k_proj,v_proj", help=f"comma list of {BLOCK_LINEARS}")
-    parser.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (QLoRA; needs --lora-r)")
-    parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
-    parser.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and "
-                        "AdamW state sharded over ranks, fp32 masters, bf16 compute on GPU (not with LoRA/4-bit)")
     # optimization
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per rank")
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (global)")
     parser.add_argument("--max-steps", type=int, default=400, help="optimizer steps (overrides --epochs if > 0)")
     parser.add_argument("--epochs", type=float, default=0, help="used when --max-steps is 0 (d1: 20)")
-    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (d1 LoRA SFT: 1e-5)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="linear warmup steps")
-    parser.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (d1: 0.1)")
-    parser.add_argument("--grad-clip", type=float, default=1.0, help="max grad norm (d1: 1.0)")
     parser.add_argument("--eval-every", type=int, default=100, help="every N steps (and at the end): eval loss, "
                         "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
-    parser.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its newest "
-                        "complete save")
-    parser.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
-                        "(deletes its saves, log and model)")
-    parser.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a "
-                        "row with a non-finite loss or gradient (each one is skipped)")
-    # system
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
-    parser.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 weights (default: bf16 on GPU, "
-                        "fp32 on CPU; with --fsdp fp32 masters); also the dtype of the saved model")
-    parser.add_argument("--autocast", action="store_true", help="run every forward under torch.autocast(bf16), "
-                        "weights stay in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed "
-                        "precision already computes in bf16)")
-    parser.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
-    parser.add_argument("--dist-timeout", type=int, default=DIST_TIMEOUT_S, help="seconds a collective waits for "
-                        "a lost rank before this one stops with a message")
+    add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags grpo.py shares (ops/trainers.py)
+    # d1's SFT: LoRA r 128 / alpha 256 on q, k, v, lr 1e-5, weight decay 0.1, max grad norm 1.0 (docs/d1.md §5.3);
+    # the toy defaults to full fine-tuning at lr 2e-3
+    parser.set_defaults(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3, weight_decay=0.0,
+                        grad_clip=1.0, num_examples=512)
     args = parser.parse_args()
 
     # -------------------------------------------------------------------------
     # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
     # every data line, the model directory's headers, and what --out-dir already holds
     with upfront():
-        check_args(args, int(os.environ.get("WORLD_SIZE", 1)))  # torchrun's; the process group comes after
-        check_data_paths([args.data] if args.data else [])
+        check_sft_args(args, int(os.environ.get("WORLD_SIZE", 1)))  # torchrun's; the process group comes after
         examples = load_sft_data(args, args.seed)  # a malformed line is named file:line
         # the split below holds out the first eval_fraction; what is left must fill one global batch
         n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
         require(len(examples) - n_eval >= args.batch_size * args.grad_accum,
                 f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
                 f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
-        check_model_dir(args.model_dir, default_dir=TINY_DIR)
-        check_run_dir(args)  # last: --force deletes
+        check_model_and_out_dir(args, default_dir=TINY_DIR)
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
     # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks), so the update is the same
-    # on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (d1-spec §5.3)
-    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step (check_args: it divides)
+    # on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (docs/d1.md §5.3)
+    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step (check_sft_args: it divides)
+
+    # -------------------------------------------------------------------------
+    # -------------------------------------------------------------------------
+    # model: LoRA (d1's SFT: r 128, alpha 256, dropout 0.05 on q, k, v, docs/d1.md §5.3; the base frozen) or full
+    # fine-tuning, DDP / FSDP, and AdamW with torch's default betas (0.9, 0.999) and eps 1e-8, HF's adamw_torch
+    # defaults, which d1's SFT used. --resume puts the newest complete save back, and publishes it again only if
+    # it is the best (a crash may have torn that publish)
+    policy = build_policy(args, run, (0.9, 0.999), "step",
+                          republish=lambda state: state["extras"]["best_step"] == state["step"])
+    raw_model, model, tokenizer, optimizer, params = (policy.raw, policy.model, policy.tokenizer, policy.optimizer,
+                                                      policy.params)
+    # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
+    raw_model.train()
+    # the data stream: which sequences and which noise each step draws; identical on all ranks. A resume
+    # puts back its state as the save left it, so the rest of the run draws what it would have drawn
+    g = torch.Generator().manual_seed(args.seed)
+    start_step, best, best_step = policy.step, float("inf"), 0
+    if policy.extras is not None:
+        g.set_state(policy.extras["generator"].cpu())  # a CPU generator; map_location may have moved it
+        best, best_step = policy.extras["best"], policy.extras["best_step"]
+        if master:
+            print(f"  best eval loss so far {best:.4f} at step {best_step}")
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
-    model, tokenizer = load(args.model_dir, device=device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
-    mask_id, eos_id = model.config.mask_token_id, model.config.eos_token_id
+    mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
     # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a fraction is
     # asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%, 10 eval and 990 train
     random.Random(args.seed).shuffle(examples)
@@ -280,48 +221,12 @@ if __name__ == "__main__":
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
     train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
     global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
-    # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (§5.3: HF floors per epoch
+    # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (docs/d1.md §5.3: HF floors per epoch
     # and per GPU); this formula gives 2475
-    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)  # >= 1 (check_args)
+    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)  # >= 1 (check_sft_args)
     if master:
         print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
               f"{max_steps} steps of {global_batch} sequences")
-
-    # -------------------------------------------------------------------------
-    # model: LoRA (base frozen) or full fine-tuning
-    # d1's SFT: LoRA r 128, alpha 256, dropout 0.05 on q, k, v (d1-spec §5.3); add_lora freezes the base
-    if args.lora_r > 0:
-        params = add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
-                          targets=tuple(args.lora_targets.split(",")))
-    # --resume: the newest complete save's weights (LoRA: its adapters), before any sharding (resume.py)
-    resumed_from, state = resume_weights(args, run, model)
-    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
-    # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
-    model.train()
-    raw_model = model  # the unwrapped model: for eval, saving and parameter counts
-    model = wrap_for_training(model, run, args.fsdp)  # DDP, FSDP2 in place (raw_model is then sharded), or as is
-    if args.lora_r == 0:  # full fine-tuning: every tensor, read AFTER sharding (FSDP's are DTensors)
-        params = list(raw_model.parameters())
-    # AdamW over the trainable tensors only (the LoRA matrices, or everything for full fine-tuning);
-    # under FSDP each rank's AdamW state covers its own shards only. torch's default betas (0.9, 0.999)
-    # and eps 1e-8 are HF's adamw_torch defaults, which d1's SFT used (d1-spec §5.3)
-    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
-    # the data stream: which sequences and which noise each step draws; identical on all ranks. A resume
-    # puts back its state as the save left it, so the rest of the run draws what it would have drawn
-    g = torch.Generator().manual_seed(args.seed)
-    start_step, best, best_step = 0, float("inf"), 0
-    if state is not None:
-        restore_optimizer(args, run, raw_model, optimizer, state)
-        start_step, extras = state["step"], state["extras"]
-        g.set_state(extras["generator"].cpu())  # a CPU generator; map_location may have moved it
-        best, best_step = extras["best"], extras["best_step"]
-        if master:
-            print(f"resumed from {resumed_from} at step {start_step} (best eval loss {best:.4f} at step {best_step})")
-            if best_step == start_step:  # the save being resumed is the best: mend a publish the crash tore
-                publish(resumed_from, args.out_dir)
-        del state
-    if master:
-        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw_model.num_params():,}")
 
     @torch.no_grad()
     def eval_loss():
@@ -335,7 +240,7 @@ if __name__ == "__main__":
         # a private generator with a fixed seed: the same masks at every eval, and the training stream g is
         # left untouched
         g_eval = torch.Generator().manual_seed(1234)
-        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (d1-spec §5.2). Deviation:
+        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (docs/d1.md §5.2). Deviation:
         # a single eval item would get t = 0, where p = 1e-3 masks nothing and the loss is 0.0 at every eval, so
         # the first save would stay "best" for good (fewer than 200 examples at 1 %); it gets t = 0.5
         t = torch.linspace(0, 1, n_eval) if n_eval > 1 else torch.full((1,), 0.5)
@@ -357,7 +262,7 @@ if __name__ == "__main__":
     metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
                                           start_step) if master else (None, 0.0)
     bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
-    bar = tqdm(range(start_step, max_steps), desc="sft", disable=not master, initial=start_step, total=max_steps)
+    bar = progress(range(start_step, max_steps), master, desc="sft", initial=start_step, total=max_steps)
     for step in bar:
         t_step = time.time()
         reseed(args.seed, step, rank)  # LoRA dropout's draws, keyed by step: a resume draws the same
@@ -387,7 +292,7 @@ if __name__ == "__main__":
             loss.backward()
             # the sum of the / accum losses: this rank's mean micro-batch loss
             loss_sum += loss.item()
-        # d1: max_grad_norm 1.0 (§5.3)
+        # d1: max_grad_norm 1.0 (docs/d1.md §5.3)
         # on the averaged gradient; grad_clip 0 clips nothing but the norm is still logged
         grad_norm = clip_grad_norm(params, args.grad_clip)
         # a NaN or inf loss or gradient norm on any rank skips the step everywhere: weights and AdamW untouched
@@ -400,16 +305,8 @@ if __name__ == "__main__":
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
         record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm, "skipped": float(not stepped),
                   "tokens": int(X.numel()), "s_step": time.time() - t_step}  # tokens: the global batch
-        if bad_steps >= args.max_bad_steps:  # the weights are still finite, but training has stalled: stop
-            last_save = complete_saves(args.out_dir)
-            if master:
-                log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
-                print(f"stopping at step {step + 1}: {bad_steps} optimizer steps in a row had a non-finite loss or "
-                      f"gradient norm and were skipped (weights and AdamW state untouched). Last complete save: "
-                      f"{last_save[-1][1] if last_save else 'none'}; lower --lr, or check the data",
-                      file=sys.stderr)
-            finish(run)
-            sys.exit(1)
+        stop_if_stalled(bad_steps, args, run, metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0},
+                        f"at step {step + 1}")
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
             ev = eval_loss()  # on every rank, the whole eval set
@@ -419,7 +316,7 @@ if __name__ == "__main__":
                 ev = ev_t.item()
             record["eval_loss"] = ev
             if master:
-                tqdm.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
+                bar.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
                            f"{time.time() - t0:.0f}s")
             # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last. A NaN eval
             # loss is never the best

@@ -1,7 +1,7 @@
 """
 The d1 tasks: the exact d1 prompt strings and the data loaders.
 
-Every example is a plain dict. Always present: `prompt` (the d1 RL user message, d1-spec §7.1, NOT yet
+Every example is a plain dict. Always present: `prompt` (the d1 RL user message, docs/d1.md §7.1, NOT yet
 chat-rendered) and `answer` (the gold answer as a string). Per task also:
   gsm8k      question, solution (full worked answer ending "#### N"; answer = text after ####)
   math       question (= problem), solution when the file has one (d1's RL reward boxes it at reward time)
@@ -14,9 +14,9 @@ chat-rendered) and `answer` (the gold answer as a string). Per task also:
              question, solution (reference, = answer), entry_point, task_id, program_prefix (code that
              goes before the model's: HumanEval's prompt, MBPP's test imports), unit_tests (list of
              snippets run after program_prefix + code; each passes if it raises nothing)
-The eval prompts differ from the RL ones (§8.2: \\boxed{} format, "<reasoning>" prefill); eval_message()
+The eval prompts differ from the RL ones (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" prefill); eval_message()
 builds them. tokenizer.prompt_ids() is the only place a user message becomes token ids.
-d1-spec §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
+docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
 disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH tokens is prompt_ids' max_length.
 
 Files are read from local paths only (no hub, no network); see ../shared/data/README.md. d1 itself
@@ -48,12 +48,12 @@ TOY_TASKS = ("toy", "pbe")
 TASKS = ("gsm8k", "math", "countdown", "sudoku", *TOY_TASKS, *CODE_TASKS)
 
 # -----------------------------------------------------------------------------
-# Prompt strings, character-exact to d1 @ 837888f (d1-spec §5.1, §7.1, §8.2). Do not "tidy" them:
+# Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy" them:
 # the odd spaces, the stray quote and the missing separators are what LLaDA was trained/evaluated on.
 
-# RL system prompt (§7.1), shared by GSM8K, MATH and Countdown. The leading "\n" is trimmed by the template.
+# RL system prompt (docs/d1.md §7.1), shared by GSM8K, MATH and Countdown. The leading "\n" is trimmed by the template.
 SYSTEM_PROMPT = "\nRespond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
-# SFT system prompt (§5.1): "Your reasoning here" where the RL prompt says "...".
+# SFT system prompt (docs/d1.md §5.1): "Your reasoning here" where the RL prompt says "...".
 SFT_SYSTEM_PROMPT = ("\nRespond in the following format:\n<reasoning>\nYour reasoning here\n</reasoning>\n"
                      "<answer>\n...\n</answer>\n")
 # Inserted between SYSTEM_PROMPT and the MATH problem during RL (note the space before "\n\n").
@@ -66,7 +66,7 @@ COUNTDOWN_RL_TEMPLATE = (
     "You may use the operations +, -, *, and / as needed. After reasoning, provide only your final "
     "expression inside <answer></answer> tags without including an equals sign or the target number. "
     "For example, if the numbers are [2, 3, 4] and the target is 5, a valid answer is: <answer>\n2*4-3\n</answer>")
-# Sudoku system prompt, RL and eval alike (§7.1); written line by line so every "\n" is visible.
+# Sudoku system prompt, RL and eval alike (docs/d1.md §7.1); written line by line so every "\n" is visible.
 SUDOKU_SYSTEM_PROMPT = (
     "\n"
     "Please solve the following 4x4 Sudoku puzzle. The puzzle is provided as a 16-character string reading "
@@ -89,7 +89,7 @@ SUDOKU_SYSTEM_PROMPT = (
     "[16-character solution string with no spaces or separators]\n"
     "</answer>\n")
 SUDOKU_QUESTION = "Solve the following Sudoku puzzle: {puzzle}\n"  # RL prompt adds "\n\n" before it, as eval does
-# Eval system prompts (§8.2). GSM8K: a space after "\boxed{}.".
+# Eval system prompts (docs/d1.md §8.2). GSM8K: a space after "\boxed{}.".
 GSM8K_EVAL_PROMPT = ("You are a math expert. You will be given a question to solve. Solve it step by step. "
                      "Wrap the final answer in a \\boxed{}. \nRespond in the following format:\n<reasoning>\n"
                      "Your reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
@@ -104,7 +104,7 @@ COUNTDOWN_EVAL_PROMPT = (
     "once. Think step-by-step. After reasoning, provide only your final expression inside \\boxed{} tags without "
     "including an equals sign or the target number. For example: \\boxed{a + b * c}Respond in the following "
     "format:\n<reasoning>\nYour reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
-# Countdown eval question (§8.2): {nums} is again the list repr, "Numbers: [44, 19, 35]\nTarget: 98"
+# Countdown eval question (docs/d1.md §8.2): {nums} is again the list repr, "Numbers: [44, 19, 35]\nTarget: 98"
 COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"
 # Sudoku has no eval prompt of its own: d1 evaluates it with the RL system prompt
 EVAL_PROMPTS = {"gsm8k": GSM8K_EVAL_PROMPT, "math": MATH_EVAL_PROMPT,
@@ -118,11 +118,11 @@ CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding 
 # docs/coding.md §1.5): lib/code_data.py writes them as it reads the files.
 # The CPU toy task: a bare prompt, since with the byte-level tiny tokenizer every prompt character is a token.
 TOY_PROMPT = "Sudoku: {puzzle}"
-MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (§2.4)
+MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (docs/d1.md §2.4)
 
 
 def rl_prompt(task, ex):
-    """The d1 RL user message (§7.1) for an example holding question / nums+target / puzzle."""
+    """The d1 RL user message (docs/d1.md §7.1) for an example holding question / nums+target / puzzle."""
     if task == "gsm8k":
         # GSM8K: system prompt, blank line, question
         return SYSTEM_PROMPT + "\n\n" + ex["question"]
@@ -148,7 +148,7 @@ def rl_prompt(task, ex):
 
 
 def eval_question(task, ex):
-    """The question part of d1's eval message (§8.2); the text d1's eval files store as `question`."""
+    """The question part of d1's eval message (docs/d1.md §8.2); the text d1's eval files store as `question`."""
     if task == "countdown":
         # the same list repr as the RL prompt
         return COUNTDOWN_QUESTION.format(nums=list(ex["nums"]), target=ex["target"])
@@ -158,7 +158,7 @@ def eval_question(task, ex):
 
 
 def eval_message(task, ex):
-    """The d1 EVAL user message (§8.2): eval system prompt + "\\n\\n" + question. The toys and the
+    """The d1 EVAL user message (docs/d1.md §8.2): eval system prompt + "\\n\\n" + question. The toys and the
     code tasks are evaluated on their training prompt."""
     if task in TOY_TASKS or task in CODE_TASKS:
         # no d1 eval prompt is known for code (docs/coding.md §1.5): the RL message, which an RL-trained
@@ -171,13 +171,13 @@ def eval_message(task, ex):
 
 
 def eval_prefill(task):
-    """What d1's eval puts after the assistant header (§8.2: eval.py hard-codes add_reasoning=True).
+    """What d1's eval puts after the assistant header (docs/d1.md §8.2: eval.py hard-codes add_reasoning=True).
     The toys get no "<reasoning>" prefill: their answers are 16 bare digits / a bare fenced one-liner."""
     return "" if task in TOY_TASKS else EVAL_PREFILL
 
 
 def sudoku_example(puzzle, solution):
-    """One example in d1's Sudoku format (RL prompt §7.1; the gold answer is the 16-digit solution)."""
+    """One example in d1's Sudoku format (RL prompt docs/d1.md §7.1; the gold answer is the 16-digit solution)."""
     # answer = solution: the Sudoku reward and eval parser score cells against these 16 digits
     ex = {"puzzle": puzzle, "solution": solution, "answer": solution}
     return {"prompt": rl_prompt("sudoku", ex), **ex}
@@ -218,7 +218,7 @@ def load_math(path):
         # d1 reads the `problem` column; here it is `question`, as in every task
         ex = {"question": field(rec, "problem", where)}
         if "solution" in rec:
-            # kept when present: d1's RL reward reads the gold answer out of it at reward time (§6.2)
+            # kept when present: d1's RL reward reads the gold answer out of it at reward time (docs/d1.md §6.2)
             ex["solution"] = rec["solution"]
         if "answer" in rec:  # MATH-500's own answer column: d1's eval compares against exactly this
             ex["answer"] = str(rec["answer"])
@@ -268,7 +268,7 @@ def load_sudoku(path):
 
 
 def load_s1k(path):
-    """s1K for SFT (§5.1): question, thinking_trajectories (list: d1 uses [0]; a string also works), attempt.
+    """s1K for SFT (docs/d1.md §5.1): question, thinking_trajectories (list: d1 uses [0]; a string also works), attempt.
     prompt = the SFT user message; completion = the assistant turn,
     "<reasoning>" + trace + "</reasoning>\\n<answer>" + attempt + "</answer>" (no newlines inside the tags)."""
     records = read_records(path)
@@ -289,7 +289,7 @@ def load_s1k(path):
         if not isinstance(trace, str) or not trace:
             raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")
         question, attempt = field(rec, "question", where), field(rec, "attempt", where)
-        # prompt: the SFT user message (§5.1); completion: the assistant turn, with no newlines inside the
+        # prompt: the SFT user message (docs/d1.md §5.1); completion: the assistant turn, with no newlines inside the
         # tags, unlike the RL format
         out.append({"prompt": SFT_SYSTEM_PROMPT + "\n\n" + question, "question": question, "answer": attempt,
                     "completion": "<reasoning>" + trace + "</reasoning>\n<answer>" + attempt + "</answer>"})
@@ -327,7 +327,7 @@ def load_task(name, path):
 
 
 def d1_eval_subset(n_items, k=256, seed=42):
-    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False) (§8.1 item 3).
+    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False) (docs/d1.md §8.1 item 3).
     n == k (Countdown) -> a permutation, as in d1."""
     # k=None/-1 (GSM8K and MATH, d1's subsample -1) or n < k (where d1 would crash): all items in order
     if k is None or k < 0 or n_items < k:

@@ -32,7 +32,7 @@ non-empty masks give the whole table in 2^N - 1 forward rows (255 for N = 8).
 Both are differentiable in θ (the table is one batched forward with the graph kept), which is
 how study_estimators.py gets the gradient of diffu-GRPO's objective with exact log-likelihoods.
 
-Run:  python exact.py        (tiny random model, a few completions of 6 tokens, CPU, seconds)
+Run:  python -m lab.exact       (tiny random model, a few completions of 6 tokens, CPU, seconds)
 """
 import argparse
 import math

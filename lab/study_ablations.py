@@ -1,5 +1,5 @@
 """
-d1's ablations in miniature: the table and the learning curves of runs/ablations.sh.
+d1's ablations in miniature: the table and the learning curves of lab/runs/ablations.sh.
 
 Reads <root>/<variant>/seed*/metrics.jsonl (grpo.py --eval-every writes heldout_acc before the first
 round and every few rounds) and reports, per variant: the final held-out accuracy per seed, its mean
@@ -8,7 +8,7 @@ checkpoint, same rollout seed) with its interval, and the training seconds (eval
 The curves (mean held-out accuracy over seeds against round and against wall-clock) go to
 <root>/curves.json and, when matplotlib is installed, to a picture.
 
-Run:  python study_ablations.py out/ablate [--png docs/ablations.png]
+Run:  python -m lab.study_ablations out/ablate [--png docs/ablations.png]
 """
 import argparse
 import glob
@@ -74,13 +74,13 @@ def table_markdown(table):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="table and curves of runs/ablations.sh")
-    parser.add_argument("root", nargs="?", default="out/ablate", help="runs/ablations.sh's output folder")
+    parser = argparse.ArgumentParser(description="table and curves of lab/runs/ablations.sh")
+    parser.add_argument("root", nargs="?", default="out/ablate", help="lab/runs/ablations.sh's output folder")
     parser.add_argument("--png", type=str, default="", help="draw the curves here (needs matplotlib)")
     args = parser.parse_args()
     runs = load_runs(args.root)
     if not runs:
-        raise SystemExit(f"no <variant>/seed*/metrics.jsonl with heldout_acc under {args.root}: run runs/ablations.sh")
+        raise SystemExit(f"no <variant>/seed*/metrics.jsonl with heldout_acc under {args.root}: run lab/runs/ablations.sh")
     table, curves = summarize(runs), mean_curves(runs)
     with open(os.path.join(args.root, "curves.json"), "w") as f:
         json.dump({"table": table, "curves": curves}, f, indent=1)

@@ -22,24 +22,25 @@ Per estimator and model, over all pairs (sequence level: sums over the N tokens,
           gradient and are skipped (all of them for the random model, whose reward is always 0)
 Rows are forward-pass rows per estimate (a row = one sequence of P + N tokens through the model).
 
-Run:  python study_estimators.py          (needs out/toy/seed0/grpo: `bash runs/toy.sh 0`, or `make lab-estimators`)
+Run:  python -m lab.study_estimators     (needs out/toy/seed0/grpo: `bash lab/runs/toy.sh 0`, or `make lab-estimators`)
       writes out/study/estimators.json and prints the README's table
 """
 import argparse
 import json
 import os
 import time
+from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
 
 import grpo
-from lib.checkpoint import load, make_tiny
 from lab.exact import conditional_table, exact_elbo, exact_logprob
-from logprob import elbo_token_logprobs, one_step_logprobs
+from lib.checkpoint import load, make_tiny
 from lib.puzzles import make_toy, split_grids
-from rewards import toy_reward
 from lib.tokenizer import prompt_ids
+from logprob import elbo_token_logprobs, one_step_logprobs
+from rewards import toy_reward
 
 # name -> (per-token estimate (1, N) of one pair, forward rows per estimate); `g` is a torch.Generator
 ESTIMATORS = {
@@ -79,13 +80,20 @@ def spearman(x, y):
     return (rx @ ry / (rx.norm() * ry.norm())).item()
 
 
+def toy_rollout(model, prompt, generator):
+    """grpo.rollout with the toy preset's sampler: what grpo.py's tiny preset samples."""
+    p = grpo.PRESETS["tiny"]
+    return grpo.rollout(model, prompt, generator, nullcontext, p["gen_length"], p["block_length"],
+                        p["diffusion_steps"], p["temperature"])
+
+
 def sample_pairs(model, tok, exs, G, N, seed):
     """[(context ids (P',), completion ids (N,), reward, group index)] for G samples per example."""
     pairs = []
     for gi, ex in enumerate(exs):
         q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
         # a rollout as grpo.py's toy preset draws it: (G, 16)
-        out = grpo.preset_rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi))
+        out = toy_rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi))
         for o in out:
             r = toy_reward(tok.decode(o, skip_special_tokens=True), ex)
             # the first 16 - N sampled tokens become revealed context, the last N the scored completion
@@ -174,7 +182,7 @@ def table_markdown(results):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="likelihood estimators vs exact values on the toy")
     parser.add_argument("--trained", type=str, default="out/toy/seed0/grpo",
-                        help="a trained toy checkpoint (make run / `bash runs/toy.sh 0` writes this one)")
+                        help="a trained toy checkpoint (make run / `bash lab/runs/toy.sh 0` writes this one)")
     parser.add_argument("--random-dir", type=str, default="out/study/random-tiny", help="where the random tiny model is written")
     parser.add_argument("--prompts", type=int, default=32, help="toy prompts (groups) per model")
     parser.add_argument("--group", type=int, default=6, help="completions per prompt (G, grpo.py's toy preset)")
@@ -186,7 +194,7 @@ if __name__ == "__main__":
     if not 1 <= args.n <= 12:
         parser.error("--n must be in 1..12: the exact values need 2^n - 1 forward rows per pair")
     if not os.path.exists(os.path.join(args.trained, "config.json")):
-        raise SystemExit(f"no trained toy model in {args.trained}: run `bash runs/toy.sh 0` (a few minutes) "
+        raise SystemExit(f"no trained toy model in {args.trained}: run `bash lab/runs/toy.sh 0` (a few minutes) "
                          f"or pass --trained")
     torch.manual_seed(args.seed)
     start = time.time()

@@ -4,7 +4,7 @@ What d1 puts on top of the LLaDA weights for RL: an NF4 4-bit base and LoRA adap
 NF4 (QLoRA, Dettmers et al., arXiv 2305.14314): each block linear's weight is stored in 4 bits
 (the "normal float" code, double quantization of the scales) and dequantized to bf16 on the fly.
 d1 loads its RL policy this way (bitsandbytes `load_in_4bit=True`, nf4, double quant, bf16 compute;
-d1-spec §10.7); embeddings, norms and the LM head stay bf16, as transformers' 4-bit loading leaves
+docs/d1.md §10.7); embeddings, norms and the LM head stay bf16, as transformers' 4-bit loading leaves
 the output layer unquantized. We use bitsandbytes' Linear4bit for the kernel and nothing else.
 
 LoRA (Hu et al., arXiv 2106.09685): a frozen linear W gets a trainable low-rank update,
@@ -13,7 +13,7 @@ LoRA (Hu et al., arXiv 2106.09685): a frozen linear W gets a trainable low-rank 
 
 so training starts exactly at the base model. d1's RL setting is r 128, alpha 64, dropout 0.05 on
 q, k, v and up_proj. With adapters switched off the model is its base: that is diffu-GRPO's
-reference policy (d1-spec §3.2), so no second copy of 8B weights is needed.
+reference policy (docs/d1.md §3.2), so no second copy of 8B weights is needed.
 
     from lib.adapters import add_lora, lora_disabled, merge_lora
     params = add_lora(model)                  # freezes the base; returns the adapter parameters
@@ -141,7 +141,7 @@ def add_lora(model, r=128, alpha=64, dropout=0.05, targets=("q_proj", "k_proj", 
     targets: any of BLOCK_LINEARS (block layers only; the LM head, also called ff_out, is never
     wrapped). Defaults are d1's RL setting: r 128, alpha 64, dropout 0.05 on q, k, v, up_proj (its
     config also lists gate/down/o names that do not exist in LLaDA, so only these four were adapted,
-    d1-spec §10.7). Returns the list of trainable parameters."""
+    docs/d1.md §10.7). Returns the list of trainable parameters."""
     bad = [t for t in targets if t not in BLOCK_LINEARS]
     if bad or not targets:
         raise ValueError(f"LoRA targets {bad or targets} invalid; choose from {BLOCK_LINEARS}")
@@ -162,7 +162,7 @@ def add_lora(model, r=128, alpha=64, dropout=0.05, targets=("q_proj", "k_proj", 
 @contextmanager
 def lora_disabled(model):
     """Inside this context the model is its frozen base: diffu-GRPO's reference policy is the
-    adapter-disabled base model (d1-spec §3.2), so no second copy of 8B weights is needed."""
+    adapter-disabled base model (docs/d1.md §3.2), so no second copy of 8B weights is needed."""
     layers = [m for m in model.modules() if isinstance(m, LoRALinear)]
     previous = [m.enabled for m in layers]
     # a flag only: no weight moves or is copied, so switching to the reference policy is free

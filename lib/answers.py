@@ -1,10 +1,10 @@
 """
-Reading an answer out of a generation: the pieces that d1's training rewards (rewards.py, d1-spec §6)
+Reading an answer out of a generation: the pieces that d1's training rewards (rewards.py, docs/d1.md §6)
 and d1's eval parsers (parsers.py, §8.3) share, so both score the same text the same way.
 
-  tag contents    last_tag_content / first_tag_content (<answer>...</answer>), extract_xml_answer (§6.1)
+  tag contents    last_tag_content / first_tag_content (<answer>...</answer>), extract_xml_answer (docs/d1.md §6.1)
   \\boxed{}        last_boxed_only_string, remove_boxed and the variants boxed_or_self / last_boxed
-  MATH equality   strip_string, is_equiv: Hendrycks-MATH normalisation as in d1's math500_utils (§6.2)
+  MATH equality   strip_string, is_equiv: Hendrycks-MATH normalisation as in d1's math500_utils (docs/d1.md §6.2)
   numbers         find_numbers (d1's eval number pattern), float_or_none (Python's float(), never raising)
 
 Every function is pure and never executes model text. d1's regexes that can backtrack quadratically on
@@ -36,7 +36,7 @@ def after_last(text, sep, if_absent):
 def last_tag_content(text, tag="answer"):
     """Content of the last match of re.findall(r"<tag>(.*?)</tag>", text, re.DOTALL), or None.
     A forward scan with the same non-overlapping semantics; findall itself is quadratic on
-    "<answer>" x 100k with no closing tag. The Countdown and Sudoku rewards read this (§6.3, §6.4)."""
+    "<answer>" x 100k with no closing tag. The Countdown and Sudoku rewards read this (docs/d1.md §6.3, §6.4)."""
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     pos, last = 0, None
     while True:
@@ -52,7 +52,7 @@ def last_tag_content(text, tag="answer"):
 
 def first_tag_content(text, tag="answer"):
     """Content of the FIRST re.search(r"<tag>(.*?)</tag>", text, re.DOTALL), or None (not stripped).
-    The mirror of last_tag_content, as a linear scan. d1's eval parsers fall back to this (§8.3)."""
+    The mirror of last_tag_content, as a linear scan. d1's eval parsers fall back to this (docs/d1.md §8.3)."""
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     start = text.find(open_tag)
     if start < 0:
@@ -65,7 +65,7 @@ def first_tag_content(text, tag="answer"):
 
 def extract_xml_answer(text):
     """Text after the LAST <answer>, cut at the next </answer>, stripped (whole text if no tag).
-    d1's GSM8K rewards read this (§6.1)."""
+    d1's GSM8K rewards read this (docs/d1.md §6.1)."""
     # an unclosed "<answer>42" still yields "42": the model is not punished for a cut-off tail
     answer = after_last(text, "<answer>", text)
     # d1: text.split("<answer>")[-1].split("</answer>")[0].strip()
@@ -122,7 +122,7 @@ def remove_boxed(s):
 
 
 def boxed_or_self(text):
-    """The MATH reward's reading (§6.2): the content of the last box, or the whole text when there is
+    """The MATH reward's reading (docs/d1.md §6.2): the content of the last box, or the whole text when there is
     no box or it is unbalanced (d1: remove_boxed(last_boxed_only_string(text)); if that throws, the text)."""
     try:
         return remove_boxed(last_boxed_only_string(text))
@@ -140,7 +140,7 @@ def last_boxed(text):
         return None
 
 # -----------------------------------------------------------------------------
-# MATH answer equality: Hendrycks-MATH normalisation, as used by d1's math500_utils (§6.2, §8.3)
+# MATH answer equality: Hendrycks-MATH normalisation, as used by d1's math500_utils (docs/d1.md §6.2, §8.3)
 
 
 def _fix_fracs(s):
@@ -170,7 +170,7 @@ def _fix_a_slash_b(s, fixed=False):
     try:
         a_int, b_int = int(a), int(b)
     except ValueError:
-        # d1 quirk (d1-spec §6.2 lists the "a/b" step; the raise is in d1's fix_a_slash_b @ 837888f, in
+        # d1 quirk (docs/d1.md §6.2 lists the "a/b" step; the raise is in d1's fix_a_slash_b @ 837888f, in
         # both its reward and its eval copy): it catches only the AssertionError of its canonical check,
         # not int()'s ValueError, so a side that is no integer ("x/y", "3.0/4", "\pi/2", "/4") makes
         # strip_string raise and is_equiv compare the RAW strings: "x / y" != "x/y". We reproduce it:

@@ -1,6 +1,6 @@
 """
 Countdown arithmetic without eval(): the exact value of a "+ - * / ( )" expression, and d1's check that
-an expression uses exactly the given numbers. Shared by the Countdown reward (rewards.py, d1-spec §6.3)
+an expression uses exactly the given numbers. Shared by the Countdown reward (rewards.py, docs/d1.md §6.3)
 and d1's Countdown eval parser (parsers.py, §8.3).
 
 d1 evaluates the model's text with a restricted Python eval(). Ours is a tiny hand-written

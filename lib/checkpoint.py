@@ -1,7 +1,7 @@
 """
 LLaDA's official checkpoint directory, read and written without transformers' model classes.
 
-The layout (../shared/docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
+The layout (docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
 
     config.json                          the OLMo-style field names of model.LLaDAConfig
     model-0000i-of-0000N.safetensors     bf16 tensors, keys "model.transformer.…"
@@ -34,8 +34,8 @@ import torch
 import torch.nn as nn
 
 from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
-from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 from lib.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
+from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
 KEY_PREFIX = "model."              # official key = KEY_PREFIX + our state-dict key ("transformer.…")
 INDEX_FILE = "model.safetensors.index.json"
@@ -101,7 +101,7 @@ def verify(path):
         config = LLaDAConfig.from_dict(raw)
     except TypeError as e:  # a field of the wrong type, e.g. "n_layers": "32"
         raise ValueError(f"{cfg_file}: {e}") from None
-    # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (llada.md §2)
+    # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (docs/llada.md §2)
     with torch.device("meta"):
         expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}
     found = {}
@@ -332,7 +332,7 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, **overrides):
     save_pretrained(model, path, max_shard_bytes=max_shard_bytes)
     # tokenizer.json, tokenizer_config.json and the chat template beside the weights, as in the HF repo
     tok.save_pretrained(str(path))
-    # like the official generation_config.json (llada.md §1), minus its transformers_version
+    # like the official generation_config.json (docs/llada.md §1), minus its transformers_version
     _write_json(path / "generation_config.json",
                 {"bos_token_id": ids[BOS_TOKEN], "eos_token_id": ids[EOS_TOKEN]})
     return path

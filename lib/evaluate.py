@@ -9,15 +9,15 @@ grpo.py --eval-every draws during training (toy_curve_sets, toy_accuracies), mea
 eval.py's toy protocol, so the curve's last point is the number eval.py prints for the saved model.
 
 Used as:
-    from lib.evaluate import toy_curve_sets, toy_accuracies       # grpo.py --eval-every
+    from lib.evaluate import ToyCurve                             # grpo.py --eval-every
     from lib.evaluate import run_items, accuracy, toy_test_set    # eval.py
 """
+import time
+
 import torch
 
-from lib import parsers
-from lib import pbe
-from lib import puzzles
 import tasks
+from lib import parsers, pbe, puzzles
 from lib.tokenizer import prompt_ids
 from ops.metrics import progress
 from sample import generate
@@ -62,6 +62,25 @@ def toy_accuracies(model, tokenizer, sets):
             for name, items in sets.items()}
 
 
+class ToyCurve:
+    """grpo.py --eval-every N: the toy's two accuracy curves (toy_curve_sets) measured every N rounds
+    and at the last one. Calling it returns {name: accuracy %} and adds the time it took to
+    .seconds, which the trainer keeps out of its training clock."""
+
+    def __init__(self, model, tokenizer, every, rounds, n=200, data_seed=0):
+        self.model, self.tokenizer, self.every, self.rounds = model, tokenizer, every, rounds
+        self.sets, self.seconds = toy_curve_sets(n, data_seed), 0.0
+
+    def due(self, step):
+        return step % self.every == 0 or step == self.rounds
+
+    def __call__(self):
+        t0 = time.time()
+        acc = toy_accuracies(self.model, self.tokenizer, self.sets)
+        self.seconds += time.time() - t0
+        return acc
+
+
 # -----------------------------------------------------------------------------
 # prompts, generation, scoring
 
@@ -69,7 +88,7 @@ def toy_accuracies(model, tokenizer, sets):
 def eval_prompt_ids(tokenizer, task, example):
     """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
     # NOT the RL prompt: d1's eval asks for \boxed{} answers on GSM8K and Countdown, which RL trained with
-    # bare <answer> tags (d1-spec §8.2, §10.8)
+    # bare <answer> tags (docs/d1.md §8.2, §10.8)
     return prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
 
 
@@ -86,7 +105,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
     batch (eval.py appends it to disk)."""
     model.eval()
     device = next(model.parameters()).device
-    # EOS 126081 is LLaDA's pad, as in d1's padding="longest", padding_side="left" (d1-spec §2.4)
+    # EOS 126081 is LLaDA's pad, as in d1's padding="longest", padding_side="left" (docs/d1.md §2.4)
     eos = model.config.eos_token_id
     records = []
     for i in progress(range(skip, len(items), batch_size), show_progress, desc=f"{task} {gen_length}"):
@@ -101,8 +120,8 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
         # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
-        # d1 (d1-spec §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
-        # runs under fp16 autocast (§2.2); we run in the weights' own dtype (bf16 on GPU)
+        # d1 (docs/d1.md §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
+        # runs under fp16 autocast (docs/d1.md §2.2); we run in the weights' own dtype (bf16 on GPU)
         out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
                        temperature=temperature, remasking=remasking, generator=g, cache=cache,
                        threshold=threshold)  # (b, P + gen_length)
@@ -118,7 +137,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
 
 def score_records(task, items, texts):
     """One record per (id, example) and its generation: d1's lenient eval parsers (boxes first, numeric
-    compare; d1-spec §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
+    compare; docs/d1.md §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
     records = []
     for (item_id, ex), text, scored in zip(items, texts, parsers.score_eval_batch(task, texts, [ex for _, ex in items])):
         # the fields the parsers need travel with the record, so --rescore needs no data file
@@ -132,7 +151,7 @@ def accuracy(task, records):
     if not records:
         return float("nan")
     if task == "sudoku":
-        # d1's Sudoku number is a micro-average over cells: Σ correct cells / Σ empty cells (d1-spec §8.3)
+        # d1's Sudoku number is a micro-average over cells: Σ correct cells / Σ empty cells (docs/d1.md §8.3)
         return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
-    # d1: 100 x correct / processed, summed over the ranks' files (d1-spec §8.1)
+    # d1: 100 x correct / processed, summed over the ranks' files (docs/d1.md §8.1)
     return 100 * sum(bool(r["correct"]) for r in records) / len(records)

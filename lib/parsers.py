@@ -1,5 +1,5 @@
 """
-d1's "generous" EVAL parsers (d1-spec §8.3), the ones behind every accuracy in the paper's Table 1
+d1's "generous" EVAL parsers (docs/d1.md §8.3), the ones behind every accuracy in the paper's Table 1
 (d1's eval/parse_and_get_acc.py @ 837888f), and score_eval(), the one scorer eval.py uses.
 
 They are NOT the RL rewards of rewards.py:
@@ -314,7 +314,7 @@ def score_eval(task, generation, example):
         correct = pred is not None and gold is not None and pred == gold  # float equality, as d1
     elif task == "math":
         pred = parse_math_eval(generation)
-        # is_equiv: Hendrycks-MATH normalisation, then string equality (§6.2). d1's quirk included, always
+        # is_equiv: Hendrycks-MATH normalisation, then string equality (docs/d1.md §6.2). d1's quirk included, always
         # (this parser reproduces d1's numbers): "x / y" makes d1's normaliser raise, so it is compared
         # raw and does not equal "x/y" (answers._fix_a_slash_b). The repaired is_equiv(fixed=True) is the RL
         # reward's, with D1_BUGS off; eval numbers stay d1's so that they compare with the paper

@@ -35,7 +35,7 @@ BINARY = ("+", "-", "*")       # evaluate() and render() also know "//", "%", "m
 # What the tiny model can learn here, measured (greedy, held-out classes, seed 0):
 #   c in 0..19 with + - * // % min max: 156 classes, only 102 distinct training prompts. SFT memorised
 #     them (51 % of training functions right) and solved no held-out function (0 % for 3 seeds, after
-#     SFT and after diffu-GRPO, 2026-11-25): nothing to generalise from, and no reward on held-out items;
+#     SFT and after diffu-GRPO; docs/LOG.md): nothing to generalise from, and no reward on held-out items;
 #   c in 0..99 with + - * // % min max: 652 classes, but // % min max add few of them and need arithmetic
 #     to read off (x%51 from f(-1)=50): 0 % held out after 1500 SFT steps;
 #   c in 0..99 with + - * (this grammar): 509 classes, 425 training prompts, the constant readable from

@@ -3,10 +3,10 @@ The procedural puzzles: every 4x4 Sudoku grid, a brute-force solver, seeded Sudo
 the toy's partial labels, and an exact Countdown enumerator with a seeded problem maker.
 
 d1 trains Sudoku on ~1M puzzles from Black-Phoenix/4x4-Sudoku-Dataset, which is not available to this
-project (d1-spec §7.2), so make_sudoku() blanks puzzles out of the 288 valid grids instead;
+project (docs/d1.md §7.2), so make_sudoku() blanks puzzles out of the 288 valid grids instead;
 split_grids() keeps train and test puzzles apart by solution grid. The CPU toy task (ours, not d1)
 uses the same puzzles behind a bare prompt. make_countdown() draws reachable problems in d1's RL
-format (§7.1), a local stand-in for the HF Countdown train set. Every maker returns example dicts in
+format (docs/d1.md §7.1), a local stand-in for the HF Countdown train set. Every maker returns example dicts in
 tasks.py's format (prompt, answer, ...), built by tasks.sudoku_example / toy_example / rl_prompt.
 
     from lib.puzzles import make_countdown, make_toy, split_grids

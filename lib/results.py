@@ -33,7 +33,7 @@ from lib import parsers
 from lib.evaluate import accuracy
 from ops.checks import require
 
-# d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (d1-spec §8.1);
+# d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
 # d1 calls MATH "math500"
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
 D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudoku": "sudoku"}
@@ -151,7 +151,7 @@ def load_results(paths):
             raise ValueError(f"{path}: neither a result directory nor a d1 *_generations.json file")
         task, gen = D1_TASKS[m["task"]], int(m["gen"])
         with open(path) as f:
-            # {"generations": [{question, generations, ground_truth}], "metrics": ..., ...} (d1-spec §7.2)
+            # {"generations": [{question, generations, ground_truth}], "metrics": ..., ...} (docs/d1.md §7.2)
             items = json.load(f)["generations"]
         for it in items:
             # d1 stores its parsed gold, not our example: rebuild the fields our parser reads (answer, nums,

@@ -2,7 +2,7 @@
 LLaDA's tokenizer side: the special tokens, the chat template, prompt ids, and a tiny stand-in.
 
 LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer beside its weights (no remote code,
-../shared/docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
+docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
 the mask token every diffusion step writes, EOS (also the pad token and d1's "end of completion"),
 the end-of-turn token, and BOS, which only the chat template inserts (`tokenizer(text)` adds no
 BOS). Their ids are read from the tokenizer and config.json once (special_ids), never typed in.
@@ -26,7 +26,7 @@ MASK_TOKEN = "<|mdm_mask|>"
 START_HEADER_TOKEN = "<|start_header_id|>"
 END_HEADER_TOKEN = "<|end_header_id|>"
 EOT_TOKEN = "<|eot_id|>"                   # end of turn
-# Llama-3 style chat template with trimmed content, as LLaDA-8B-Instruct renders it (d1-spec §1).
+# Llama-3 style chat template with trimmed content, as LLaDA-8B-Instruct renders it (docs/d1.md §1).
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
@@ -63,7 +63,7 @@ def load_tokenizer(path):
     finally:
         hf_logging.set_verbosity(verbosity)
     # The canvas of masks is appended on the right, so every row's prompt must end in the same
-    # column. RoPE positions then start later for short prompts, as in LLaDA's batched sampler (llada.md §1).
+    # column. RoPE positions then start later for short prompts, as in LLaDA's batched sampler (docs/llada.md §1).
     tok.padding_side = "left"
     return tok
 
@@ -91,7 +91,7 @@ def prompt_ids(tokenizer, user_text, prefill="", max_length=None):
     header, plus `prefill` (d1's eval: eval_prefill(task)). Every caller builds its prompt here:
     grpo.py (RL, max_length=--max-prompt-length), eval.py, sft.py and the sample.py / logprob.py demos.
     With max_length, only the last max_length ids are kept (d1's RL left cut)."""
-    # one user turn. LLaDA's template adds BOS itself and trims the message (§1), exactly like TRL's
+    # one user turn. LLaDA's template adds BOS itself and trims the message (docs/d1.md §1), exactly like TRL's
     # maybe_apply_chat_template in d1's RL and eval.py's create_prompt
     messages = [{"role": "user", "content": user_text}]
     # tokenize=False: the text is what d1 tokenizes; add_generation_prompt opens the assistant turn

@@ -97,3 +97,83 @@ def check_out_dir(path, resume, force, run_files):
             p = os.path.join(path, f)
             shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
     return True
+
+
+# -----------------------------------------------------------------------------
+# the trainers' flags: every flag that cannot work, as one InputError, before anything is loaded
+
+
+def check_positive(args, flags):
+    """Each named integer flag is >= 1."""
+    for flag in flags:
+        require(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+
+
+def check_training_flags(args):
+    """The flags sft.py and grpo.py share: optimizer, LoRA / 4-bit, saves, and the precision rules
+    of ddp.train_precision."""
+    import torch
+
+    from model import BLOCK_LINEARS
+    from ops.ddp import train_precision
+    require(args.lr > 0 and args.weight_decay >= 0 and args.grad_clip >= 0,
+            f"--lr must be > 0, --weight-decay and --grad-clip >= 0; got {args.lr}, {args.weight_decay}, {args.grad_clip}")
+    check_positive(args, ("keep_last", "max_bad_steps", "dist_timeout"))
+    require(args.lora_r >= 0, f"--lora-r must be >= 0, got {args.lora_r}")
+    check_fraction("--lora-dropout", args.lora_dropout)
+    unknown = sorted(set(args.lora_targets.split(",")) - set(BLOCK_LINEARS))
+    require(not unknown, f"--lora-targets: unknown layer(s) {unknown}; one of {BLOCK_LINEARS}")
+    require(not (args.load_in_4bit and args.lora_r == 0), "--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def check_grpo_args(args, world_size):
+    """grpo.py's flags, then its data files (their records are checked by the loaders)."""
+    from rewards import REWARDS
+    from sample import check_schedule
+    for name in args.task.split(","):
+        require(name in REWARDS, f"--task: unknown task {name!r}; one of {', '.join(sorted(REWARDS))}")
+    # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently
+    require(args.num_generations >= 2, f"--num-generations must be >= 2 (GRPO compares completions of one prompt; "
+                                       f"G = {args.num_generations} gives every advantage 0)")
+    check_positive(args, ("rounds", "prompts_per_step", "groups_per_micro", "num_iterations", "save_every",
+                          "max_prompt_length", "eval_items"))
+    # every rank must run the same number of passes or DDP / FSDP hang: divisibility up front
+    n_micro = args.prompts_per_step // args.groups_per_micro
+    require(args.prompts_per_step % args.groups_per_micro == 0 and n_micro % world_size == 0,
+            f"--prompts-per-step {args.prompts_per_step} must split into micro-batches of --groups-per-micro "
+            f"{args.groups_per_micro} groups, a multiple of the {world_size} ranks")
+    require(args.epsilon > 0, f"--epsilon (the clip range) must be > 0, got {args.epsilon}")
+    require(args.beta >= 0, f"--beta must be >= 0, got {args.beta}")
+    require(args.temperature >= 0, f"--temperature must be >= 0, got {args.temperature}")
+    check_fraction("--p-mask", args.p_mask)  # p = 1 would mask the whole prompt: q' says nothing of q
+    check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with sft.py
+    require(not (args.compile and args.fsdp), "--compile with --fsdp is not supported yet (untested); drop one of them")
+    try:  # gen / block / steps must divide (sample.check_schedule's rule), named by our flags
+        check_schedule(args.gen_length, args.block_length, args.diffusion_steps)
+    except ValueError as e:
+        raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
+                         f"{args.diffusion_steps}: {e}") from None
+    # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
+    require(not args.eval_every or (args.task == "toy" and not args.fsdp),
+            "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
+    require(args.eval_every >= 0, f"--eval-every must be >= 0, got {args.eval_every}")
+    check_data_paths([p for p in args.data.split(",") if p])
+
+
+def check_sft_args(args, world_size):
+    """sft.py's flags, then its data file."""
+    import tasks
+    known = sorted({"toy", "pbe", *tasks.LOADERS})  # load_sft_data then checks that the data has completions
+    require(args.task in known, f"--task: unknown task {args.task!r}; one of {', '.join(known)} (s1k for d1's SFT)")
+    check_positive(args, ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"))
+    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them
+    require(args.grad_accum % world_size == 0, f"--grad-accum {args.grad_accum} must be a multiple of the "
+                                               f"world size {world_size}")
+    require(args.max_steps > 0 or (args.max_steps == 0 and args.epochs > 0),
+            "nothing to train: give --max-steps > 0, or --max-steps 0 with --epochs > 0")
+    require(args.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {args.warmup_steps}")
+    check_fraction("--eval-fraction", args.eval_fraction)
+    check_fraction("--toy-unfilled", args.toy_unfilled, hi_open=False)
+    check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with grpo.py
+    check_data_paths([args.data] if args.data else [])

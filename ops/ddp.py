@@ -142,7 +142,7 @@ def train_precision(args, device_type):
     when it saves."""
     # --fsdp is the full fine-tuning option (LoRA's trainable state is small: it stays on DDP), and a
     # 4-bit base is frozen, so it has no masters to shard. d1 itself ran DeepSpeed ZeRO-2 for both
-    # stages (d1-spec §4.3, §5.3): gradients and optimizer state sharded, weights replicated
+    # stages (docs/d1.md §4.3, §5.3): gradients and optimizer state sharded, weights replicated
     if args.fsdp and (args.lora_r > 0 or args.load_in_4bit):
         raise ValueError("--fsdp is full fine-tuning: use --lora-r 0 and no 4-bit base (--no-load-in-4bit "
                          "with grpo.py's 8b preset); LoRA runs on DDP")
@@ -154,23 +154,6 @@ def train_precision(args, device_type):
     save_dtype = default_dtype(args.dtype, device_type)
     # (training dtype, checkpoint dtype): fp32 masters under --fsdp, else the two are the same
     return (torch.float32 if args.fsdp and not args.dtype else save_dtype), save_dtype
-
-
-def check_training_flags(args):
-    """The flags sft.py and grpo.py share, checked up front (checks.upfront turns a failure into one
-    line): optimizer, LoRA / 4-bit, saves, and the precision rules of train_precision."""
-    from ops.checks import check_fraction, require
-    from model import BLOCK_LINEARS
-    require(args.lr > 0 and args.weight_decay >= 0 and args.grad_clip >= 0,
-            f"--lr must be > 0, --weight-decay and --grad-clip >= 0; got {args.lr}, {args.weight_decay}, {args.grad_clip}")
-    for flag in ("keep_last", "max_bad_steps", "dist_timeout"):
-        require(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
-    require(args.lora_r >= 0, f"--lora-r must be >= 0, got {args.lora_r}")
-    check_fraction("--lora-dropout", args.lora_dropout)
-    unknown = sorted(set(args.lora_targets.split(",")) - set(BLOCK_LINEARS))
-    require(not unknown, f"--lora-targets: unknown layer(s) {unknown}; one of {BLOCK_LINEARS}")
-    require(not (args.load_in_4bit and args.lora_r == 0), "--load-in-4bit freezes the base weights: it needs --lora-r > 0")
-    train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def autocast_bf16(device_type, enabled):

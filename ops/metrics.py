@@ -10,16 +10,55 @@ always describes one run.
 
 Draw any metrics files side by side (matplotlib is optional: only the picture needs it), or
 print each key's first and last value per run as a table:
-    python metrics.py out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
-    python metrics.py out/grpo out/grpo-fixed-mask --keys heldout_acc,token_nll --table
+    python -m ops.metrics out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
+    python -m ops.metrics out/grpo out/grpo-fixed-mask --keys heldout_acc,token_nll --table
 """
 import argparse
 import json
 import os
 
+import torch
+from tqdm import tqdm
 
 METRICS_FILE = "metrics.jsonl"
 ARGS_FILE = "train_args.json"
+
+
+def progress(iterable=None, show=True, **kwargs):
+    """A tqdm bar that only `show` draws (rank 0, or a --progress flag), and that TQDM_DISABLE=1 and
+    the other TQDM_* variables still control: tqdm reads them only for arguments not passed, so
+    `disable` is passed only to hide the bar."""
+    return tqdm(iterable, **kwargs) if show else tqdm(iterable, disable=True, **kwargs)
+
+
+def round_metrics(batches, G, update_stats, reward_parts):
+    """One round's log line, this rank's share: mean reward, the mean within-group std of the
+    rewards, the share of groups whose rewards are all equal (zero advantage: no learning signal),
+    the mean completion length, the update's statistics, each reward function's mean
+    (`reward_parts`: sums over the completions), and token_nll: the mean -log π_old(o_k | q') of
+    the sampled tokens under the first mask seed, an entropy proxy watched for collapse."""
+    rewards = torch.cat([b.rewards for b in batches])  # (local completions,)
+    # d1's reward_std and zero_std_ratio (same 1e-6): a group with std 0 gives no surrogate gradient
+    group_std = rewards.view(-1, G).std(dim=1)  # (local groups,)
+    nll = {}
+    if batches[0].old:  # the old log-probs of mask seed 0, (b, N) per micro-batch (wd1 reads none)
+        tokens = sum(b.mask.sum() for b in batches).clamp(min=1)
+        nll = {"token_nll": (-sum((b.old[0] * b.mask).sum() for b in batches) / tokens).item()}
+    return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
+            "zero_std_groups": (group_std < 1e-6).float().mean().item(),
+            "completion_len": torch.cat([b.mask.sum(1) for b in batches]).mean().item(),
+            **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
+
+
+def mean_over_ranks(metrics, run):
+    """A dict of floats averaged over the ranks with one all_reduce (each rank scored equally many
+    items, so the mean of the ranks' means is the global mean); as is in one process."""
+    if not run.distributed:
+        return metrics
+    import torch.distributed as dist
+    vals = torch.tensor(list(metrics.values()), device=run.device)
+    dist.all_reduce(vals, op=dist.ReduceOp.AVG)
+    return dict(zip(metrics, vals.tolist()))
 
 
 def open_metrics(out_dir, config, start_step=0):

@@ -49,8 +49,8 @@ STATE_FILE = "trainer_state.pt"      # in each save, beside the official-layout 
 INFO_FILE = "save_info.json"         # in each save and in the published model: step, flags, extras
 PARTIAL = ".partial"                 # a save being written; never read, removed on the next save
 SAVE_NAME = re.compile(r"step-(\d+)$")
-# what marks a directory as a run of ours (checks.check_out_dir refuses to write over it); the
-# trainer_state.pt at the top is the layout before saves/ (2026-11), still recognised as a run
+# what marks a directory as a run of ours (checks.check_out_dir refuses to write over it); a
+# trainer_state.pt at the top is an older run layout without saves/, still recognised as a run
 RUN_FILES = (SAVES_DIR, METRICS_FILE, ARGS_FILE, CONFIG_FILE, INDEX_FILE, INFO_FILE, STATE_FILE)
 
 

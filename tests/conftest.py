@@ -69,7 +69,7 @@ SMALL = dict(d_model=32, n_heads=4, n_kv_heads=4, n_layers=2, mlp_hidden_size=48
 
 
 def official_keys(cfg):
-    """The official key names and shapes, written out from llada.md §2 (not from model.py)."""
+    """The official key names and shapes, written out from docs/llada.md §2 (not from model.py)."""
     C, H, V = cfg["d_model"], cfg["mlp_hidden_size"], cfg["embedding_size"]
     kv = cfg["n_kv_heads"] * C // cfg["n_heads"]
     keys = {"model.transformer.wte.weight": (V, C), "model.transformer.ln_f.weight": (C,),
@@ -118,7 +118,7 @@ def ckpt(tmp_path_factory):
 
 # -----------------------------------------------------------------------------
 # Tasks and puzzles (tests/test_tasks.py, tests/test_puzzles.py): d1's RL prompt re-typed from
-# d1-spec §7.1 (never imported from tasks.py, so a typo there cannot be copied into its tests), and
+# docs/d1.md §7.1 (never imported from tasks.py, so a typo there cannot be copied into its tests), and
 # checkers written independently of puzzles.py.
 
 RL_SYSTEM = """

@@ -54,8 +54,7 @@ def main():
     kind, *nums = fault.split(":")
     nums = [int(n) for n in nums]
     rank = int(os.environ.get("RANK", 0))
-    from ops import ddp
-    from ops import resume
+    from ops import ddp, resume
     if kind == "kill-in-save":
         resume.save_merged = counting(resume.save_merged, nums[0], lambda _: die())
     elif kind == "kill-before-rename":
@@ -93,6 +92,7 @@ def main():
         ddp.step_if_finite = counting(ddp.step_if_finite, nums[1], lambda _: die(sig))
     elif kind == "nan":
         import torch
+
         import model
         first, n = nums[0], (nums[1] if len(nums) > 1 else 1)
         forward, calls = model.LLaDA.forward, [0]

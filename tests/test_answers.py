@@ -1,8 +1,8 @@
 """
 Tests for answers.py: reading an answer out of a generation, shared by the training rewards and d1's eval
-parsers. Table-driven: <answer> tags, \\boxed{} extraction, Hendrycks-MATH normalisation (d1-spec §6.2),
-numbers; the linear tag scanners against Python's `re` running d1-spec's patterns, and is_equiv (d1's
-default and fixed=True) against properties written from d1-spec §6.2, on random strings.
+parsers. Table-driven: <answer> tags, \\boxed{} extraction, Hendrycks-MATH normalisation (docs/d1.md §6.2),
+numbers; the linear tag scanners against Python's `re` running d1's patterns (docs/d1.md §6), and is_equiv (d1's
+default and fixed=True) against properties written from docs/d1.md §6.2, on random strings.
 (first_tag_content is checked against d1's re.search in tests/test_parsers.py.)
 
 Run:  .venv/bin/python -m pytest tests/test_answers.py -q
@@ -12,10 +12,21 @@ import re
 
 import pytest
 
-from lib import answers
-from lib.answers import (after_last, boxed_or_self, extract_xml_answer, find_numbers, float_or_none, is_equiv,
-                     last_boxed, last_boxed_only_string, last_tag_content, remove_boxed, strip_string)
 from conftest import random_texts
+from lib import answers
+from lib.answers import (
+    after_last,
+    boxed_or_self,
+    extract_xml_answer,
+    find_numbers,
+    float_or_none,
+    is_equiv,
+    last_boxed,
+    last_boxed_only_string,
+    last_tag_content,
+    remove_boxed,
+    strip_string,
+)
 
 # -----------------------------------------------------------------------------
 # tags
@@ -113,7 +124,7 @@ def test_is_equiv(a, b, expected):
     (r"x / y", "x/y"), (r"\pi / 2", r"\pi/2"), ("3.0 / 4", "3.0/4"), ("a / 4", "a/4"), (" / 4", "/4"),
 ])
 def test_slash_with_non_integer_side_is_compared_raw(a, b):
-    """d1's fix_a_slash_b lets int()'s ValueError escape (d1-spec §6.2; the raise is in d1's code): the
+    """d1's fix_a_slash_b lets int()'s ValueError escape (docs/d1.md §6.2; the raise is in d1's code): the
     normaliser raises and is_equiv compares the raw strings. fixed=True compares the normalised ones."""
     assert strip_string(a, fixed=True) == strip_string(b, fixed=True) == b.replace(" ", "")
     with pytest.raises(ValueError):
@@ -134,7 +145,7 @@ MATH_PIECES = ["/", "x", "3", "4", "0", ".", " ", "-", "+", "=", "{", "}", "\\fr
 
 
 def slash_side_not_int(s):
-    """One "/" with a side int() can't read: where d1's normaliser raises (d1-spec §6.2, answers.py)."""
+    """One "/" with a side int() can't read: where d1's normaliser raises (docs/d1.md §6.2, answers.py)."""
     if s.count("/") != 1:
         return False
     left, right = s.split("/")
@@ -146,7 +157,7 @@ def slash_side_not_int(s):
 
 
 def test_is_equiv_slash_quirk_on_random_strings():
-    # Properties, written from d1-spec §6.2 and answers._fix_a_slash_b's comment (n(.) = strip_string(., fixed=True)):
+    # Properties, written from docs/d1.md §6.2 and answers._fix_a_slash_b's comment (n(.) = strip_string(., fixed=True)):
     #  - fixed=True compares n(a) == n(b); a string n() can't normalise is compared raw in both modes;
     #  - the default compares RAW a == b whenever n(a) or n(b) is an "a/b" with a side that is no integer,
     #    and n(a) == n(b) everywhere else (the quirk is the only difference).

@@ -1,5 +1,5 @@
 """
-Tests for arith.py: the Countdown arithmetic the reward (d1-spec §6.3) and d1's eval parser (§8.3) share.
+Tests for arith.py: the Countdown arithmetic the reward (docs/d1.md §6.3) and d1's eval parser (docs/d1.md §8.3) share.
 Python's own grammar is the reference: what eval() accepts for + - * / ( ) is a value here, what it
 rejects (and "**", "//", which d1's prompt never allows) is None. Hostile inputs are in test_rewards.py.
 

@@ -1,14 +1,12 @@
-"""bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
-import runpy
-import sys
+"""tools/bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
 
 import pytest
 import torch
 
-from tools.bench import bench
+import grpo
 from grpo import analytic_passes
 from model import LLaDA, LLaDAConfig
-
+from tools.bench import bench, main
 
 
 def micro_model():
@@ -27,39 +25,47 @@ def test_analytic_passes_table():
 
 # full fine-tuning (reference = frozen copy) over the β × μ grid; one LoRA case (reference = adapters
 # off, same module, so its forwards must not be counted as old or policy passes)
-@pytest.mark.parametrize("beta,mu,lora_r", [(0.0, 1, 0), (0.04, 1, 0), (0.0, 3, 0), (0.04, 3, 0), (0.04, 2, 4)])
-def test_counted_passes_equal_analytic(beta, mu, lora_r):
-    res = bench(micro_model(), batch_size=2, prompt_len=4, gen_length=4, block_length=2, steps=2,
-                num_iterations=mu, beta=beta, lora_r=lora_r, repeats=1)
-    assert res["passes"] == analytic_passes(2, mu, beta) == res["analytic"]
+# the objectives: wd1 reads neither θ_old nor θ_ref, so its round makes no old or ref calls at all, counted
+@pytest.mark.parametrize("beta,mu,lora_r,objective", [(0.0, 1, 0, "diffu_grpo"), (0.04, 1, 0, "diffu_grpo"),
+                                                      (0.0, 3, 0, "diffu_grpo"), (0.04, 3, 0, "diffu_grpo"),
+                                                      (0.04, 2, 4, "diffu_grpo"), (0.04, 2, 0, "wd1"),
+                                                      (0.04, 2, 4, "wd1")])
+def test_counted_passes_equal_analytic(beta, mu, lora_r, objective):
+    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "4",
+                             "--block-length", "2", "--diffusion-steps", "2", "--num-iterations", str(mu),
+                             "--beta", str(beta), "--lora-r", str(lora_r), "--objective", objective])
+    res = bench(micro_model(), gargs, prompt_len=4, repeats=1)
+    assert res["passes"] == analytic_passes(2, mu, beta, objective) == res["analytic"]
+    if objective == "wd1":  # fewer model calls: only the rollout and the policy's own passes
+        assert res["passes"]["old_fwd"] == res["passes"]["ref_fwd"] == 0
+        assert sum(res["passes"].values()) == 2 + 2 * mu
     assert res["sampler_tokens_per_s"] > 0 and res["forward_passes_per_sample"] == 2
 
 
-def run_cli(monkeypatch, *argv):
-    monkeypatch.setattr(sys, "argv", ["tools/bench.py", *argv])
-    runpy.run_module("tools.bench", run_name="__main__")
+def run_cli(*argv):
+    main(list(argv))
 
 
-def test_cli_tiny_prints_table(monkeypatch, capsys, tmp_path):
+def test_cli_tiny_prints_table(capsys, tmp_path):
     # the tiny preset with small overrides, to stay fast on 2 cores
-    run_cli(monkeypatch, "--preset", "tiny", "--device", "cpu", "--prompt-len", "8", "--gen-length", "4",
-            "--block-length", "4", "--steps", "2", "--num-iterations", "1", "--batch-size", "2",
+    run_cli("--preset", "tiny", "--device", "cpu", "--prompt-len", "8", "--gen-length", "4",
+            "--block-length", "4", "--diffusion-steps", "2", "--num-iterations", "1", "--num-generations", "2",
             "--json", str(tmp_path / "b.json"))
     out = capsys.readouterr().out
     assert "tokens/s" in out and "passes" in out and "cpu (" in out and "MISMATCH" not in out
     assert (tmp_path / "b.json").exists()
 
 
-def test_cli_8b_refuses_cpu(monkeypatch):
+def test_cli_8b_refuses_cpu():
     with pytest.raises(SystemExit) as e:
-        run_cli(monkeypatch, "--preset", "8b", "--device", "cpu")
+        run_cli("--preset", "8b", "--device", "cpu")
     assert "GPU" in str(e.value.code)
 
 
 def test_sampler_table_counts_the_columns_each_sampler_forwards():
     # exact: every step runs the whole canvas (steps x L); prefix: each block's first step runs
     # the canvas, later steps the block + everything right of it; dual: later steps the block only
-    from tools.bench import compare_samplers
+    from tools.samplers import compare_samplers
     m = micro_model().eval()
     prompt = torch.randint(0, 62, (2, 4), generator=torch.Generator().manual_seed(0))
     rows = compare_samplers(m, prompt, gen_length=12, block_length=4, steps=6, repeats=1)
@@ -111,14 +117,14 @@ def test_memory_plan_counts_every_8b_parameter():
     assert abs(fsdp["fp32 weights + grads + AdamW, sharded /8"] - 16 * n_params / 8 / 2**30) < 1e-9
 
 
-def test_cli_samplers_and_memory_plan_modes(monkeypatch, capsys, tmp_path):
+def test_cli_samplers_and_memory_plan_modes(capsys, tmp_path):
     small = ["--preset", "tiny", "--device", "cpu", "--prompt-len", "4", "--gen-length", "8",
-             "--block-length", "4", "--steps", "4", "--batch-size", "2"]
-    run_cli(monkeypatch, *small, "--samplers", "--repeats", "1")
+             "--block-length", "4", "--diffusion-steps", "4", "--num-generations", "2"]
+    run_cli(*small, "--samplers", "--repeats", "1")
     out = capsys.readouterr().out
     exact = next(line for line in out.splitlines() if line.startswith("exact "))
     assert "1.00x" in exact and "100.0%" in exact and "dual cache" in out
-    run_cli(monkeypatch, *small, "--memory-plan", "--lora-r", "4", "--json", str(tmp_path / "m.json"))
+    run_cli(*small, "--memory-plan", "--lora-r", "4", "--json", str(tmp_path / "m.json"))
     out = capsys.readouterr().out
     assert out.count("peak memory per GPU, LoRA r 4") == 2  # checkpointing off and on
     import json
@@ -160,8 +166,8 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     import grpo
-    from tools.preflight import format_preflight, preflight, project_hours
     from lib.checkpoint import make_tiny
+    from tools.preflight import format_preflight, preflight, project_hours
     make_tiny(str(tmp_path / "m"))
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
@@ -178,14 +184,16 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     assert "d1's sudoku (3800 steps), 1 CPU process" in hours
     report = format_preflight(res)
     assert "projected wall-clock, d1's sudoku" in report and "WARNING" not in report
+    # every grpo.py flag reaches the measured round: a new objective is measured, not silently the old loss
+    wd1 = preflight(grpo.parse_args(flags + ["--objective", "wd1"]))
+    assert wd1["config"]["objective"] == "wd1" and wd1["passes"] == analytic_passes(2, 3, 0.04, "wd1") != res["passes"]
     # the memory warning: above 90 % of the device's memory, and only then
     for share, warned in [(0.95, True), (0.85, False)]:
         fake = {**res, "memory_share": share}
         assert ("WARNING" in format_preflight(fake)) == warned
 
 
-def test_preflight_cli_refuses_the_8b_shape_on_cpu(monkeypatch, capsys):
-    with pytest.raises(SystemExit) as e:
-        monkeypatch.setattr(sys, "argv", ["tools/preflight.py", "--preset", "8b", "--model-dir", "none", "--device", "cpu"])
-        runpy.run_module("tools.preflight", run_name="__main__")
-    assert e.value.code == 1 and "needs a GPU" in capsys.readouterr().out
+def test_preflight_cli_refuses_the_8b_shape_on_cpu(capsys):
+    from tools.preflight import main as preflight_main
+    assert preflight_main(["--preset", "8b", "--model-dir", "none", "--device", "cpu"]) == 1
+    assert "needs a GPU" in capsys.readouterr().out

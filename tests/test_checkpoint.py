@@ -10,8 +10,8 @@ import json
 
 import pytest
 import torch
-from conftest import SMALL, official_keys, write_checkpoint
 
+from conftest import SMALL, official_keys, write_checkpoint
 from lib.adapters import LoRALinear, add_lora, lora_state_dict
 from lib.checkpoint import from_pretrained, save_merged, save_pretrained
 

@@ -14,8 +14,8 @@ import pytest
 import eval as evaluation
 import tasks
 from conftest import REPO, SHARED_DATA, run, write_digit_model
-from ops.metrics import read_metrics
 from lib.parsers import parse_code_eval, score_code_batch
+from ops.metrics import read_metrics
 from rewards import coding_reward, total_reward, total_rewards
 
 HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"

@@ -11,8 +11,8 @@ import json
 import pytest
 
 import rewards
-from lib import sandbox
 from conftest import SHARED_DATA
+from lib import sandbox
 from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests, total_reward
 from tasks import load_task
 

@@ -8,12 +8,11 @@ dequantized bf16 model for the 4-bit one. Tolerances are stated beside each asse
 import pytest
 import torch
 
+from grpo import completion_mask, group_advantages, grpo_loss
 from lib.adapters import add_lora, dense_weight, lora_state_dict, quantize_blocks
 from lib.checkpoint import from_pretrained, save_pretrained
-from model import TINY_CONFIG
-from grpo import completion_mask, group_advantages, grpo_loss, mask_generator
-from logprob import one_step_logprobs
-from model import LLaDA, LLaDAConfig
+from logprob import mask_generator, one_step_logprobs
+from model import TINY_CONFIG, LLaDA, LLaDAConfig
 from sample import generate
 
 pytestmark = [pytest.mark.cuda,

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from lib.checkpoint import make_tiny
 from conftest import REPO, SHARED_DATA, run, torchrun
 from lab.stats import mean_and_spread, paired_bootstrap, summarize
+from lib.checkpoint import make_tiny
 from lib.results import D1_FILE, rescore
 
 
@@ -138,7 +138,7 @@ def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
 
 
 def test_summarize_prints_the_make_run_table(tmp_path, capsys):
-    # the table runs/toy.sh prints, from per-seed eval JSONs; checked against statistics + the t table
+    # the table lab/runs/toy.sh prints, from per-seed eval JSONs; checked against statistics + the t table
     import statistics
     sft, grpo = [0.5, 2.0, 0.5], [16.0, 28.0, 17.0]
     for i, (a, b) in enumerate(zip(sft, grpo)):

@@ -15,13 +15,14 @@ import pytest
 import torch
 
 import grpo
+from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_model
+from grpo import MicroBatch, completion_mask, group_advantages, grpo_loss, policy_step, score_old_ref
 from lib.adapters import add_lora, lora_disabled
 from lib.checkpoint import from_pretrained
-from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_model
-from grpo import (FIXED_MASK_SEED, MicroBatch, completion_mask, grpo_loss, group_advantages, load_rl_data,
-                  mask_generator, mask_seeds, pad_left, policy_step, round_metrics, score_old_ref)
-from logprob import ESTIMATORS, one_step_logprobs
-from ops.metrics import read_metrics
+from lib.data import load_rl_data, pad_left
+from logprob import ESTIMATORS, FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
+from ops.metrics import read_metrics, round_metrics
+
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():
     E = 9
@@ -42,7 +43,7 @@ def test_group_advantages_hand_computed_and_zero_mean():
 
 
 def hand_loss(logp, old, ref, adv, mask, eps, beta):
-    """The diffu-GRPO objective written token by token with python floats (d1-spec §4.2)."""
+    """The diffu-GRPO objective written token by token with python floats (docs/d1.md §4.2)."""
     num, den, kl_sum = 0.0, 0.0, 0.0
     for i in range(len(logp)):
         for k in range(len(logp[0])):
@@ -194,16 +195,16 @@ def test_inner_step_j_uses_mask_seed_j(monkeypatch, estimator):
     prompt, completion = torch.randint(0, 48, (3, 10), generator=g), torch.randint(0, 49, (3, 6), generator=g)
     batch = MicroBatch(7, [], prompt, completion, torch.ones(3, 6), adv=torch.tensor([1.0, -1.0, 0.0]))
     seeds = [11, 12, 13]
-    score_old_ref(model, None, None, [batch], seeds, 0.5, 0.0, torch.no_grad, estimator)
+    args = grpo.parse_args(["--p-mask", "0.5", "--beta", "0", "--estimator", estimator, "--grad-clip", "0"])
+    score_old_ref(model, None, None, [batch], seeds, args, torch.no_grad)
     assert len(batch.old) == 3 and not torch.equal(batch.old[0], batch.old[1])
     seen = []
     monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, *a: (seen.append((logp.detach(), old)),
                                                                    grpo_loss(logp, old, *a))[1])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # weights stay θ_old
     for j in range(3):
-        policy_step(model, [batch], j, seeds[j], opt, list(model.parameters()), nullcontext,
-                    model.config.mask_token_id, epsilon=0.5, beta=0.0, p_mask=0.5, grad_clip=0.0, accum=1,
-                    estimator=estimator)
+        policy_step(model, [batch], j, seeds[j], opt, list(model.parameters()), args, nullcontext,
+                    model.config.mask_token_id, accum=1)
         logp, old = seen[-1]
         assert torch.equal(logp, batch.old[j]) and torch.equal(old, batch.old[j])
     assert not torch.equal(seen[0][0], batch.old[1])
@@ -261,3 +262,49 @@ def test_eval_every_logs_a_heldout_curve_that_ends_at_eval_py(tmp_path):
     p = subprocess.run([sys.executable, str(REPO / "grpo.py"), "--eval-every", "1", "--task", "gsm8k",
                         "--out-dir", str(tmp_path / "refused")], cwd=REPO, capture_output=True, text=True)
     assert p.returncode != 0 and "--eval-every measures the toy" in p.stderr
+
+
+def test_wd1_loss_matches_hand_computation():
+    # wd1 (arXiv 2507.08838): per group, -Σ softmax(A)_i ℓ_i + Σ softmax(-A)_i ℓ_i with ℓ_i the completion's summed
+    # token log-probs; a mean over the groups of the micro-batch. Written out with python floats
+    g = torch.Generator().manual_seed(1)
+    logp = (-torch.rand(6, 5, generator=g) * 2).requires_grad_()
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1] * 5, [1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1] * 5, [1, 1, 1, 1, 0]]).float()
+    adv = torch.tensor([0.5, -1.0, 0.5, 2.0, -1.0, -1.0])
+    loss, stats = grpo.wd1_loss(logp, adv, mask, 3)
+    ell = [sum(l * m for l, m in zip(lr, mr)) for lr, mr in zip(logp.tolist(), mask.tolist())]
+    expected = 0.0
+    for grp in (range(0, 3), range(3, 6)):
+        pos = [math.exp(adv[i].item()) for i in grp]
+        neg = [math.exp(-adv[i].item()) for i in grp]
+        expected += sum((neg[k] / sum(neg) - pos[k] / sum(pos)) * ell[i] for k, i in enumerate(grp)) / 2
+    assert abs(loss.item() - expected) < 1e-5 and abs(stats["seq_logp"] - sum(ell) / 6) < 1e-5
+    loss.backward()
+    # the best completion of each group is pushed up (negative gradient), the worst down; masked tokens get none
+    assert torch.all(logp.grad[3][:2] < 0) and torch.all(logp.grad[4][:5] > 0)
+    assert torch.all(logp.grad[mask == 0] == 0)
+    # a group of equal rewards: the two softmaxes are equal and the loss has no gradient
+    flat = logp.detach().requires_grad_()
+    grpo.wd1_loss(flat, torch.zeros(6), mask, 3)[0].backward()
+    assert torch.all(flat.grad == 0)
+
+
+def test_an_objective_without_old_pass_makes_no_old_or_ref_calls():
+    # wd1 reads neither θ_old nor θ_ref: score_old_ref runs no forward at all, and analytic_passes counts none
+    model = tiny_model()
+    spy = Spy(model)
+    prompt, completion = torch.randint(0, 48, (3, 10)), torch.randint(0, 49, (3, 6))
+    batch = MicroBatch(0, [], prompt, completion, torch.ones(3, 6), adv=torch.tensor([1.0, -1.0, 0.0]))
+    for objective, calls in (("wd1", 0), ("diffu_grpo", 2 * 2)):  # diffu_grpo: old and ref, 2 seeds
+        args = grpo.parse_args(["--objective", objective, "--beta", "0.04", "--num-generations", "3"])
+        spy.seen.clear()
+        batch.old, batch.ref = [], []
+        score_old_ref(spy, None, lambda: lora_disabled(model), [batch], [5, 6], args, nullcontext)
+        assert len(spy.seen) == calls
+        passes = grpo.analytic_passes(8, 2, 0.04, objective)
+        assert passes["old_fwd"] + passes["ref_fwd"] == calls
+    # and its update runs on the batch without old log-probs
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    st = policy_step(model, [batch], 0, 5, opt, list(model.parameters()), args := grpo.parse_args(
+        ["--objective", "wd1", "--num-generations", "3"]), nullcontext, model.config.mask_token_id, accum=1)
+    assert st["skipped"] == 0.0 and math.isfinite(st["loss"]) and "seq_logp" in st and args.objective == "wd1"

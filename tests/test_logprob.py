@@ -11,8 +11,20 @@ import pytest
 import torch
 import torch.nn as nn
 
-from logprob import (ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, coupled_masks, elbo_logprob, elbo_token_logprobs, estimate_logprobs,
-                     mean_field_logprob, one_step_logprobs, prompt_mask, stratified_counts, stratified_mask)
+from logprob import (
+    ELBO_DRAWS,
+    ESTIMATOR_ROWS,
+    ESTIMATORS,
+    coupled_masks,
+    elbo_logprob,
+    elbo_token_logprobs,
+    estimate_logprobs,
+    mean_field_logprob,
+    one_step_logprobs,
+    prompt_mask,
+    stratified_counts,
+    stratified_mask,
+)
 from model import LLaDA, LLaDAConfig
 
 V, MASK, EOS = 64, 63, 62  # tiny vocab; the mask id is only ever read from model.config

@@ -6,6 +6,7 @@ Run:  .venv/bin/python -m pytest tests/test_metrics.py -q
 """
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -47,3 +48,15 @@ def test_plot_entry_without_matplotlib_says_so(tmp_path):
 def test_first_last_skips_lines_without_the_key():
     rows = [{"step": 0, "heldout_acc": 30.0}, {"step": 1, "reward": 0.5}, {"step": 2, "heldout_acc": 35.5}]
     assert first_last(rows, "heldout_acc") == (30.0, 35.5) and first_last(rows, "kl") == (None, None)
+
+
+def test_progress_bar_respects_tqdm_disable():
+    # tqdm reads TQDM_* variables (at import) only for arguments not passed: a bar shown on rank 0 must still
+    # obey TQDM_DISABLE=1, and other ranks never draw one. A fresh process for each environment
+    code = ("import io; from ops.metrics import progress; "
+            "print(progress(range(3), True, file=io.StringIO()).disable, progress(range(3), False).disable)")
+    for env, shown in (({}, "False True"), ({"TQDM_DISABLE": "1"}, "True True")):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}
+        p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**environ, **env}, capture_output=True,
+                           text=True)
+        assert p.stdout.split() == shown.split(), p.stderr

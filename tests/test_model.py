@@ -9,15 +9,15 @@ import math
 
 import pytest
 import torch
-from conftest import SMALL, write_checkpoint
 
+from conftest import SMALL, write_checkpoint
 from lib.checkpoint import from_pretrained
 from model import LLaDA, LLaDAConfig, RMSNorm
 
 
 def reference_forward(sd, cfg, ids, mask=None):
     """LLaDA's forward written out step by step in float64 with explicit loops over heads and an
-    explicit rotation per (position, frequency) pair, following llada.md §1 and §3."""
+    explicit rotation per (position, frequency) pair, following docs/llada.md §1 and §3."""
     B, T = ids.shape
     C, nh, nkv, eps, theta = cfg["d_model"], cfg["n_heads"], cfg["n_kv_heads"], 1e-5, cfg["rope_theta"]
     hd = C // nh
@@ -114,7 +114,7 @@ def test_llada_8b_config_is_accepted_and_has_8b_params():
     cfg = LLaDAConfig()  # the defaults are LLaDA-8B's config.json values
     with torch.device("meta"):
         n = LLaDA(cfg).num_params()
-    assert n == 8_015_581_184  # llada.md §1: computed from the checkpoint shapes
+    assert n == 8_015_581_184  # docs/llada.md §1: computed from the checkpoint shapes
 
 
 def test_rmsnorm_casts_back_before_the_weight_multiply():

@@ -1,5 +1,5 @@
 """
-Tests for the d1 EVAL parsers in parsers.py (d1-spec §8.3): the "generous" parsers behind the paper's Table 1.
+Tests for the d1 EVAL parsers in parsers.py (docs/d1.md §8.3): the "generous" parsers behind the paper's Table 1.
 
   1. Reproduction: re-scoring d1's own released LLaDA-8B-Instruct generations
      (../shared/data/d1_eval_baselines, 85 files) gives the paper's LLaDA row for every task and
@@ -22,11 +22,21 @@ from functools import lru_cache
 import pytest
 
 import tasks
-from lib.answers import first_tag_content, is_equiv
 from conftest import SHARED_DATA
-from lib.parsers import (PARSER_VERSION, countdown_eval_correct, d1_example_from_released, gsm8k_gold_eval,
-                     parse_countdown_eval, parse_gsm8k_eval, parse_math_eval, parse_sudoku_eval, score_eval,
-                     sudoku_eval_cells, sudoku_solved)
+from lib.answers import first_tag_content, is_equiv
+from lib.parsers import (
+    PARSER_VERSION,
+    countdown_eval_correct,
+    d1_example_from_released,
+    gsm8k_gold_eval,
+    parse_countdown_eval,
+    parse_gsm8k_eval,
+    parse_math_eval,
+    parse_sudoku_eval,
+    score_eval,
+    sudoku_eval_cells,
+    sudoku_solved,
+)
 
 BASELINES = SHARED_DATA / "d1_eval_baselines"
 needs_baselines = pytest.mark.skipif(not BASELINES.is_dir(), reason="../shared/data/d1_eval_baselines not present")
@@ -35,7 +45,7 @@ GEN_LENGTHS = (128, 256, 512)
 
 # -----------------------------------------------------------------------------
 # 1. The paper's LLaDA-8B-Instruct row (Table 1, %, gen length 128 / 256 / 512), and the two-decimal
-# values of d1-spec §8.4. GSM8K: d1 only released 1,130 of the 1,319 test questions, so the paper's
+# values of docs/d1.md §8.4. GSM8K: d1 only released 1,130 of the 1,319 test questions, so the paper's
 # 68.7 / 76.7 / 78.2 (all 1,319) is not reachable; these files give 69.29 / 76.37 / 78.14.
 # Sudoku is d1's cell score: 100 * sum(correct cells) / sum(empty cells).
 

@@ -14,8 +14,17 @@ import pytest
 
 import tasks
 from conftest import countdown_rl, exact_eval, literals, valid_by_rules
-from lib.puzzles import (countdown_values, is_valid_grid, make_countdown, make_sudoku, make_toy, partial_label,
-                     solve_sudoku, split_grids, sudoku_grids)
+from lib.puzzles import (
+    countdown_values,
+    is_valid_grid,
+    make_countdown,
+    make_sudoku,
+    make_toy,
+    partial_label,
+    solve_sudoku,
+    split_grids,
+    sudoku_grids,
+)
 
 # -----------------------------------------------------------------------------
 # an independent solver

@@ -26,11 +26,10 @@ import time
 import pytest
 import torch
 
-from ops import checks
-from ops import ddp
-from ops import resume
-from lib.checkpoint import from_pretrained, make_tiny, verify
 from conftest import REPO, run, torchrun, write_digit_model
+from lib.checkpoint import from_pretrained, make_tiny, verify
+from ops import checks, ddp, resume
+from ops.checks import check_grpo_args
 from ops.metrics import read_metrics
 
 FAULTS = [sys.executable, str(REPO / "tests" / "faults.py")]
@@ -294,16 +293,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script,
 def test_grpo_flags_that_cannot_work_are_refused(flags, says):
     import grpo
     with pytest.raises(ValueError) as e:
-        grpo.check_args(grpo.parse_args(flags), world_size=1)
+        check_grpo_args(grpo.parse_args(flags), world_size=1)
     assert says in str(e.value)
 
 
 def test_grpo_micro_batches_must_split_over_the_ranks():
     import grpo
     args = grpo.parse_args(["--prompts-per-step", "16", "--groups-per-micro", "4"])  # 4 micro-batches
-    grpo.check_args(args, world_size=4)
+    check_grpo_args(args, world_size=4)
     with pytest.raises(checks.InputError, match="a multiple of the 3 ranks"):
-        grpo.check_args(args, world_size=3)
+        check_grpo_args(args, world_size=3)
 
 
 def test_out_dir_holding_a_run_is_refused_unless_resume_or_force(tmp_path):

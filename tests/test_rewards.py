@@ -1,11 +1,11 @@
 """
-Tests for rewards.py: d1's training rewards (d1-spec §6) and our toy reward, table-driven.
+Tests for rewards.py: d1's training rewards (docs/d1.md §6) and our toy reward, table-driven.
 
   1. hand-made (completion, example, expected) tables for every function, one row per branch or
      d1 quirk, run with d1's bugs (the default) and, where they differ, with fixed=True;
-  2. the fast format scanners against Python's `re` running d1-spec's patterns, and xmlcount, math_format
-     and sudoku_reward against properties written from d1-spec §6 (default and fixed=True), on random
-     strings; the four places where d1's code and a literal reading of d1-spec part on hostile text,
+  2. the fast format scanners against Python's `re` running d1's patterns (docs/d1.md §6), and xmlcount, math_format
+     and sudoku_reward against properties written from docs/d1.md §6 (default and fixed=True), on random
+     strings; the four places where d1's code and a literal reading of the spec of d1's rewards (docs/d1.md §6) part on hostile text,
      with d1's and the repaired values;
   3. d1's released LLaDA generations (../shared/data/d1_eval_baselines; skipped without it): every
      reward is a finite float in its range, takes only its documented values, and MATH correctness
@@ -25,10 +25,23 @@ import time
 import pytest
 
 import rewards
-from tasks import CODE_TASKS
 from conftest import SHARED_DATA, random_texts
-from rewards import (REWARDS, countdown_reward, gsm8k_correctness, int_answer, math_correctness, math_format,
-                     soft_format, strict_format, sudoku_reward, toy_reward, toy_solved, total_reward, xmlcount)
+from rewards import (
+    REWARDS,
+    countdown_reward,
+    gsm8k_correctness,
+    int_answer,
+    math_correctness,
+    math_format,
+    soft_format,
+    strict_format,
+    sudoku_reward,
+    total_reward,
+    toy_reward,
+    toy_solved,
+    xmlcount,
+)
+from tasks import CODE_TASKS
 
 # -----------------------------------------------------------------------------
 # 1. GSM8K
@@ -271,7 +284,7 @@ def test_format_scanners_match_d1_regexes():
     assert min(hits.values()) > 100, hits  # every matcher said "yes" often enough to be tested
 
 
-# Default (d1) vs repaired values on random strings, checked against properties written from d1-spec §6
+# Default (d1) vs repaired values on random strings, checked against properties written from docs/d1.md §6
 # and the comments in rewards.py, each built independently of the code under test
 
 PIECES = ["<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n", "\n</answer>\n", "<answer>", "</answer>",
@@ -311,7 +324,7 @@ def test_xmlcount_default_and_fixed_on_random_strings():
     # The default's two penalties measure the tail after the scan above (whole text if no tag); fixed=True
     # the tail after the last occurrence (none if no tag) and never pays the +0.001 for ending at "\n</answer>".
     # Would fail for a default measuring after the last occurrence (0.375 where d1 gives 0.365 on
-    # GOOD + "\n</answer>\n", the code before issue 14), or for a fixed path keeping the whole-text penalty.
+    # GOOD + "\n</answer>\n"), or for a fixed path keeping the whole-text penalty.
     overlapping = differing = 0
     for text in piece_texts(20_000):
         tags = 0.125 * sum(text.count(t) == 1 for t in ("<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n", CLOSE))
@@ -380,7 +393,7 @@ def test_sudoku_default_keeps_unicode_digits_as_wrong_cells():
     assert differing > 100, differing
 
 # -----------------------------------------------------------------------------
-# 2. Hostile strings where d1's code is not what a literal reading of d1-spec says (issue 14): d1's value
+# 2. Hostile strings where d1's code is not what a literal reading of the spec of d1's rewards (docs/d1.md §6) says: d1's value
 # by default, the repaired one with fixed=True and with the module switch D1_BUGS off
 
 
@@ -447,7 +460,7 @@ RANGE = {"xmlcount": (-math.inf, 0.5), "soft_format": (0, 0.5), "strict_format":
 
 def load_baselines(task, gen_length="*"):
     """[(reward text, example)] from d1's generation files. The reward text is what diffu-GRPO
-    would score: special tokens stripped (skip_special_tokens, d1-spec §2.4) and the "<reasoning>"
+    would score: special tokens stripped (skip_special_tokens, docs/d1.md §2.4) and the "<reasoning>"
     the eval prompt prefilled put back in front, as if the model had written it."""
     rows = []
     for path in sorted(BASELINES.glob(f"{task}_instruct_{gen_length}_*_generations.json")):

@@ -4,7 +4,7 @@ Tests for sample.py, the semi-autoregressive masked-diffusion sampler. CPU only,
     python -m pytest tests/test_sample.py -q
 
 The main check is token-for-token equality (greedy) with a deliberately naive re-implementation of
-LLaDA's reference sampler written below with Python loops, following docs llada.md Sec. 5 literally
+LLaDA's reference sampler written below with Python loops, following docs/llada.md §5 literally
 (full-sequence confidence, -inf right of the block and on unmasked positions, a sort per row).
 The rest are invariants: the prompt never changes, blocks finish left to right, each step writes
 exactly the scheduled number of tokens, seeds reproduce, bad arguments raise.
@@ -76,7 +76,7 @@ def left_padded_batch(lengths=(3, 7, 5), seed=0):
 
 @torch.no_grad()
 def reference_generate(model, prompt, attention_mask, gen_length, block_length, steps, cfg_scale=0.0):
-    """Greedy LLaDA sampler, llada.md Sec. 5 step by step, loops instead of vectorisation.
+    """Greedy LLaDA sampler, docs/llada.md §5 step by step, loops instead of vectorisation.
     One addition that sample.py also makes: the mask token is excluded from the argmax."""
     B, P = prompt.shape
     L = P + gen_length
@@ -332,6 +332,7 @@ def test_mask_token_is_never_written(model):
 def test_cli_runs_on_tiny_model(tmp_path, monkeypatch, capsys):
     # run sample.py's __main__ in this process (a subprocess would spend seconds re-importing torch)
     import runpy
+
     from lib.checkpoint import make_tiny
     model_dir = str(make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1,
                               mlp_hidden_size=64))

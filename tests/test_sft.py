@@ -8,11 +8,11 @@ import sys
 
 import torch
 
-from lib.checkpoint import from_pretrained, make_tiny
-from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
-from ops.metrics import read_metrics
 from conftest import REPO, run, torchrun
+from lib.checkpoint import from_pretrained, make_tiny
 from lib.tokenizer import load_tokenizer
+from ops.metrics import read_metrics
+from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
 
 MASK = 99
 

@@ -8,8 +8,8 @@ Run:  .venv/bin/python -m pytest tests/test_study_estimators.py -q
 import torch
 import torch.nn as nn
 
-from model import LLaDAConfig
 from lab.study_estimators import spearman, study
+from model import LLaDAConfig
 
 V, MASK = 16, 15
 

@@ -5,7 +5,7 @@ CPU only, a few seconds.
 
     python -m pytest tests/test_tasks.py -q
 
-The prompt strings are written out again below from d1-spec §5.1 / §7.1 / §8.2 in a different form
+The prompt strings are written out again below from docs/d1.md §5.1 / docs/d1.md §7.1 / docs/d1.md §8.2 in a different form
 (triple-quoted text where possible; the RL system prompt is in tests/conftest.py), so a typo in tasks.py
 cannot be copied into its own test. Data tests skip when ../shared/data is absent. The generators are
 tested in tests/test_puzzles.py.
@@ -17,11 +17,25 @@ import numpy as np
 import pytest
 
 import tasks
-from conftest import SHARED_DATA, RL_SYSTEM, countdown_rl, exact_eval, literals, valid_by_rules
+from conftest import RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
 from lib.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
-from tasks import (CODE_TASKS, EVAL_PREFILL, MAX_PROMPT_LENGTH, TASKS, d1_eval_subset, eval_message, eval_prefill, eval_question,
-                   load_countdown, load_gsm8k, load_math, load_s1k, load_sudoku, load_task)
 from lib.tokenizer import prompt_ids
+from tasks import (
+    CODE_TASKS,
+    EVAL_PREFILL,
+    MAX_PROMPT_LENGTH,
+    TASKS,
+    d1_eval_subset,
+    eval_message,
+    eval_prefill,
+    eval_question,
+    load_countdown,
+    load_gsm8k,
+    load_math,
+    load_s1k,
+    load_sudoku,
+    load_task,
+)
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
@@ -329,7 +343,7 @@ def test_prompt_ids_equal_the_old_paths(tok, tmp_path):
 
 
 def test_rl_prompt_is_cut_from_the_left(tok):
-    """d1 keeps the LAST 200 prompt tokens (§2.4): a long GSM8K prompt loses BOS and the start of the
+    """d1 keeps the LAST 200 prompt tokens (docs/d1.md §2.4): a long GSM8K prompt loses BOS and the start of the
     instructions, keeps its question's end and the assistant header; a short prompt is untouched."""
     gsm8k = SHARED_DATA / "gsm8k/test.jsonl"
     question = (max((ex["question"] for ex in load_gsm8k(gsm8k)), key=len) if gsm8k.is_file()
@@ -350,14 +364,14 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
     """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
     G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
     import lib.evaluate as evaluation
-    import grpo
     import sft
+    from lib.data import group_prompts
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
     for task, exs in real_examples(tmp_path).items():
         for ex in exs:
             full = old_prompt_ids(tok, ex["prompt"])
             if task != "s1k":
-                rows, n_cut = grpo.group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
+                rows, n_cut = group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
                 assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
                 old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
                 assert evaluation.eval_prompt_ids(tok, task, ex) == old_eval

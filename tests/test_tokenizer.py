@@ -28,7 +28,7 @@ def test_tiny_model_dir_is_official_layout_and_tokenizer_is_llada_like(tmp_path)
     rendered = tok.apply_chat_template([{"role": "user", "content": "\nhi "}], add_generation_prompt=True,
                                        tokenize=False)
     assert rendered == ("<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                        "<|start_header_id|>assistant<|end_header_id|>\n\n")  # llada.md §4, content trimmed
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n")  # docs/llada.md §4, content trimmed
     assert tok.chat_template == CHAT_TEMPLATE
     batch = tok(["ab", "abcd"], padding=True, add_special_tokens=False).input_ids
     assert batch[0][:2] == [ids.eos, ids.eos]  # left padding with EOS, as LLaDA/d1 batch prompts

@@ -1,12 +1,16 @@
 """
-bench.py: what one diffu-GRPO round costs, measured, next to what it should cost.
+tools/bench.py: what one diffu-GRPO round costs, measured, next to what it should cost. The round is
+the one grpo.py's own flags describe (every flag not listed below is grpo.py's, parsed by
+grpo.parse_args), run through grpo.py's own phase functions.
 
 The analytic cost model (counted in model calls; each call is ONE batched forward over all B
 completions, so "passes" are per batch, not per sample):
   rollout      steps forwards          sample.generate: one forward per denoising step
                                        (with CFG it would be 2 rows batched into one call: same count)
-  old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4)
-  ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0
+  old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4), if the objective
+                                       reads them (wd1 does not)
+  ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0 or
+                                       when the objective has no KL term
   policy       μ forward + μ backward  one per inner step, one micro-batch (grpo.py step 5)
 bench() counts the real calls with hooks on the model(s) and reports them beside grpo.analytic_passes().
 
@@ -19,24 +23,24 @@ MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsit
 Weights are random: the numbers are about speed, never about quality.
 
 More modes:
-  --samplers     the exact sampler against sample.generate's Fast-dLLM options (prefix / dual KV
-                 cache, threshold 0.9), greedy, same prompts: seconds, tokens/s, speed-up, model
-                 calls, canvas columns forwarded, and token agreement with the exact sampler.
+  --samplers     the exact sampler against sample.generate's Fast-dLLM options (tools/samplers.py).
+  --policy-mfu   the policy forward + backward alone, all weights with gradients, eager and compiled.
   --memory-plan  for the preset's real layer widths: one policy forward's saved activations,
                  MEASURED (saved_tensors_hooks) on 1- and 2-block models, which runs on a laptop
                  even for the 8B shape, extrapolated to the full depth (exact: blocks are identical),
                  plus counted weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
-  --sandbox      the code reward's cost: programs per second sandbox.py scores for a G = 6 group
+  --sandbox      the code reward's cost: programs per second lib/sandbox.py scores for a G = 6 group
                  with 10 tests each, one by one vs batched over the cores (no model).
 
-Run:
-    python bench.py --preset tiny                 # CPU, seconds
-    python bench.py --preset tiny --samplers --gen-length 256 --block-length 32 --steps 128
-    python bench.py --preset 8b --memory-plan --load-in-4bit    # CPU is fine: ~1 min, ~8 GB RAM
-    python bench.py --preset 8b --load-in-4bit --json out/bench-8b.json   # one GPU: QLoRA round
-    python bench.py --preset 8b --lora-r 128 --gradient-checkpointing     # one GPU: bf16 LoRA round
-    python bench.py --model-dir LLaDA-8B-Instruct --preset 8b --samplers  # real weights: agreement means something
-    python bench.py --sandbox                     # the code reward: programs/s, one by one vs batched
+Run (one micro-batch of one group of G unless --groups-per-micro says otherwise):
+    python -m tools.bench                                   # the toy round, CPU, seconds
+    python -m tools.bench --objective wd1                   # the same round under wd1: no old / ref passes
+    python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
+    python -m tools.bench --preset 8b --memory-plan         # CPU is fine: ~1 min, ~8 GB RAM
+    python -m tools.bench --preset 8b --json out/bench-8b.json                     # one GPU: d1's QLoRA round
+    python -m tools.bench --preset 8b --no-load-in-4bit --gradient-checkpointing   # one GPU: bf16 LoRA round
+    python -m tools.bench --model-dir LLaDA-8B-Instruct --preset 8b --no-load-in-4bit --samplers
+    python -m tools.bench --sandbox                         # the code reward: programs/s, one by one vs batched
 """
 import argparse
 import copy
@@ -51,16 +55,14 @@ from contextlib import nullcontext
 import torch
 
 import grpo
+from grpo import MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref
 from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
-from model import TINY_CONFIG
+from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
+from model import TINY_CONFIG, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16
-from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, mask_generator, policy_step,
-                  rollout, score_old_ref)
-from logprob import one_step_logprobs
 from tools.memplan import memory_plan, probe_activations
-from model import LLaDA, LLaDAConfig, compile_blocks
-from sample import generate
+from tools.samplers import compare_samplers, format_sampler_table, sync
 
 # The benchmark's defaults per preset are grpo.py's own (one micro-batch: one group of G), so
 # the 8B figures are d1's recipe as the trainer runs it. The toy's prompts are 47 tokens long
@@ -68,15 +70,10 @@ from sample import generate
 TOY_PROMPT_LEN = 47
 
 
-def preset_defaults(name):
-    """bench.py's flag defaults from grpo.PRESETS[name]."""
-    p = grpo.PRESETS[name]
-    # batch_size = G: one micro-batch is one group of G completions of one prompt, as on each of
-    # d1's GPUs (d1-spec §4.1)
-    return dict(prompt_len=TOY_PROMPT_LEN if name == "tiny" else p["max_prompt_length"],
-                gen_length=p["gen_length"], block_length=p["block_length"], steps=p["diffusion_steps"],
-                num_iterations=p["num_iterations"], lora_r=p["lora_r"], beta=p["beta"],
-                batch_size=p["num_generations"])
+def default_prompt_len(gargs):
+    """The benchmark's prompt length: the toy's (47 tokens), or d1's longest that the left cut lets
+    through (--max-prompt-length, 200): an upper bound on the cost."""
+    return TOY_PROMPT_LEN if gargs.preset == "tiny" else gargs.max_prompt_length
 
 
 # the tiny byte-level tokenizer's ids: 256 bytes, then BOS, EOS, mask, header start/end, end of
@@ -137,52 +134,43 @@ class PassCounter:
             h.remove()
 
 
-def sync(device):
-    if str(device).startswith("cuda"):
-        # CUDA runs kernels asynchronously: without a sync, perf_counter would time the kernel launches
-        torch.cuda.synchronize()
-
-
-def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, steps=8,
-          num_iterations=2, beta=0.04, lora_r=0, epsilon=0.5, p_mask=0.15, temperature=0.9,
-          repeats=1, seed=0, peak_tflops=989.0, lr=1e-6, autocast=False, gradient_checkpointing=False,
-          compile=False, grad_clip=0.2):
-    """Run `repeats` diffu-GRPO rounds on random prompts, through grpo.py's own phase functions
-    (rollout, score_old_ref, policy_step), and return a dict of measured numbers
-    (pass counts per round, median seconds per phase, tokens/s, peak memory, FLOP/s on GPU).
-    lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off).
-    autocast: every forward under torch.autocast(bf16), as grpo.py --autocast;
-    gradient_checkpointing: recompute each block in the policy backward."""
+def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
+    """Run `repeats` diffu-GRPO micro-batch rounds on random prompts, through grpo.py's own phase
+    functions (rollout, score_old_ref, policy_step) with the configuration that grpo.py's parsed
+    flags `gargs` describe (objective, estimator, μ, β, LoRA, precision, ...: every flag reaches the
+    phase it sets), and return a dict of measured numbers (pass counts per round, median seconds
+    per phase, tokens/s, peak memory, FLOP/s on GPU). One micro-batch is groups_per_micro groups
+    of G completions of random prompts of `prompt_len` tokens; random rewards stand in for step 2.
+    gargs.lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off)."""
     device = next(model.parameters()).device
-    cfg = model.config
-    # no block_length: one block spanning the whole completion
-    block_length = block_length or gen_length
-    model.gradient_checkpointing = gradient_checkpointing
+    cfg, G = model.config, gargs.num_generations
+    batch_size, prompt_len = gargs.groups_per_micro * G, prompt_len or default_prompt_len(gargs)
+    model.gradient_checkpointing = gargs.gradient_checkpointing
     # grpo.py's phase functions take a context factory: bf16 autocast under --autocast, else a no-op
-    amp = lambda: autocast_bf16(device.type, autocast)
-    if lora_r > 0:
-        # d1's RL adapters (alpha 64, dropout 0.05, d1-spec §4.3); the reference is the same model with
-        # them switched off, so there is no second copy of the weights
-        params = add_lora(model, r=lora_r, alpha=64.0, dropout=0.05)
+    amp = lambda: autocast_bf16(device.type, gargs.autocast)
+    if gargs.lora_r > 0:
+        # the reference is the same model with the adapters switched off: no second copy of the weights
+        params = add_lora(model, r=gargs.lora_r, alpha=gargs.lora_alpha, dropout=gargs.lora_dropout,
+                          targets=tuple(gargs.lora_targets.split(",")))
         ref_model, ref_ctx = None, lambda: lora_disabled(model)
     else:
         params = list(model.parameters())
         # full fine-tuning: a frozen copy is the reference (as grpo.py), only when β > 0
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False) if beta > 0 else None
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False) if gargs.beta > 0 else None
         ref_ctx = nullcontext
-    if compile:
+    if gargs.compile:
         # after add_lora / the 4-bit swap, so the compiled blocks are the ones that run. There is no
         # warm-up round: the first round's times include the compilation
         compile_blocks(model)
-    # a real AdamW: its two moments per trainable parameter are part of the measured peak
-    opt = torch.optim.AdamW(params, lr=lr)
+    # a real AdamW, as grpo.py: its two moments per trainable parameter are part of the measured peak
+    opt = torch.optim.AdamW(params, lr=gargs.lr, betas=(0.9, 0.99), weight_decay=gargs.weight_decay)
     counter = PassCounter(model, ref_model)
     # a CPU generator for the prompt and the random rewards, a device one for the sampler's noise
     g = torch.Generator().manual_seed(seed)
     rollout_g = torch.Generator(device=device).manual_seed(seed)  # as grpo.py: noise drawn on the device
-    # random prompt ids below mask_id (the sampler refuses mask tokens in a prompt); G = batch:
-    # one group of completions of the same prompt, as in d1
-    prompt = torch.randint(0, cfg.mask_token_id, (1, prompt_len), generator=g).repeat(batch_size, 1).to(device)
+    # random prompt ids below mask_id (the sampler refuses mask tokens in a prompt), each repeated G times
+    prompt = torch.randint(0, cfg.mask_token_id, (batch_size // G, prompt_len), generator=g)
+    prompt = prompt.repeat_interleave(G, dim=0).to(device)  # (B, P): groups of G rows, as group_prompts
     if str(device).startswith("cuda"):
         # the peak is measured from here: weights and adapters are resident; AdamW's state appears at
         # the first optimizer step, inside the window
@@ -194,27 +182,26 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
         counter.phase = "rollout"
-        completion = rollout(model, prompt, rollout_g, amp, gen_length, block_length, steps, temperature)  # (B, N)
+        completion = rollout(model, prompt, rollout_g, amp, gargs.gen_length, gargs.block_length,
+                             gargs.diffusion_steps, gargs.temperature)  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         # random rewards stand in for step 2; their group advantages for step 3
-        adv = group_advantages(torch.randn(batch_size, generator=g), batch_size).to(device)  # (B,)
+        adv = group_advantages(torch.randn(batch_size, generator=g), G, gargs.scale_std).to(device)  # (B,)
         # micro-batch index 0 keys the mask generators; no examples, since the rewards are random anyway
         batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, cfg.eos_token_id), adv=adv)
-        # μ mask seeds, new ones every round. d1 draws them at random in [0, 4096) (d1-spec §3.2); any seed
-        # costs the same, so consecutive integers do
-        seeds = list(range(r * num_iterations, (r + 1) * num_iterations))
-        # 2. old (and ref) log-probs for every mask seed, once, no grad (grpo.score_old_ref)
+        # μ mask seeds, new ones every round (any seed costs the same, so consecutive integers do)
+        seeds = list(range(r * gargs.num_iterations, (r + 1) * gargs.num_iterations))
+        # 2. old (and ref) log-probs for every mask seed, once, no grad: those the objective reads
         t0 = time.perf_counter()
         counter.phase = "old_ref"
-        score_old_ref(model, ref_model, ref_ctx, [batch], seeds, p_mask, beta, amp)
+        score_old_ref(model, ref_model, ref_ctx, [batch], seeds, gargs, amp)
         sync(device); times["old_ref"].append(time.perf_counter() - t0)
-        # 3. μ policy steps: forward with grad, loss, backward, clip, optimizer step (grpo.policy_step)
+        # 3. μ policy steps: forward with grad, the objective's loss, backward, clip, optimizer step
         t0 = time.perf_counter()
         counter.phase = "policy"
         for j, s in enumerate(seeds):
             # accum=1: one micro-batch per optimizer step, so each inner step is forward, backward, clip, AdamW
-            policy_step(model, [batch], j, s, opt, params, amp, cfg.mask_token_id, epsilon, beta, p_mask,
-                        grad_clip, accum=1)
+            policy_step(model, [batch], j, s, opt, params, gargs, amp, cfg.mask_token_id, accum=1)
         sync(device); times["update"].append(time.perf_counter() - t0)
         per_round.append(dict(counter.counts))
     counter.remove()
@@ -224,16 +211,17 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
     keys = ("rollout_fwd", "old_fwd", "ref_fwd", "policy_fwd", "policy_bwd")
     res = {"device": device_label(device), "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
            "params": param_count(model), "batch_size": batch_size, "prompt_len": prompt_len,
-           "gen_length": gen_length, "steps": steps, "num_iterations": num_iterations, "beta": beta,
-           "lora_r": lora_r, "repeats": repeats, "autocast": autocast, "compile": compile,
-           "gradient_checkpointing": gradient_checkpointing,
+           "gen_length": gargs.gen_length, "steps": gargs.diffusion_steps, "num_iterations": gargs.num_iterations,
+           "beta": gargs.beta, "lora_r": gargs.lora_r, "objective": gargs.objective, "estimator": gargs.estimator,
+           "repeats": repeats, "autocast": gargs.autocast, "compile": gargs.compile,
+           "gradient_checkpointing": gargs.gradient_checkpointing,
            # read off the modules: the 4-bit swap happens before bench() is called
            "load_in_4bit": any(type(m).__name__ == "Linear4bit" for m in model.modules()),
            "passes": {k: per_round[0].get(k, 0) for k in keys},
-           "analytic": analytic_passes(steps, num_iterations, beta),
+           "analytic": analytic_passes(gargs.diffusion_steps, gargs.num_iterations, gargs.beta, gargs.objective),
            "seconds": {k: statistics.median(v) for k, v in times.items()}}
     # generated tokens only (B x N): the prompt is given, not sampled
-    res["sampler_tokens_per_s"] = batch_size * gen_length / res["seconds"]["rollout"]
+    res["sampler_tokens_per_s"] = batch_size * gargs.gen_length / res["seconds"]["rollout"]
     res["forward_passes_per_sample"] = res["passes"]["rollout_fwd"]  # batched: B samples share each
     if str(device).startswith("cuda"):
         # what live tensors held at the peak
@@ -242,12 +230,14 @@ def bench(model, batch_size=6, prompt_len=47, gen_length=16, block_length=None, 
         # what the caching allocator holds (allocated + cached free blocks): what nvidia-smi sees
         res["peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
         res["device_memory_gib"] = torch.cuda.get_device_properties(device).total_memory / 2**30
-        L = prompt_len + gen_length
+        L = prompt_len + gargs.gen_length
         # the update phase's FLOPs: μ forwards + backwards of B sequences of L tokens. Backward is 2x the
         # forward for full fine-tuning (activation and weight gradients) -> 3x; with LoRA the frozen base
         # needs activation gradients only -> 2x (adapter FLOPs are negligible). The update time also holds
         # clipping and AdamW, so this MFU slightly understates the passes' own
-        fwdbwd = (2 if lora_r > 0 else 3) * forward_flops(model, batch_size, L) * num_iterations
+        # the estimator's rows per scored sequence (coupled and ELBO run 2) multiply the policy pass's batch
+        rows = batch_size * ESTIMATOR_ROWS[gargs.estimator]
+        fwdbwd = (2 if gargs.lora_r > 0 else 3) * forward_flops(model, rows, L) * gargs.num_iterations
         res["policy_tflops"] = fwdbwd / res["seconds"]["update"] / 1e12
         res["mfu"] = res["policy_tflops"] / peak_tflops
         res["peak_tflops"] = peak_tflops
@@ -325,78 +315,6 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
     return res
 
 
-# -----------------------------------------------------------------------------
-# the samplers side by side: exact (d1's) vs the Fast-dLLM options of sample.generate
-
-SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
-    "exact": {},
-    # Fast-dLLM options (arXiv 2505.22618; sample.generate): "prefix" reuses the keys/values of the
-    # prompt and finished blocks from each block's first step; "dual" also those of the masked suffix,
-    # so later steps forward only the block's columns; threshold 0.9 also writes every masked token
-    # of the block at least that confident, and a block can finish in fewer steps
-    "prefix cache": dict(cache="prefix"),
-    "dual cache": dict(cache="dual"),
-    "exact + threshold 0.9": dict(threshold=0.9),
-    "dual cache + threshold 0.9": dict(cache="dual", threshold=0.9),
-}
-
-
-def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, repeats=3, samplers=SAMPLERS):
-    """Greedy generation of the same prompts (B, P) with every sampler. Per sampler: median seconds
-    (after one warm-up call), generated tokens/s, model calls, canvas columns forwarded per sample
-    (the compute proxy: exact = steps x L), speed-up over exact, and greedy-token agreement with
-    exact (share of generated positions holding the same token; and of whole rows identical)."""
-    device = next(model.parameters()).device
-    calls = []  # input widths of every model call
-    # the cached samplers forward fewer columns than the canvas, so the width of each call is the cost
-    handle = model.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[1]))
-    rows, ref = {}, None
-    try:
-        for name, kw in samplers.items():
-            run = lambda: generate(model, prompt, gen_length=gen_length, block_length=block_length,
-                                   steps=steps, **kw)
-            run()  # warm-up (allocator, kernels); also the tokens (greedy: every call is the same)
-            secs = []
-            for _ in range(repeats):
-                # greedy: every repeat makes the same calls, so the last repeat's list stands for all
-                calls.clear()
-                sync(device); t0 = time.perf_counter()
-                out = run()[:, prompt.shape[1]:]  # (B, N)
-                sync(device); secs.append(time.perf_counter() - t0)
-            # the first sampler, "exact", is the reference every row is compared with
-            ref = out if ref is None else ref
-            s = statistics.median(secs)
-            rows[name] = {"seconds": s, "tokens_per_s": out.numel() / s, "model_calls": len(calls),
-                          # the compute proxy: canvas columns forwarded per sample (exact: steps x (P + N))
-                          "columns_per_sample": sum(calls),
-                          "agreement": (out == ref).float().mean().item(),
-                          "rows_identical": (out == ref).all(dim=1).float().mean().item()}
-    finally:
-        # the hook goes even when a sampler fails: the model is used again after this
-        handle.remove()
-    for r in rows.values():
-        # median seconds of the exact sampler over this one's
-        r["speedup"] = rows["exact"]["seconds"] / r["seconds"]
-    return rows
-
-
-def format_sampler_table(rows, device, setup):
-    head = ("sampler", "s/batch", "tok/s", "speed-up", "calls", "columns/sample", "agree", "rows same")
-    lines = [(name, f"{r['seconds']:.3f}", f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
-              str(r["model_calls"]), str(r["columns_per_sample"]), f"{100 * r['agreement']:.1f}%",
-              f"{100 * r['rows_identical']:.0f}%") for name, r in rows.items()]
-    w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
-    # the name column left-aligned, the numbers right-aligned
-    fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
-    return "\n".join([f"greedy sampling, {setup}, on {device}", fmt(head)] + [fmt(x) for x in lines])
-
-# -----------------------------------------------------------------------------
-# memory: measured saved activations of one policy forward, and the plan built on them, are in
-# memplan.py (probe_activations, memory_plan); --memory-plan below runs them
-
-
-# -----------------------------------------------------------------------------
-
 def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
     """Programs per second that sandbox.py scores: one rollout group of `group` programs with `n_tests`
     unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
@@ -419,30 +337,33 @@ def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
     return res
 
 
-if __name__ == "__main__":
-    # two-stage parsing: --preset is read first, its values become the full parser's defaults
-    # (p.set_defaults below), and any flag given on the command line still wins
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", type=str, default="tiny", choices=sorted(grpo.PRESETS))
-    preset = preset_defaults(pre.parse_known_args()[0].preset)
-    p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round", parents=[pre])
+def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
+    """The model a benchmark measures: the checkpoint in model_dir if it holds one, else random
+    weights of the preset's shape (tiny: the toy's; 8b: LLaDA-8B's), n_layers > 0: that many blocks.
+    -> (model, what it is), or (None, why not) for the 8B shape on a CPU."""
+    if model_dir and os.path.exists(os.path.join(model_dir, "config.json")):
+        return load(model_dir, device=device, dtype=dtype)[0], model_dir
+    if gargs.preset == "8b" and not str(device).startswith("cuda"):
+        return None, "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is ~PFLOPs); on CPU use the tiny preset"
+    # tiny: the byte tokenizer's ids; 8b: LLaDAConfig's defaults are LLaDA-8B's shape
+    config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+    if n_layers:  # e.g. 8 blocks for a full fine-tuning round: 32 blocks' fp32 AdamW state does not fit one GPU
+        config.n_layers = n_layers
+    torch.manual_seed(0)  # the same random weights on every run
+    with torch.device(device):  # built on the device: no 32 GB fp32 CPU copy of the 8B shape
+        model = LLaDA(config).to(dtype)
+    return model, f"random weights, {config.n_layers} blocks"
+
+
+def main(argv=None):
+    """`python -m tools.bench [grpo.py flags] [bench flags]`: every flag that is not the benchmark's
+    own is grpo.py's, parsed by grpo.parse_args, so the round measured is the one those flags run.
+    One micro-batch of ONE group (--groups-per-micro 1, as on each of d1's GPUs) unless given."""
+    p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round; every other flag is grpo.py's")
     p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint (default: random weights of --preset)")
-    p.add_argument("--batch-size", type=int, help="completions per round (d1's G = 6)")
-    p.add_argument("--prompt-len", type=int)
-    p.add_argument("--gen-length", type=int)
-    p.add_argument("--block-length", type=int)
-    p.add_argument("--steps", type=int, help="sampler steps")
-    p.add_argument("--num-iterations", type=int, help="μ")
-    p.add_argument("--lora-r", type=int, help="0 = full fine-tuning with a frozen reference copy")
-    p.add_argument("--beta", type=float, help="KL coefficient; 0 skips the reference passes")
-    p.add_argument("--device", type=str, default="", help="default: cuda if available")
-    p.add_argument("--dtype", type=str, default="", help="default: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--prompt-len", type=int, default=0, help="prompt tokens (default: 47 for tiny, --max-prompt-length for 8b)")
     p.add_argument("--repeats", type=int, default=1, help="rounds; times are medians")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
-    p.add_argument("--load-in-4bit", action="store_true", help="NF4 block linears (QLoRA; needs --lora-r > 0)")
-    p.add_argument("--autocast", action="store_true", help="every forward under bf16 autocast")
-    p.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in the policy backward")
-    p.add_argument("--compile", action="store_true", help="torch.compile each block (fuses the elementwise work)")
     p.add_argument("--samplers", action="store_true", help="instead of a round: exact vs cached samplers, greedy")
     p.add_argument("--policy-mfu", action="store_true", help="instead of a round: the policy forward + backward "
                    "alone, all weights with grads (full fine-tuning's compute), eager and, with --compile, compiled")
@@ -450,93 +371,77 @@ if __name__ == "__main__":
                    help="instead of a round: measure one policy forward's saved activations for the preset's "
                         "layer shapes (1- and 2-layer models, runs on CPU) and print the peak-memory plan")
     p.add_argument("--world-size", type=int, default=8, help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
-    p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by sandbox.py, "
+    p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by lib/sandbox.py, "
                    "a G = 6 group with 10 tests each, one by one vs batched")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
-    p.set_defaults(**preset)
-    args = p.parse_args()
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args, rest = p.parse_known_args(argv)
+    gargs = grpo.parse_args(["--groups-per-micro", "1", *rest])  # later flags win: an explicit one overrides
+    device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # the default precision is grpo.py's: bf16 on GPU, fp32 on CPU
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
-    # tiny: the CPU model of the tests and the toy run; 8b: LLaDAConfig's defaults are LLaDA-8B's shape
-    config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if args.preset == "tiny" else LLaDAConfig()
+    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    B, P = gargs.groups_per_micro * gargs.num_generations, args.prompt_len or default_prompt_len(gargs)
     if args.sandbox:  # no model: the code reward's execution cost
         res = bench_sandbox(repeats=max(3, args.repeats))
         print(f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests: sequential "
               f"{res['sequential_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
               f"{res['batched_programs_per_s']:.1f} programs/s ({res['speedup']:.2f}x)")
     elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
+        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
         # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
-        probe = probe_activations(config, args.batch_size, args.prompt_len, args.gen_length,
-                                  torch.bfloat16, args.lora_r, args.load_in_4bit, device=device)
-        L = args.prompt_len + args.gen_length
+        probe = probe_activations(config, B, P, gargs.gen_length, torch.bfloat16, gargs.lora_r, gargs.load_in_4bit,
+                                  device=device)
         res = {"probe": probe, "device": device_label(device)}
-        print(f"saved activations of one policy forward, B {args.batch_size}, L {L} (measured on "
+        print(f"saved activations of one policy forward, B {B}, L {P + gargs.gen_length} (measured on "
               f"{res['device']}, bf16): {probe['per_block'] / 2**30:.3f} GiB per block "
               f"({probe['per_block_ckpt'] / 2**30:.3f} checkpointed), {probe['depth1'] / 2**30:.3f} GiB "
               f"for a 1-block model")
-        # two plans: without and with gradient checkpointing
-        for ckpt in (False, True):
-            plan = memory_plan(config, args.batch_size, args.gen_length, probe, args.lora_r,
-                               args.load_in_4bit, ckpt, args.world_size, args.beta)
+        for ckpt in (False, True):  # two plans: without and with gradient checkpointing
+            plan = memory_plan(config, B, gargs.gen_length, probe, gargs.lora_r, gargs.load_in_4bit, ckpt,
+                               args.world_size, gargs.beta)
             res[f"plan_checkpointing_{ckpt}"] = plan
-            what = f"LoRA r {args.lora_r}" + (" on NF4" if args.load_in_4bit else "") if args.lora_r \
+            what = f"LoRA r {gargs.lora_r}" + (" on NF4" if gargs.load_in_4bit else "") if gargs.lora_r \
                 else f"full fine-tuning, FSDP2 over {args.world_size} GPUs"
             print(f"\npeak memory per GPU, {what}, {config.n_layers} layers, gradient checkpointing "
                   f"{'on' if ckpt else 'off'} (GiB):")
             print("\n".join(f"  {k:<48} {v:6.2f}" for k, v in plan.items()))
-    else:  # a round (or the sampler table) on a real model
-        if args.preset == "8b" and not device.startswith("cuda"):
-            sys.exit("bench.py --preset 8b needs a GPU: LLaDA-8B's shape is ~16 GB of bf16 weights and a round "
-                     "is ~PFLOPs; on CPU use --preset tiny")
-        # the same random weights on every run
-        torch.manual_seed(0)
-        if args.model_dir:
-            model = load(args.model_dir, device=device, dtype=dtype)[0]
-        else:
-            with torch.device(device):  # build in place: no 32 GB fp32 CPU copy of the 8B shape
-                model = LLaDA(config).to(dtype)
-        if args.load_in_4bit:
-            if not args.lora_r:
-                sys.exit("--load-in-4bit freezes the base weights: it needs --lora-r > 0")
-            quantize_blocks(model)
-        # the policy pass alone, eager first: compile_blocks compiles the model in place, so the eager
-        # figure has to be taken before it
+    else:  # a round, the policy pass alone, or the sampler table, on a real model
+        model, source = preset_model(gargs, device, dtype, args.model_dir)
+        if model is None:
+            sys.exit(f"tools.bench --preset 8b: {source}")
         if args.policy_mfu:
-            res = {"device": device_label(device), "batch_size": args.batch_size,
-                   "seq_len": args.prompt_len + args.gen_length, "eager": policy_mfu(
-                       model, args.batch_size, args.prompt_len, args.gen_length, peak_tflops=args.peak_tflops)}
-            if args.compile:
-                res["compiled"] = policy_mfu(compile_blocks(model), args.batch_size, args.prompt_len,
-                                             args.gen_length, peak_tflops=args.peak_tflops)
+            # the policy pass alone, eager first: compile_blocks compiles the model in place
+            res = {"device": device_label(device), "batch_size": B, "seq_len": P + gargs.gen_length,
+                   "eager": policy_mfu(model, B, P, gargs.gen_length, peak_tflops=args.peak_tflops)}
+            if gargs.compile:
+                res["compiled"] = policy_mfu(compile_blocks(model), B, P, gargs.gen_length, peak_tflops=args.peak_tflops)
             for k in [k for k in ("eager", "compiled") if k in res]:
                 r = res[k]
-                print(f"policy fwd+bwd {k}, B {args.batch_size}, L {res['seq_len']}: {r['seconds']:.3f} s, "
+                print(f"policy fwd+bwd {k}, B {B}, L {res['seq_len']}: {r['seconds']:.3f} s, "
                       f"{r['tflops']:.1f} TFLOP/s, MFU {100 * r['mfu']:.1f} % of {args.peak_tflops:g}"
                       + (f", peak {r['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in r else ""))
         elif args.samplers:
-            # eval mode (no dropout) and greedy (generate's default temperature 0): every output is
-            # deterministic, so a disagreement with the exact sampler is the cache / threshold's doing
+            # eval mode and greedy: every output is deterministic, so a disagreement with the exact sampler is
+            # the cache / threshold's doing
             model.eval()
-            if args.compile:
+            if gargs.compile:
                 compile_blocks(model)
-            g = torch.Generator().manual_seed(0)
-            # B different random prompts of prompt_len tokens each, so no padding
-            prompt = torch.randint(0, model.config.mask_token_id, (args.batch_size, args.prompt_len), generator=g)
-            rows = compare_samplers(model, prompt.to(device), args.gen_length, args.block_length or args.gen_length,
-                                    args.steps, args.repeats)
-            setup = (f"B {args.batch_size}, prompt {args.prompt_len}, gen {args.gen_length}, block "
-                     f"{args.block_length or args.gen_length}, steps {args.steps}, median of {args.repeats}")
+            # B different random prompts of P tokens each, so no padding
+            prompt = torch.randint(0, model.config.mask_token_id, (B, P), generator=torch.Generator().manual_seed(0))
+            rows = compare_samplers(model, prompt.to(device), gargs.gen_length, gargs.block_length,
+                                    gargs.diffusion_steps, args.repeats)
+            setup = (f"B {B}, prompt {P}, gen {gargs.gen_length}, block {gargs.block_length}, steps "
+                     f"{gargs.diffusion_steps}, median of {args.repeats}")
             print(format_sampler_table(rows, device_label(device), setup))
             res = {"samplers": rows, "setup": setup, "device": device_label(device)}
         else:
-            res = bench(model, batch_size=args.batch_size, prompt_len=args.prompt_len, gen_length=args.gen_length,
-                        block_length=args.block_length, steps=args.steps, num_iterations=args.num_iterations,
-                        beta=args.beta, lora_r=args.lora_r, repeats=args.repeats, peak_tflops=args.peak_tflops,
-                        autocast=args.autocast, gradient_checkpointing=args.gradient_checkpointing,
-                        compile=args.compile)
+            if gargs.load_in_4bit:  # QLoRA, d1's recipe: NF4 blocks here, bench() adds the adapters on top
+                quantize_blocks(model)
+            res = bench(model, gargs, P, repeats=args.repeats, peak_tflops=args.peak_tflops)
             print(format_table(res))
-    # the same numbers as printed, for gpu_check.py and for comparing runs
-    if args.json:
+    if args.json:  # the same numbers as printed, for gpu_check.py and for comparing runs
         with open(args.json, "w") as f:
             json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

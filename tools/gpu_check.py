@@ -8,7 +8,7 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
                   4-bit + LoRA, --compile), eval.py, and sft / grpo / eval under
                   torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
   3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
-                  d1's QLoRA round (bench.py --preflight --preset 8b: G 6, prompt 200 + gen 256,
+                  d1's QLoRA round (python -m tools.preflight --preset 8b: G 6, prompt 200 + gen 256,
                   block 32, 128 steps, μ 12, LoRA r 128 on NF4), the bf16 LoRA round (compiled),
                   a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
                   the policy forward + backward alone for MFU (eager and compiled), and the exact
@@ -23,9 +23,9 @@ crash does not take the rest down, and the 8B checks run one at a time on an oth
 Needs torch with CUDA, transformers, safetensors, tqdm, numpy, pytest, and bitsandbytes for the
 4-bit checks; uses the Python it runs under (a GPU box's own torch, not the CPU venv).
 Run:
-    make gpu-check                         # = python3 gpu_check.py
-    python3 gpu_check.py --skip 8b         # CUDA correctness only, ~2 min
-    python3 gpu_check.py --skip tests,scripts --out-dir out/gpu-8b
+    make gpu-check                         # = python3 -m tools.gpu_check
+    python3 -m tools.gpu_check --skip 8b         # CUDA correctness only, ~2 min
+    python3 -m tools.gpu_check --skip tests,scripts --out-dir out/gpu-8b
 """
 import argparse
 import importlib.util
@@ -90,7 +90,7 @@ def read_json(path):
 
 
 def summarize_round(path):
-    """One line from a bench.py --preflight JSON: phases, tokens/s, memory, MFU."""
+    """One line from a tools.preflight JSON: phases, tokens/s, memory, MFU."""
     # a closure: the JSON exists only once the check has run, so it is read then (finish calls it)
     def f():
         r = read_json(path)

@@ -7,14 +7,13 @@ states are COUNTED. On an H100 the plan was 6 % above the measured peak of d1's 
 (29.3 vs 27.6 GiB; README, Performance).
 
 Run (through bench.py, on CPU is fine: ~1 min, ~8 GB RAM for the 8B widths):
-    python bench.py --preset 8b --memory-plan --load-in-4bit     # QLoRA, one GPU
-    python bench.py --preset 8b --memory-plan --lora-r 0         # full fine-tuning, FSDP2 over 8
+    python -m tools.bench --preset 8b --memory-plan                 # QLoRA (the 8b preset is 4-bit)
+    python -m tools.bench --preset 8b --memory-plan --lora-r 0 --no-load-in-4bit        # full fine-tuning, FSDP2 over 8
 """
 import torch
 
 from lib.adapters import add_lora, quantize_blocks
-from grpo import mask_generator
-from logprob import one_step_logprobs
+from logprob import mask_generator, one_step_logprobs
 from model import LLaDA, LLaDAConfig
 
 
@@ -63,7 +62,7 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
                 # and/or carrying adapters
                 quantize_blocks(m)
             if lora_r:
-                # d1's RL adapters (alpha 64, dropout 0.05, d1-spec §4.3); each saves its dropped-out fp32 input
+                # d1's RL adapters (alpha 64, dropout 0.05, docs/d1.md §4.3); each saves its dropped-out fp32 input
                 add_lora(m, r=lora_r, alpha=64.0, dropout=0.05)
             m.gradient_checkpointing = ckpt
             # train mode, as grpo.policy_step: LoRA dropout is active in the policy pass

@@ -1,6 +1,6 @@
 """
-preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
-launch and project its wall-clock (the cost model is in bench.py's docstring).
+tools/preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
+launch and project its wall-clock (the cost model is in tools/bench.py's docstring).
 
 The flags are grpo.py's own, parsed by grpo.parse_args, so presets and defaults are exactly the
 trainer's. One micro-batch round (groups_per_micro groups of G: rollout, old/ref log-probs, μ
@@ -16,27 +16,23 @@ logging and checkpoints are left out (seconds per round against minutes). The pr
 --max-prompt-length tokens, the longest d1's left cut lets through: an upper bound.
 
 Run:
-    python preflight.py --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
-    python bench.py --preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
-    python preflight.py --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
+    python -m tools.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
+    python -m tools.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
+    python -m tools.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
 """
 import argparse
 import json
 import math
-import os
 
 import torch
 
 import grpo
 from lib.adapters import quantize_blocks
-from tools.bench import TINY_IDS, bench, format_table
-from lib.checkpoint import load
-from model import TINY_CONFIG
-from model import LLaDA, LLaDAConfig
+from tools.bench import bench, format_table, preset_model
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
 
-# d1's trained optimizer steps per task (d1-spec §4.3, its issue #25); a round is μ steps
+# d1's trained optimizer steps per task (docs/d1.md §4.3, its issue #25); a round is μ steps
 D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
 
 
@@ -65,22 +61,9 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
     dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
     # a real checkpoint where --model-dir holds one; "--model-dir none" (no config.json): random weights
-    if os.path.exists(os.path.join(gargs.model_dir, "config.json")):
-        model, source = load(gargs.model_dir, device=device, dtype=dtype)[0], gargs.model_dir
-    elif gargs.preset == "8b" and device == "cpu":
-        return {"model": "8B shape", "error": "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is "
-                                              "~PFLOPs); on CPU preflight the tiny preset"}
-    else:
-        # tiny: the byte tokenizer's ids (bench.TINY_IDS); 8b: LLaDAConfig's defaults are LLaDA-8B's shape
-        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
-        # --layers: a shallower model, e.g. 8 blocks for a full fine-tuning round, since all 32 blocks'
-        # fp32 weights + grads + AdamW states do not fit one GPU
-        if n_layers:
-            config.n_layers = n_layers
-        torch.manual_seed(0)
-        with torch.device(device):  # built on the device: no fp32 CPU copy of the 8B shape
-            model = LLaDA(config).to(dtype)
-        source = f"random weights, {config.n_layers} blocks"
+    model, source = preset_model(gargs, device, dtype, gargs.model_dir, n_layers)
+    if model is None:
+        return {"model": "8B shape", "error": source}
     # QLoRA, d1's recipe: the blocks become NF4 in place here, and bench() then adds the adapters on top
     if gargs.load_in_4bit:
         quantize_blocks(model)
@@ -88,20 +71,14 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
     res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
                                                       "max_prompt_length", "gen_length", "block_length",
                                                       "diffusion_steps", "num_iterations", "beta", "lora_r",
-                                                      "load_in_4bit", "gradient_checkpointing", "compile")},
+                                                      "load_in_4bit", "gradient_checkpointing", "compile",
+                                                      "objective", "estimator")},
            "model": source}
     try:
         # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.
-        # The prompt is max_prompt_length tokens, the longest that d1's left cut lets through (d1-spec §2.4):
+        # The prompt is max_prompt_length tokens, the longest that d1's left cut lets through (docs/d1.md §2.4):
         # an upper bound on the cost
-        res.update(bench(model, batch_size=gargs.groups_per_micro * gargs.num_generations,
-                         prompt_len=gargs.max_prompt_length, gen_length=gargs.gen_length,
-                         block_length=gargs.block_length, steps=gargs.diffusion_steps,
-                         num_iterations=gargs.num_iterations, beta=gargs.beta, lora_r=gargs.lora_r,
-                         epsilon=gargs.epsilon, p_mask=gargs.p_mask, temperature=gargs.temperature,
-                         repeats=repeats, peak_tflops=peak_tflops, lr=gargs.lr, autocast=gargs.autocast,
-                         gradient_checkpointing=gargs.gradient_checkpointing, compile=gargs.compile,
-                         grad_clip=gargs.grad_clip))
+        res.update(bench(model, gargs, gargs.max_prompt_length, repeats=repeats, peak_tflops=peak_tflops))
     except torch.cuda.OutOfMemoryError as e:
         # out of memory is an answer, not a crash: the report says this configuration does not fit
         res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
@@ -142,7 +119,7 @@ def format_preflight(res):
 
 
 def main(argv=None):
-    """`python preflight.py [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
+    """`python -m tools.preflight [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
     returns the exit status (1 when the round could not run, e.g. out of memory)."""
     extra = argparse.ArgumentParser(description="measure one round of the grpo.py run these flags describe "
                                     "and project its wall-clock; every other flag is grpo.py's")

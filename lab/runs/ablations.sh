@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # d1's ablations in miniature on the toy of `make run`: from each seed's SFT checkpoint (out/toy/seed*/sft,
-# written by runs/toy.sh), diffu-GRPO at the toy defaults (mu 2, p_mask 0.15, random prompt mask, one-step
+# written by lab/runs/toy.sh), diffu-GRPO at the toy defaults (mu 2, p_mask 0.15, random prompt mask, one-step
 # estimator) and one variant per knob, each with the held-out curve (--eval-every 5). Then the table and the
-# curves: study_ablations.py. Two runs at a time (2 cores), single-threaded each.
-# Every run is at lr 3e-4, the toy default when the README's table was measured (the default is 1e-4
-# since 2026-11-24): this script regenerates that table; drop LR_FLAGS to ablate around today's default.
-# Usage: bash runs/ablations.sh [seeds...]   (default: 0 1 2); outputs in out/ablate/<variant>/seed*/
+# curves: python -m lab.study_ablations. Two runs at a time (2 cores), single-threaded each.
+# Every run is at lr 3e-4, the lr of the table in docs/findings.md (grpo.py's toy default is 1e-4, see
+# docs/LOG.md): this script regenerates that table; drop LR_FLAGS to ablate around today's default.
+# Usage: bash lab/runs/ablations.sh [seeds...]   (default: 0 1 2); outputs in out/ablate/<variant>/seed*/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
@@ -17,7 +17,7 @@ VARIANTS=("default:" "fixed-mask:--fixed-mask-seed"                             
           "p_mask0:--p-mask 0" "p_mask0.3:--p-mask 0.3"
           "coupled:--estimator coupled" "elbo:--estimator elbo")   # 2 rows each: compare with mu4's cost too
 for s in $SEEDS; do
-    [ -f "out/toy/seed$s/sft/config.json" ] || bash runs/toy.sh "$s"
+    [ -f "out/toy/seed$s/sft/config.json" ] || bash lab/runs/toy.sh "$s"
 done
 start=$(date +%s)
 jobs_file=$(mktemp)

@@ -5,13 +5,13 @@
 # Part 1, as a new user met it (lr 3e-4, the toy default then): SFT on clean labels for 150 steps, then
 #   diffu-GRPO with the held-out curve (--eval-every 5) and one variant per suspect: prompt mask off,
 #   coupled and ELBO estimators, a 6x larger batch (also at lr 1e-4); then the agreement between the
-#   gradients of independent batches (study_signal.py) for the clean and the incomplete-label SFT models.
+#   gradients of independent batches (python -m lab.study_signal) for the clean and the incomplete-label SFT models.
 # Part 2, the settings tried to make RL help (lr 1e-4, today's default): SFT on clean labels at sft.py's
 #   default 400 steps, then diffu-GRPO at its defaults (a) on the same puzzles (2-5 blanks) and
 #   (b) easy-to-hard: RL on unlabelled 4-7 blank puzzles, evaluated on held-out 4-7 blank puzzles.
 # Roughly 40 + 25 min for 3 seeds on 2 cores (the parts were measured run by run, with these flags;
 # the script as a whole has not been timed).
-# Usage: bash runs/clean_label.sh [seeds...]   (default: 0 1 2); outputs in out/clean/seed*/
+# Usage: bash lab/runs/clean_label.sh [seeds...]   (default: 0 1 2); outputs in out/clean/seed*/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}

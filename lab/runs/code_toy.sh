@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The CPU code toy on the tiny model, end to end, for 3 seeds (programming by example, pbe.py):
+# The CPU code toy on the tiny model, end to end, for 3 seeds (programming by example, lib/pbe.py):
 #   make the tiny LLaDA -> masked SFT on (shown pairs -> one-line function) -> diffu-GRPO with d1's
-#   coding reward (first ```python fence, every hidden `assert` run in sandbox.py) -> greedy eval of both
+#   coding reward (first ```python fence, every hidden `assert` run in lib/sandbox.py) -> greedy eval of both
 #   checkpoints on functions of held-out semantic classes -> the table.
 # The same path as the real code task: rewards.coding_reward, sandbox.run_batch, eval.py's JSONL + manifest.
-# Usage: bash runs/code_toy.sh [seeds...]   (default: 0 1 2); outputs in out/code_toy/seed*/
+# Usage: bash lab/runs/code_toy.sh [seeds...]   (default: 0 1 2); outputs in out/code_toy/seed*/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}

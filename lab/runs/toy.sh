@@ -3,7 +3,7 @@
 #   make the tiny LLaDA -> masked SFT on a few labelled easy puzzles -> diffu-GRPO on unlabelled
 #   harder puzzles -> greedy eval of both checkpoints on held-out puzzles -> the table.
 # The seeds run as parallel single-threaded processes (2 cores: faster than one after another).
-# Usage: bash runs/toy.sh [seeds...]   (default: 0 1 2); outputs in out/toy/seed*/
+# Usage: bash lab/runs/toy.sh [seeds...]   (default: 0 1 2); outputs in out/toy/seed*/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}

@@ -1,0 +1,176 @@
+"""
+The plumbing that sft.py and grpo.py share, each piece behind one call, so that the two trainers
+read as their algorithm: the flags both take, the up-front checks of a run, the set-up of the
+policy (LoRA, the reference, compilation), the bookkeeping of --resume, and the stop of a stalled
+run. Not a script; nothing here knows which of the two trainers calls it.
+"""
+import argparse
+import os
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+
+from lib.adapters import add_lora, lora_disabled
+from lib.checkpoint import from_pretrained, load
+from model import BLOCK_LINEARS, compile_blocks
+from ops.checks import check_model_dir, require
+from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
+from ops.metrics import log_metrics
+from ops.resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights
+
+# the flags a --resume may change without a note: how long to run, how often to save, where to stop
+RESUME_MAY_CHANGE = {"rounds", "max_steps", "epochs", "resume", "force", "save_every", "keep_last", "eval_every",
+                     "dist_timeout", "max_bad_steps"}
+
+
+def add_training_flags(parser):
+    """The flags both trainers take: the data, the model's set-up, the optimizer, saves and resume,
+    and the system. Where the two differ (LoRA rank and alpha, lr, ...), each script's set_defaults
+    gives the value, so every flag still has a working default."""
+    d = parser.add_argument_group("data (shared by sft.py and grpo.py)")
+    d.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | a task of tasks.py: s1k for "
+                   "SFT; gsm8k, math, countdown, sudoku, code (KodCode), leetcode, ... for RL (a comma list)")
+    d.add_argument("--data", type=str, default="", help="local data file(s), a comma list matching --task")
+    d.add_argument("--num-examples", type=int, help="toy / pbe: generated items (labelled for SFT, not for RL)")
+    d.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
+    d.add_argument("--data-seed", type=int, default=0, help="toy / pbe: seed of the train/test split (grids / "
+                   "function classes), the same in sft.py, grpo.py and eval.py")
+    g = parser.add_argument_group("model, optimizer, saves and system (shared by sft.py and grpo.py)")
+    g.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning")
+    g.add_argument("--lora-alpha", type=float, help="LoRA alpha")
+    g.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout (training passes only)")
+    g.add_argument("--lora-targets", type=str, help=f"comma list of {BLOCK_LINEARS}")
+    g.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, default=False,
+                   help="NF4 base weights (QLoRA; needs --lora-r > 0)")
+    g.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    g.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and AdamW "
+                   "state sharded over ranks, fp32 masters, bf16 compute on GPU (needs --lora-r 0, no 4-bit)")
+    g.add_argument("--lr", type=float, help="AdamW learning rate")
+    g.add_argument("--weight-decay", type=float, help="AdamW weight decay")
+    g.add_argument("--grad-clip", type=float, help="max gradient norm (0: no clipping, the norm is still logged)")
+    g.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
+    g.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its newest complete save")
+    g.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
+                   "(deletes its saves, log and model)")
+    g.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a row "
+                   "with a non-finite loss or gradient (each one is skipped)")
+    g.add_argument("--seed", type=int, default=0, help="random seed")
+    g.add_argument("--device", type=str, default="", help="cpu | cuda (default: cuda if available)")
+    g.add_argument("--dtype", type=str, default="", help="float32 | bfloat16 weights (default: bf16 on GPU, fp32 on "
+                   "CPU; with --fsdp fp32 masters); also the dtype of the saved model")
+    g.add_argument("--autocast", action="store_true", help="every forward under torch.autocast(bf16), weights stay "
+                   "in --dtype (works on CPU; refused with --fsdp on GPU, whose mixed precision computes in bf16)")
+    g.add_argument("--backend", type=str, default="", help="DDP backend (default: nccl on GPU, gloo on CPU)")
+    g.add_argument("--dist-timeout", type=int, default=DIST_TIMEOUT_S, help="seconds a collective waits for a lost "
+                   "rank before this one stops with a message")
+
+
+def check_model_and_out_dir(args, missing_hint="", default_dir=None):
+    """The last up-front checks of a run: the start model's headers (no weights loaded), and what
+    --out-dir already holds (another run is refused unless --resume or --force)."""
+    if missing_hint:  # a missing start model, named with what writes it
+        require(os.path.isdir(args.model_dir), f"no model in {args.model_dir}: {missing_hint}")
+    check_model_dir(args.model_dir, default_dir=default_dir)
+    check_run_dir(args)  # last: --force deletes
+
+
+def load_policy(args, run):
+    """The start model with its LoRA adapters (if any), not yet wrapped for DDP / FSDP.
+    -> (model, tokenizer, ref_context): inside ref_context the model IS the reference policy
+    (adapters switched off); for full fine-tuning a do-nothing context (see load_reference)."""
+    # --load-in-4bit (d1's RL): NF4 base with double quantization, bf16 compute (docs/d1.md §4.3)
+    model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
+    ref_context = nullcontext
+    if args.lora_r > 0:
+        add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
+                 targets=tuple(args.lora_targets.split(",")))
+        # π_ref costs no second copy of the weights: the frozen base IS the reference (d1: disable_adapter(),
+        # docs/d1.md §3.2). It never moves: d1's sync_ref_model is a no-op under PEFT
+        ref_context = lambda: lora_disabled(model)
+    model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
+    if getattr(args, "compile", False):  # grpo.py --compile, never with --fsdp (its check_args)
+        compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
+    return model, tokenizer, ref_context
+
+
+def load_reference(args, run):
+    """Full fine-tuning with β > 0: a frozen copy of the START model (--model-dir), loaded after the
+    policy is sharded so that a GPU never holds two full copies, and sharded the same way. It never
+    trains, so it needs no fp32 masters: save_dtype. With LoRA (the reference is the base, adapters
+    off) or β = 0 (nothing to compare against): None."""
+    if args.lora_r > 0 or not getattr(args, "beta", 0):  # sft.py has no reference at all
+        return None
+    ref_model = from_pretrained(args.model_dir, dtype=run.save_dtype, device=run.device).eval()
+    if args.fsdp:  # no optimizer, no gradients
+        shard_model(ref_model.requires_grad_(False), run.device_type)
+    return ref_model
+
+
+@dataclass
+class Policy:
+    """What build_policy sets up for a trainer's loop."""
+    raw: object          # the unwrapped (under FSDP: sharded in place) policy: sampler, eval, saves
+    model: object        # the same policy wrapped for the training passes (DDP), or `raw` itself
+    tokenizer: object
+    ref_model: object    # the frozen reference copy of full fine-tuning with β > 0, else None
+    ref_context: object  # the context in which `raw` is the reference (LoRA adapters off), else a no-op
+    params: list         # the trainable tensors: the LoRA matrices, or every parameter
+    optimizer: object    # AdamW over `params`
+    step: int            # the step or round to start from: 0, or the resumed save's
+    extras: dict         # the resumed save's script extras (sft.py: data generator, best eval loss), else None
+
+
+def build_policy(args, run, betas, unit, republish=True):
+    """Load -> LoRA -> resumed weights -> DDP / FSDP -> reference -> AdamW -> resumed optimizer
+    state: the order FSDP needs, since sharding replaces every parameter by a DTensor that the
+    optimizer must hold. With --resume the newest complete save is put back (ops/resume.py) and
+    the run goes on from its step (`unit`: "step" or "round", for the message)."""
+    raw, tokenizer, ref_context = load_policy(args, run)
+    resumed_from, state = resume_weights(args, run, raw)  # before any sharding
+    model = wrap_for_training(raw, run, args.fsdp)
+    ref_model = load_reference(args, run)
+    params = [p for p in raw.parameters() if p.requires_grad]  # read AFTER sharding (FSDP's are DTensors)
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=betas, weight_decay=args.weight_decay)
+    step, extras = 0, None
+    if state is not None:
+        step, extras = resume_run(args, run, raw, optimizer, state, resumed_from, unit,
+                                  republish(state) if callable(republish) else republish)
+        del state  # may hold the optimizer state and, under FSDP, the fp32 masters (LLaDA-8B: 32 GB)
+    if run.master:
+        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw.num_params():,}")
+    return Policy(raw, model, tokenizer, ref_model, ref_context, params, optimizer, step, extras)
+
+
+def resume_run(args, run, model, optimizer, state, resumed_from, unit, republish=True):
+    """--resume's bookkeeping once the optimizer exists: its state put back (a collective under
+    FSDP), one line naming the save, a note for every flag that differs from the saved run's
+    (except RESUME_MAY_CHANGE), and the save published again as the run's model when `republish`
+    (the crash may have torn the last publish). -> the save's step and the script's own extras."""
+    restore_optimizer(args, run, model, optimizer, state)
+    if run.master:
+        changed = {k: (v, getattr(args, k)) for k, v in state["args"].items()
+                   if k not in RESUME_MAY_CHANGE and getattr(args, k, v) != v}
+        print(f"resumed from {resumed_from} at {unit} {state['step']}" +
+              "".join(f"\n  note: --{k.replace('_', '-')} was {a}, now {b}" for k, (a, b) in changed.items()))
+        if republish:
+            publish(resumed_from, args.out_dir)
+    return state["step"], state.get("extras")
+
+
+def stop_if_stalled(bad_steps, args, run, metrics_file, record, where, hint="lower --lr, or check the data"):
+    """--max-bad-steps optimizer steps in a row were skipped (a non-finite loss or gradient norm on
+    some rank, ddp.step_if_finite): the weights are still finite, but training has stalled. Log
+    the step's record, name the last complete save, and exit 1 on every rank together."""
+    if bad_steps < args.max_bad_steps:
+        return
+    last = complete_saves(args.out_dir)
+    if run.master:
+        log_metrics(metrics_file, record)
+        print(f"stopping {where}: {bad_steps} optimizer steps in a row had a non-finite loss or gradient norm and "
+              f"were skipped (weights and AdamW state untouched). Last complete save: "
+              f"{last[-1][1] if last else 'none'}; {hint}", file=sys.stderr)
+        metrics_file.close()
+    finish(run)
+    sys.exit(1)

@@ -1,0 +1,90 @@
+"""
+The samplers side by side: the exact sampler (LLaDA's and d1's) against sample.generate's
+Fast-dLLM options (prefix / dual KV cache, confidence threshold), greedy, on the same prompts:
+seconds, tokens/s, speed-up, model calls, canvas columns forwarded, and the share of tokens on
+which each agrees with the exact sampler. Run through tools/bench.py:
+
+    python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
+    python -m tools.bench --preset 8b --no-load-in-4bit --samplers --compile      # one GPU
+"""
+import statistics
+import time
+
+import torch
+
+from sample import generate
+
+
+def sync(device):
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()  # CUDA runs kernels asynchronously: time the kernels, not their launches
+
+
+SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
+    "exact": {},
+    # Fast-dLLM options (arXiv 2505.22618; sample.generate): "prefix" reuses the keys/values of the
+    # prompt and finished blocks from each block's first step; "dual" also those of the masked suffix,
+    # so later steps forward only the block's columns; threshold 0.9 also writes every masked token
+    # of the block at least that confident, and a block can finish in fewer steps
+    "prefix cache": dict(cache="prefix"),
+    "dual cache": dict(cache="dual"),
+    "exact + threshold 0.9": dict(threshold=0.9),
+    "dual cache + threshold 0.9": dict(cache="dual", threshold=0.9),
+}
+
+
+def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, repeats=3, samplers=SAMPLERS):
+    """Greedy generation of the same prompts (B, P) with every sampler. Per sampler: median seconds
+    (after one warm-up call), generated tokens/s, model calls, canvas columns forwarded per sample
+    (the compute proxy: exact = steps x L), speed-up over exact, and greedy-token agreement with
+    exact (share of generated positions holding the same token; and of whole rows identical)."""
+    device = next(model.parameters()).device
+    calls = []  # input widths of every model call
+    # the cached samplers forward fewer columns than the canvas, so the width of each call is the cost
+    handle = model.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[1]))
+    rows, ref = {}, None
+    try:
+        for name, kw in samplers.items():
+            run = lambda: generate(model, prompt, gen_length=gen_length, block_length=block_length,
+                                   steps=steps, **kw)
+            run()  # warm-up (allocator, kernels); also the tokens (greedy: every call is the same)
+            secs = []
+            for _ in range(repeats):
+                # greedy: every repeat makes the same calls, so the last repeat's list stands for all
+                calls.clear()
+                sync(device); t0 = time.perf_counter()
+                out = run()[:, prompt.shape[1]:]  # (B, N)
+                sync(device); secs.append(time.perf_counter() - t0)
+            # the first sampler, "exact", is the reference every row is compared with
+            ref = out if ref is None else ref
+            s = statistics.median(secs)
+            rows[name] = {"seconds": s, "tokens_per_s": out.numel() / s, "model_calls": len(calls),
+                          # the compute proxy: canvas columns forwarded per sample (exact: steps x (P + N))
+                          "columns_per_sample": sum(calls),
+                          "agreement": (out == ref).float().mean().item(),
+                          "rows_identical": (out == ref).all(dim=1).float().mean().item()}
+    finally:
+        # the hook goes even when a sampler fails: the model is used again after this
+        handle.remove()
+    for r in rows.values():
+        # median seconds of the exact sampler over this one's
+        r["speedup"] = rows["exact"]["seconds"] / r["seconds"]
+    return rows
+
+
+def format_sampler_table(rows, device, setup):
+    head = ("sampler", "s/batch", "tok/s", "speed-up", "calls", "columns/sample", "agree", "rows same")
+    lines = [(name, f"{r['seconds']:.3f}", f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
+              str(r["model_calls"]), str(r["columns_per_sample"]), f"{100 * r['agreement']:.1f}%",
+              f"{100 * r['rows_identical']:.0f}%") for name, r in rows.items()]
+    w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
+    # the name column left-aligned, the numbers right-aligned
+    fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
+    return "\n".join([f"greedy sampling, {setup}, on {device}", fmt(head)] + [fmt(x) for x in lines])
+
+# -----------------------------------------------------------------------------
+# memory: measured saved activations of one policy forward, and the plan built on them, are in
+# memplan.py (probe_activations, memory_plan); --memory-plan below runs them
+
+
+# -----------------------------------------------------------------------------
