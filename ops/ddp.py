@@ -22,6 +22,7 @@ FSDP2 (torch.distributed.fsdp.fully_shard) in a few functions:
   load_full_optimizer_state the reverse: rank 0's dict is broadcast and re-sharded
 The gathers are collectives: every rank must call them, even though only rank 0 writes.
 """
+import ctypes
 import datetime
 import json
 import math
@@ -99,12 +100,26 @@ def lost_rank_hook(rank, previous):
 
 def finish(run):
     """The last line of a script under a process group: wait for every rank (rank 0 may still be
-    writing a save), then tear the group down together. Without the barrier a rank that finished
-    first destroyed gloo's pairs under the others, and one in 10-100 runs died of SIGABRT
-    ("terminate called without an active exception") after its work was done."""
+    writing a save), then tear the group down together, leaving gloo's worker threads nothing of
+    Python's to free while the interpreter shuts down."""
     if run.distributed:
         import torch.distributed as dist
-        dist.barrier()
+        # What races with what: gloo runs each collective on one of its worker threads, which may
+        # drop its own reference to it after the caller's wait() has returned. If that reference is
+        # the last and the collective holds a tensor Python also knows (an all-reduced flag or
+        # metric), freeing it takes the GIL (torch decrefs the tensor's Python object). The workers
+        # outlive destroy_process_group: they stop with the group's last reference, which DDP's
+        # reducer or FSDP's mesh keeps until Python tears the script's globals down. So the main
+        # thread may already be finalizing the interpreter, and CPython ends a thread that asks for
+        # the GIL then by unwinding it, here through a noexcept destructor: std::terminate, SIGABRT
+        # after "done". The barrier makes it likely: it keeps a weak reference to every collective a
+        # worker has not let go of yet, and whoever frees the barrier frees those with it.
+        # So this barrier's Work is never freed (a few bytes, once per process): the collectives a
+        # worker still held are freed with it, i.e. never (those it had let go of were freed before
+        # the barrier was made: both take gloo's work lock), and no worker needs the GIL again
+        work = dist.barrier(async_op=True)
+        work.wait()
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(work))
         dist.destroy_process_group()
 
 

@@ -1,14 +1,17 @@
-"""ddp.py: the precision rules shared by sft.py and grpo.py, and the one-process set-up.
+"""ddp.py: the precision rules shared by sft.py and grpo.py, the one-process set-up, and finish's
+teardown under gloo.
 
 (The multi-process behaviour, DDP and FSDP2 against one process, is tested end to end in
 test_grpo.py, test_sft.py and test_fsdp.py.)
 """
 import argparse
+import re
+import textwrap
 
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import REPO, run, tiny_model, torchrun
 from ops.ddp import default_dtype, init_training, set_grad_sync, train_precision, wrap_for_training
 
 
@@ -53,3 +56,30 @@ def test_one_process_run_needs_no_group_and_wraps_nothing():
     set_grad_sync(model, False)  # a plain model has no switch: a no-op, not an error
     with run.amp():  # --autocast off: forwards stay in the weights' dtype
         assert model(torch.zeros(1, 4, dtype=torch.long)).dtype == torch.float32
+
+
+def test_finish_leaves_gloo_workers_nothing_to_free(tmp_path):
+    """A collective a gloo worker still holds when finish starts must never be freed by that worker:
+    freeing a tensor Python knows takes the GIL, and a thread that asks for it while the interpreter
+    shuts down is killed through a noexcept destructor (SIGABRT after "done"; ops/ddp.py finish).
+    Rank 1's all-reduce is still waiting for rank 0 when rank 1 reaches finish, so finish's barrier
+    holds it: afterwards, and for good, its tensor keeps the collective's references."""
+    script = tmp_path / "last_lines.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time, types
+        sys.path.insert(0, {str(REPO)!r})
+        import torch
+        import torch.distributed as dist
+        from ops.ddp import compute_init, finish
+        _, rank, *_ = compute_init("cpu")
+        t = torch.ones(1)
+        if rank == 0:
+            time.sleep(0.5)  # rank 1 reaches finish with its all-reduce still in a worker's hands
+        dist.all_reduce(t, async_op=True)  # not waited for here: finish's barrier waits for it
+        finish(types.SimpleNamespace(distributed=True))
+        time.sleep(0.5)  # a worker that were to free the collective would have done it by now
+        print(f"rank {{rank}}: {{t._use_count()}} references to the tensor")
+    """))
+    out = run(torchrun(2) + [str(script)], REPO)
+    refs = int(re.search(r"rank 1: (\d+) references", out).group(1))
+    assert refs > 1, out  # 1: only Python's own: the collective was freed, maybe by a worker
