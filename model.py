@@ -51,6 +51,9 @@ BLOCK_LINEARS = ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj",
 # ids come from the byte tokenizer, lib/checkpoint.make_tiny)
 TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
                    max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
+# the tiny byte tokenizer's ids (lib/tokenizer.py): 256 bytes, then BOS 256, EOS 257, mask 258 and 3 chat
+# tokens; the pad is EOS, as in LLaDA. A random tiny model without the tokenizer on disk uses these
+TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
 
 
 # -----------------------------------------------------------------------------
@@ -374,12 +377,9 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    # the tiny byte tokenizer's ids (lib/tokenizer.py): 256 bytes, then BOS, EOS, mask and 3 chat tokens
-    TINY_VOCAB, TINY_EOS, TINY_MASK = 262, 257, 258
-    config = LLaDAConfig(**TINY_CONFIG, vocab_size=TINY_VOCAB, embedding_size=TINY_VOCAB, mask_token_id=TINY_MASK,
-                         eos_token_id=TINY_EOS, pad_token_id=TINY_EOS)
+    config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
     model = LLaDA(config).eval()
-    ids = torch.randint(0, TINY_VOCAB, (2, 10))  # (B, T): two sequences of 10 random tokens
+    ids = torch.randint(0, config.vocab_size, (2, 10))  # (B, T): two sequences of 10 random tokens
     ids[:, 5:] = config.mask_token_id  # the second half masked: the model predicts every position at once
     with torch.no_grad():
         logits = model(ids)  # (B, T, V)

@@ -84,3 +84,11 @@ def test_save_merged_puts_4bit_trained_adapters_on_the_original_weights(tmp_path
     ids = torch.randint(0, 40, (2, 6), generator=torch.Generator().manual_seed(9))
     with torch.no_grad():
         torch.testing.assert_close(from_pretrained(tmp_path / "merged")(ids), full(ids), atol=1e-4, rtol=1e-4)
+
+
+def test_tiny_ids_are_the_tiny_tokenizers(tmp_path):
+    # model.TINY_IDS (random tiny models in tools/ and model.py's demo) must be what make_tiny reads off the tokenizer
+    from lib.checkpoint import make_tiny
+    from model import TINY_IDS
+    config = from_pretrained(make_tiny(tmp_path / "tiny")).config
+    assert {k: getattr(config, k) for k in TINY_IDS} == TINY_IDS

@@ -59,7 +59,7 @@ from grpo import MicroBatch, analytic_passes, completion_mask, group_advantages,
 from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
 from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
-from model import TINY_CONFIG, LLaDA, LLaDAConfig, compile_blocks
+from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16
 from tools.memplan import memory_plan, probe_activations
 from tools.samplers import compare_samplers, format_sampler_table, sync
@@ -74,11 +74,6 @@ def default_prompt_len(gargs):
     """The benchmark's prompt length: the toy's (47 tokens), or d1's longest that the left cut lets
     through (--max-prompt-length, 200): an upper bound on the cost."""
     return TOY_PROMPT_LEN if gargs.preset == "tiny" else gargs.max_prompt_length
-
-
-# the tiny byte-level tokenizer's ids: 256 bytes, then BOS, EOS, mask, header start/end, end of
-# turn (256..261); pad = EOS, as in LLaDA
-TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
 
 
 def matmul_params(model):
