@@ -31,7 +31,7 @@ import torch
 import grpo
 from lib import pbe, puzzles
 from lib.checkpoint import load
-from lib.data import group_prompts
+from lib.data import group_prompts, toy_blanks
 from logprob import estimate_logprobs
 from rewards import coding_rewards, toy_reward
 
@@ -90,7 +90,7 @@ if __name__ == "__main__":
     n = gargs.prompts_per_step
     if gargs.task == "toy":
         train_grids, _ = puzzles.split_grids(seed=gargs.data_seed)
-        exs = puzzles.make_toy(train_grids, n * args.batches, 777 + gargs.seed, *map(int, gargs.toy_blanks.split(",")))
+        exs = puzzles.make_toy(train_grids, n * args.batches, 777 + gargs.seed, *toy_blanks(gargs.toy_blanks))
     else:  # the functions grpo.py trains the code toy on
         exs = pbe.make_pbe(pbe.split_classes(seed=gargs.data_seed)[0], n * args.batches, 777 + gargs.seed)
     grads, rewards = [], []

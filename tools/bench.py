@@ -332,6 +332,12 @@ def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
     return res
 
 
+def preset_config(preset):
+    """The shape of a preset's random weights: tiny (the byte tokenizer's ids) or LLaDA-8B's
+    (LLaDAConfig's defaults)."""
+    return LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if preset == "tiny" else LLaDAConfig()
+
+
 def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
     """The model a benchmark measures: the checkpoint in model_dir if it holds one, else random
     weights of the preset's shape (tiny: the toy's; 8b: LLaDA-8B's), n_layers > 0: that many blocks.
@@ -340,8 +346,7 @@ def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
         return load(model_dir, device=device, dtype=dtype)[0], model_dir
     if gargs.preset == "8b" and not str(device).startswith("cuda"):
         return None, "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is ~PFLOPs); on CPU use the tiny preset"
-    # tiny: the byte tokenizer's ids; 8b: LLaDAConfig's defaults are LLaDA-8B's shape
-    config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+    config = preset_config(gargs.preset)
     if n_layers:  # e.g. 8 blocks for a full fine-tuning round: 32 blocks' fp32 AdamW state does not fit one GPU
         config.n_layers = n_layers
     torch.manual_seed(0)  # the same random weights on every run
@@ -381,7 +386,7 @@ def main(argv=None):
               f"{res['sequential_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
               f"{res['batched_programs_per_s']:.1f} programs/s ({res['speedup']:.2f}x)")
     elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
-        config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if gargs.preset == "tiny" else LLaDAConfig()
+        config = preset_config(gargs.preset)
         # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
         probe = probe_activations(config, B, P, gargs.gen_length, torch.bfloat16, gargs.lora_r, gargs.load_in_4bit,
                                   device=device)
