@@ -40,7 +40,16 @@ import tasks
 from lab.stats import compare, mean_and_spread, summarize
 from lib import parsers
 from lib.checkpoint import TINY_DIR, load
-from lib.evaluate import SCORING_FIELDS, TOY_BLOCK, TOY_CANVAS, accuracy, pbe_test_set, run_items, toy_test_set
+from lib.evaluate import (
+    SCORING_FIELDS,
+    TOY_BLOCK,
+    TOY_CANVAS,
+    accuracy,
+    countdown_toy_test_set,
+    pbe_test_set,
+    run_items,
+    toy_test_set,
+)
 from lib.results import (
     append_records,
     clear_run_files,
@@ -70,6 +79,8 @@ def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
         return list(enumerate(toy_test_set(toy_items, blanks=toy_blanks)))
     if task == "pbe":
         return list(enumerate(pbe_test_set(toy_items)))
+    if task == "countdown_toy":
+        return list(enumerate(countdown_toy_test_set(toy_items)))
     if not data:
         raise ValueError(f"--task {task} needs --data PATH (its local test file)")
     examples = tasks.load_task(task, data)
@@ -233,11 +244,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="d1-compatible evaluation")
     # what to evaluate
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout model directory")
-    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | "
+    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | countdown_toy | "
                         "humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
     parser.add_argument("--data", type=str, default="", help="the task's local test file")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
-    parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe: held-out items")
+    parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe / countdown_toy: held-out items")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells of the held-out puzzles")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (smoke tests)")
     # sampler (d1: block 32, steps = gen / 2, greedy, low confidence)

@@ -51,14 +51,18 @@ from ops.trainers import add_training_flags, build_policy, check_model_and_out_d
 from rewards import REWARDS, total_rewards
 from sample import generate
 
-# The two presets: the CPU toy, and the paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml).
-# Any flag given on the command line overrides its preset value. The toy's lr is 1e-4: 3e-4 peaked
-# mid-run and then decayed on all 3 seeds of `make run` (docs/findings.md)
+# The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
+# paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml). A flag given on the command line overrides its
+# preset value. The toy's lr is 1e-4: 3e-4 peaked mid-run, then decayed on all 3 seeds (docs/findings.md)
 PRESETS = {
     "tiny": dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
                  epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
                  gen_length=16, block_length=16, diffusion_steps=8, temperature=1.0,
                  max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=30),
+    "testbed": dict(task="countdown_toy", num_generations=6, prompts_per_step=16, groups_per_micro=16,
+                    num_iterations=4, epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
+                    gen_length=48, block_length=16, diffusion_steps=24, temperature=1.0,
+                    max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=40),
     "8b": dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,
                epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
                gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
@@ -313,9 +317,9 @@ def parse_args(argv=None):
     parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
     # saves and the toy's learning curve
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end)")
-    parser.add_argument("--eval-every", type=int, default=0, help="toy: held-out greedy accuracy every N rounds "
+    parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every N rounds "
                         "(and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
-    parser.add_argument("--eval-items", type=int, default=200, help="toy: held-out puzzles for --eval-every")
+    parser.add_argument("--eval-items", type=int, default=200, help="toy, countdown_toy: held-out items for --eval-every")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags sft.py shares (ops/trainers.py)
     # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
     parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000, **preset)
@@ -363,7 +367,7 @@ if __name__ == "__main__":
     metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
                                           start_round) if master else (None, 0.0)
     # --eval-every: the toy's held-out accuracy curve, logged from the SFT model on (lab: learning vs round and time)
-    curve = ToyCurve(raw_model, tokenizer, args.eval_every, args.rounds, args.eval_items, args.data_seed) \
+    curve = ToyCurve(raw_model, tokenizer, args.eval_every, args.rounds, args.eval_items, args.data_seed, args.task) \
         if args.eval_every and master else None
     if curve and start_round == 0:
         log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})
@@ -436,8 +440,7 @@ if __name__ == "__main__":
                       **metrics, **{f"s_{k}": v for k, v in timing.items()}, **round_cost(args, len(seeds))}
             if curve and curve.due(rnd + 1):  # after the clock reading above: elapsed_s stays training time
                 record.update(curve())
-                bar.write(f"round {rnd + 1}: held-out accuracy {record['heldout_acc']:.1f}% "
-                          f"(puzzles of training grids {record['seen_grid_acc']:.1f}%)")
+                bar.write(f"round {rnd + 1}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))
             log_metrics(metrics_file, record)
         if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
             save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes

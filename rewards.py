@@ -377,12 +377,14 @@ REWARDS = {
     "countdown": [countdown_reward],
     "sudoku": [sudoku_reward],
     "toy": [toy_reward],
+    # the testbed (lib/countdown_toy.py, ours): d1's Countdown reward on its <answer> equation
+    "countdown_toy": [countdown_reward],
     # the code toy (pbe.py, ours): d1's coding reward alone; its bare fence has no <answer>, so no bonus
     "pbe": [coding_reward],
     # d1's code reward list, for KodCode and for the benchmarks' items used as RL data
     **{task: [xmlcount, coding_reward] for task in CODE_TASKS},
 }
-MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0, "pbe": 1.0,
+MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0, "pbe": 1.0, "countdown_toy": 1.0,
               **{task: 2.0 for task in CODE_TASKS}}
 # rewards that run programs are scored a group at a time (the programs in parallel): the batch version
 BATCHED = {coding_reward: coding_rewards}

@@ -44,7 +44,7 @@ from lib.records import field, read_records
 CODE_BENCHMARKS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "leetcode")
 CODE_TASKS = ("code", *CODE_BENCHMARKS)
 # the CPU toys (ours): the Sudoku toy and the code toy (pbe.py, programming by example); generated, bare prompts
-TOY_TASKS = ("toy", "pbe")
+TOY_TASKS = ("toy", "pbe", "countdown_toy")
 TASKS = ("gsm8k", "math", "countdown", "sudoku", *TOY_TASKS, *CODE_TASKS)
 
 # -----------------------------------------------------------------------------
@@ -138,8 +138,9 @@ def rl_prompt(task, ex):
     if task == "toy":
         # toy (ours): no system prompt at all; with the byte tokenizer each character is a token
         return TOY_PROMPT.format(puzzle=ex["puzzle"])
-    if task == "pbe":
-        # the code toy (ours): pbe.py writes its bare prompt, the shown pairs "f(1)=4;f(2)=7;..."
+    if task in ("pbe", "countdown_toy"):
+        # the code toy and the testbed (ours): their makers write the bare prompt, "f(1)=4;f(2)=7;..." and
+        # "Countdown: 3 5 7 -> 22"
         return ex["prompt"]
     if task in CODE_TASKS:
         # d1's code prompt (docs/coding.md §1.1), for KodCode and the benchmarks alike

@@ -19,6 +19,7 @@ below is grpo.py's own (grpo.parse_args), so the measured gradient is that of th
 Run:  python -m lab.study_signal --model-dir out/toy/seed0/sft          (about a minute on 2 cores)
       python -m lab.study_signal --objective wd1 --model-dir out/toy/seed0/sft
       python -m lab.study_signal --task pbe --model-dir out/code_toy/seed0/sft
+      python -m lab.study_signal --preset testbed --model-dir out/testbed/seed0/sft    (the testbed)
 """
 import argparse
 import itertools
@@ -29,11 +30,11 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from lib import pbe, puzzles
+from lib import countdown_toy, pbe, puzzles
 from lib.checkpoint import load
 from lib.data import group_prompts, toy_blanks
 from logprob import estimate_logprobs
-from rewards import coding_rewards, toy_reward
+from rewards import coding_rewards, countdown_reward, toy_reward
 
 
 def mean_pairwise_cosine(grads):
@@ -52,6 +53,8 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
     if gargs.task == "toy":
         rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, rows)])
+    elif gargs.task == "countdown_toy":  # the testbed: d1's Countdown reward
+        rewards = torch.tensor([countdown_reward(t, ex) for t, ex in zip(texts, rows)])
     else:  # the code toy: d1's coding reward, the programs run in lib/sandbox.py
         rewards = torch.tensor(coding_rewards(texts, rows))
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos),
@@ -83,14 +86,17 @@ if __name__ == "__main__":
     gargs = grpo.parse_args((PBE_CANVAS if "pbe" in rest else []) + rest)
     if args.batches < 2:
         parser.error("--batches must be >= 2: the agreement is between batches")
-    if gargs.task not in ("toy", "pbe"):
-        parser.error("--task must be toy (the Sudoku toy) or pbe (the code toy)")
+    if gargs.task not in ("toy", "pbe", "countdown_toy"):
+        parser.error("--task must be toy (the Sudoku toy), pbe (the code toy) or countdown_toy (the testbed)")
     model, tokenizer = load(args.model_dir)
     model.eval()  # no dropout: the only randomness is the rollouts' and the masks'
     n = gargs.prompts_per_step
     if gargs.task == "toy":
         train_grids, _ = puzzles.split_grids(seed=gargs.data_seed)
         exs = puzzles.make_toy(train_grids, n * args.batches, 777 + gargs.seed, *toy_blanks(gargs.toy_blanks))
+    elif gargs.task == "countdown_toy":  # problems of the training multisets, as grpo.py draws them
+        exs = countdown_toy.make_problems(countdown_toy.split_multisets(gargs.data_seed)[0], n * args.batches,
+                                          777 + gargs.seed)
     else:  # the functions grpo.py trains the code toy on
         exs = pbe.make_pbe(pbe.split_classes(seed=gargs.data_seed)[0], n * args.batches, 777 + gargs.seed)
     grads, rewards = [], []

@@ -313,11 +313,12 @@ OFFICIAL_EXTRAS = {  # carried so the saved config.json looks like LLaDA-8B's ow
 TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
 
 
-def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, **overrides):
+def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, **overrides):
     """Write a randomly initialised tiny LLaDA + its tokenizer to `path` in the official layout
     (config.json, safetensors shards + index, tokenizer files, generation_config.json).
-    From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path."""
-    tok = make_tiny_tokenizer()
+    From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path.
+    tags: d1's format tags as single tokens (the testbed's tokenizer); overrides: TINY_CONFIG fields."""
+    tok = make_tiny_tokenizer(tags=tags)
     # byte tokenizer: 256 byte ids, then BOS 256, EOS 257, mask 258, ... (262 tokens in all)
     ids = {t: tok.convert_tokens_to_ids(t) for t in (BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)}
     # the vocabulary and special ids come from the tokenizer, as config.json's do for the 8B
@@ -359,8 +360,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="write the tiny LLaDA in the official layout and run one forward pass")
     parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
+    parser.add_argument("--tags", action="store_true", help="d1's format tags as single tokens (the testbed's)")
+    parser.add_argument("--d-model", type=int, default=TINY_CONFIG["d_model"], help="width (MLP 3x, heads of 32)")
+    parser.add_argument("--n-layers", type=int, default=TINY_CONFIG["n_layers"], help="transformer blocks")
+    parser.add_argument("--rope-theta", type=float, default=TINY_CONFIG["rope_theta"], help="RoPE base")
     args = parser.parse_args()
-    make_tiny(args.out_dir, seed=args.seed)
+    shape = dict(d_model=args.d_model, n_layers=args.n_layers, mlp_hidden_size=3 * args.d_model,
+                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32, rope_theta=args.rope_theta)
+    make_tiny(args.out_dir, seed=args.seed, tags=args.tags, **shape)
     model, tok = load(args.out_dir)
     # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
     ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)

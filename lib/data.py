@@ -9,7 +9,7 @@ import random
 import torch
 
 import tasks
-from lib import pbe, puzzles
+from lib import countdown_toy, pbe, puzzles
 from lib.tokenizer import prompt_ids
 
 RL_SHUFFLE_SEED = 42  # d1 shuffles its RL prompts with seed 42
@@ -33,6 +33,10 @@ def load_sft_data(args, seed):
         # the code toy: (shown pairs -> canonical one-line function) for functions of the training classes
         train_classes, _ = pbe.split_classes(seed=args.data_seed)
         return pbe.make_pbe(train_classes, args.num_examples, seed)
+    if args.task == "countdown_toy":
+        # the testbed: clean labels, one random solution each, from the training number multisets
+        train_sets, _ = countdown_toy.split_multisets(seed=args.data_seed)
+        return countdown_toy.make_problems(train_sets, args.num_examples, seed)
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
     examples = tasks.load_task(args.task, args.data)
@@ -60,6 +64,10 @@ def load_rl_data(args):
             # the code toy: functions of the training classes only (eval.py holds out whole classes)
             train_classes, _ = pbe.split_classes(seed=args.data_seed)
             exs = pbe.make_pbe(train_classes, args.num_examples, args.data_seed + 1)
+        elif name == "countdown_toy":
+            # the testbed: problems of the training multisets, a stream apart from SFT's (seed + 1)
+            train_sets, _ = countdown_toy.split_multisets(seed=args.data_seed)
+            exs = countdown_toy.make_problems(train_sets, args.num_examples, args.data_seed + 1)
         elif i < len(paths):
             exs = tasks.load_task(name, paths[i])
         else:

@@ -17,13 +17,14 @@ import time
 import torch
 
 import tasks
-from lib import parsers, pbe, puzzles
+from lib import countdown_toy, parsers, pbe, puzzles
 from lib.tokenizer import prompt_ids
 from ops.metrics import progress
 from sample import generate
 
-# the CPU toys' canvases (gen length and block): the Sudoku toy's 16 digits, the code toy's fenced one-liner
-TOY_CANVAS, TOY_BLOCK = {"toy": "16", "pbe": "48"}, {"pbe": 16}
+# the CPU toys' canvases (gen length and block): the Sudoku toy's 16 digits, the code toy's fenced one-liner,
+# the testbed's reasoning and answer in d1's tags (at most 43 tokens with its <|eot_id|>)
+TOY_CANVAS, TOY_BLOCK = {"toy": "16", "pbe": "48", "countdown_toy": "48"}, {"pbe": 16, "countdown_toy": 16}
 # the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
 SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
 
@@ -46,19 +47,34 @@ def pbe_test_set(n=200, data_seed=0, seed=12345):
     return pbe.make_pbe(test_classes, n, seed=seed)
 
 
-def toy_curve_sets(n=200, data_seed=0):
-    """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out toy items,
-    "seen_grid_acc": n new puzzles of the TRAINING grids}. 4x4 Sudoku has only 288 solution grids,
-    so a model can score on the second set by recalling grids it trained on, not by the rule."""
+def countdown_toy_test_set(n=500, data_seed=0, seed=12345):
+    """Held-out testbed problems: from the held-out number multisets of the split sft.py and grpo.py
+    train on, so no test problem's numbers were ever seen together in training."""
+    _, test_sets = countdown_toy.split_multisets(seed=data_seed)
+    return countdown_toy.make_problems(test_sets, n, seed=seed)
+
+
+def toy_curve_sets(task="toy", n=200, data_seed=0):
+    """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out items, and items
+    of the TRAINING side of the split}: for the Sudoku toy "seen_grid_acc", n new puzzles of the
+    training grids (4x4 Sudoku has only 288 solution grids, so a model can score there by recalling
+    grids it trained on, not by the rule); for the testbed "train_acc", new problems of the training
+    number multisets."""
+    if task == "countdown_toy":
+        train_sets, _ = countdown_toy.split_multisets(seed=data_seed)
+        return {"heldout_acc": list(enumerate(countdown_toy_test_set(n, data_seed))),
+                "train_acc": list(enumerate(countdown_toy.make_problems(train_sets, n, seed=54_321)))}
     train_grids, _ = puzzles.split_grids(seed=data_seed)
     return {"heldout_acc": list(enumerate(toy_test_set(n, data_seed))),
             "seen_grid_acc": list(enumerate(puzzles.make_toy(train_grids, n, seed=54_321)))}
 
 
-def toy_accuracies(model, tokenizer, sets):
-    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the 16-token
-    canvas as one block, 8 steps (gen / 2), batches of 100."""
-    return {name: accuracy("toy", run_items(model, tokenizer, "toy", items, 16, 16, 8, batch_size=100))
+def toy_accuracies(model, tokenizer, sets, task="toy"):
+    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the task's canvas
+    (TOY_CANVAS, TOY_BLOCK), gen / 2 steps as d1, batches of 100."""
+    gen = int(TOY_CANVAS[task])
+    block = TOY_BLOCK.get(task, gen)
+    return {name: accuracy(task, run_items(model, tokenizer, task, items, gen, block, gen // 2, batch_size=100))
             for name, items in sets.items()}
 
 
@@ -67,16 +83,16 @@ class ToyCurve:
     and at the last one. Calling it returns {name: accuracy %} and adds the time it took to
     .seconds, which the trainer keeps out of its training clock."""
 
-    def __init__(self, model, tokenizer, every, rounds, n=200, data_seed=0):
-        self.model, self.tokenizer, self.every, self.rounds = model, tokenizer, every, rounds
-        self.sets, self.seconds = toy_curve_sets(n, data_seed), 0.0
+    def __init__(self, model, tokenizer, every, rounds, n=200, data_seed=0, task="toy"):
+        self.model, self.tokenizer, self.every, self.rounds, self.task = model, tokenizer, every, rounds, task
+        self.sets, self.seconds = toy_curve_sets(task, n, data_seed), 0.0
 
     def due(self, step):
         return step % self.every == 0 or step == self.rounds
 
     def __call__(self):
         t0 = time.time()
-        acc = toy_accuracies(self.model, self.tokenizer, self.sets)
+        acc = toy_accuracies(self.model, self.tokenizer, self.sets, self.task)
         self.seconds += time.time() - t0
         return acc
 

@@ -18,9 +18,24 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
 """
 import re
 
-from lib.answers import find_numbers, first_tag_content, float_or_none, is_equiv, last_boxed_only_string, remove_boxed
+from lib.answers import (
+    find_numbers,
+    first_tag_content,
+    float_or_none,
+    is_equiv,
+    last_boxed_only_string,
+    last_tag_content,
+    remove_boxed,
+)
 from lib.arith import evaluate_equation, reaches_target, uses_exactly
-from rewards import coding_rewards, extract_code, toy_reward, toy_solved
+from rewards import (
+    COUNTDOWN_CORRECT,
+    coding_rewards,
+    countdown_reward,
+    extract_code,
+    toy_reward,
+    toy_solved,
+)
 from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 
 # Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
@@ -319,6 +334,11 @@ def score_eval(task, generation, example):
         # raw and does not equal "x/y" (answers._fix_a_slash_b). The repaired is_equiv(fixed=True) is the RL
         # reward's, with D1_BUGS off; eval numbers stay d1's so that they compare with the paper
         correct = pred is not None and is_equiv(pred, str(example["answer"]))
+    elif task == "countdown_toy":
+        # the testbed (ours) is scored by the RL reward itself, as the other toys: d1's Countdown EVAL parser
+        # reads a \boxed{} answer (d1's eval prompt asks for one) and, without a box, the first "x=y" of the
+        # whole text, which here is a reasoning line
+        pred, correct = last_tag_content(generation), countdown_reward(generation, example) == COUNTDOWN_CORRECT
     elif task == "countdown":
         pred = parse_countdown_eval(generation)
         correct = countdown_expression_correct(pred, example["nums"], example["target"])

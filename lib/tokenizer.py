@@ -34,6 +34,10 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
 )
 BYTE_VOCAB = 256  # the tiny tokenizer: one id per byte value, the special tokens after them
+# d1's format tags, one token each in the testbed's tokenizer (make_tiny_tokenizer(tags=True)): a real BPE
+# vocabulary writes each in a few tokens, the byte tokenizer in 8 to 12, which would make the tags most of a
+# short completion
+D1_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
 
 # -----------------------------------------------------------------------------
 # The real tokenizer and the ids the algorithm needs
@@ -126,9 +130,10 @@ def _bytes_to_unicode():
     return chars
 
 
-def make_tiny_tokenizer():
+def make_tiny_tokenizer(tags=False):
     """A byte-level tokenizer: id b is byte b (so '7' is 55), then LLaDA's special tokens in
     LLaDA's order (BOS, EOS, mask, header start/end, end of turn), and LLaDA's chat template.
+    tags=True adds d1's four format tags as ordinary tokens (ids 262..265; decoding keeps them).
     Every string round-trips. Built with the `tokenizers` package that transformers installs."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -146,6 +151,9 @@ def make_tiny_tokenizer():
                                   pad_token=EOS_TOKEN, additional_special_tokens=specials[2:],
                                   padding_side="left")
     tok.add_special_tokens({"additional_special_tokens": specials[2:]})  # ids 256.. in list order
+    if tags:
+        # not special: batch_decode(skip_special_tokens=True) must keep them, the rewards read them
+        tok.add_tokens(list(D1_TAGS))
     # saved with the tokenizer (transformers 5 writes chat_template.jinja), so loads render the same
     tok.chat_template = CHAT_TEMPLATE
     return tok

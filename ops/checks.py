@@ -155,7 +155,7 @@ def check_grpo_args(args, world_size):
         raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
                          f"{args.diffusion_steps}: {e}") from None
     # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
-    require(not args.eval_every or (args.task == "toy" and not args.fsdp),
+    require(not args.eval_every or (args.task in ("toy", "countdown_toy") and not args.fsdp),
             "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
     require(args.eval_every >= 0, f"--eval-every must be >= 0, got {args.eval_every}")
     check_data_paths([p for p in args.data.split(",") if p])
@@ -164,7 +164,7 @@ def check_grpo_args(args, world_size):
 def check_sft_args(args, world_size):
     """sft.py's flags, then its data file."""
     import tasks
-    known = sorted({"toy", "pbe", *tasks.LOADERS})  # load_sft_data then checks that the data has completions
+    known = sorted({*tasks.TOY_TASKS, *tasks.LOADERS})  # load_sft_data then checks that the data has completions
     require(args.task in known, f"--task: unknown task {args.task!r}; one of {', '.join(known)} (s1k for d1's SFT)")
     check_positive(args, ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"))
     # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them

@@ -251,7 +251,7 @@ def test_total_reward_sums_components(monkeypatch):
     assert total == 3.5
     monkeypatch.setattr(rewards, "D1_BUGS", False)  # with the DOTALL fix the same text gets the max
     assert total_reward("gsm8k", text, {"answer": "42"})[0] == rewards.MAX_REWARD["gsm8k"] == 4.0
-    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", "pbe", *CODE_TASKS}
+    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", "pbe", "countdown_toy", *CODE_TASKS}
     assert all(REWARDS[t] == REWARDS["code"] for t in CODE_TASKS)
     assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy", "code")] == [5, 2, 1, 1, 1, 2]
 

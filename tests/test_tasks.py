@@ -236,7 +236,9 @@ def test_rl_prompts_exact():
     for task in CODE_TASKS:
         assert tasks.rl_prompt(task, {"question": "Q?"}) == (
             RL_SYSTEM + "\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. \n\nQ?")
-    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS) | {"pbe"}
+    # the code toy and the testbed carry their own bare prompts
+    assert tasks.rl_prompt("countdown_toy", {"prompt": "Countdown: 3 5 7 -> 22"}) == "Countdown: 3 5 7 -> 22"
+    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS) | {"pbe", "countdown_toy"}
 
 
 def test_eval_messages_exact():

@@ -1,0 +1,256 @@
+"""
+One command to compare two variants A and B of grpo.py over training seeds, paired by seed.
+
+Per seed s: the tiny init model and its masked SFT run (built once, cached, shared by every comparison
+with the same recipe), then grpo.py once per variant from that same SFT model, then eval.py on both
+models over the same held-out items. The answer is d_s = acc(B) - acc(A) per seed and the 95%
+t-interval of its mean over seeds: A and B of a seed share the SFT model and the eval items, so how good
+that seed's SFT model happened to be cancels in the difference (lab/stats.py: summarize does the same
+for lab/runs/toy.sh).
+
+A variant is a string of grpo.py flags put LAST on its command line, so they win over --grpo-flags.
+A variant at `--rounds 0` is SFT alone: grpo.py is not run, the SFT model itself is evaluated.
+
+Every step is cached in a directory named by a hash of its recipe, and counts as done only when it
+holds its product (the model's config.json, eval.py's JSON) and the DONE marker written after its
+command exited 0; an unfinished directory is deleted and the step runs again:
+    <out>/sft-<init+SFT hash>/seed<s>/{init, sft, rl-<hash>, <model>_eval-<hash>, <step>.log}
+    <out>/<A hash>_vs_<B hash>.json                the summary (or --json PATH)
+
+Run:
+    python -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4          # SFT vs SFT + diffu-GRPO
+    python -m lab.compare --a "--objective diffu_grpo" --b "--objective wd1" --seeds 0,1,2,3,4 --jobs 2
+    python -m lab.compare --a "--rounds 0" --b "" --dry-run                    # the commands, nothing run
+"""
+import argparse
+import glob
+import hashlib
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpo
+from lab.stats import mean_and_spread
+from lib.results import MANIFEST, load_results
+from ops.checks import require, upfront
+
+# the testbed's recipe (docs/testbed.md); each is overridable by the flag of the same name
+INIT_FLAGS = "--tags"
+SFT_FLAGS = "--task countdown_toy --num-examples 4000 --max-length 96 --max-steps 5000 --eval-every 1000"
+GRPO_FLAGS = "--preset testbed"
+EVAL_FLAGS = "--toy-items 500"
+DONE = "COMPARE_DONE"  # written into a step's directory once its command succeeded
+STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--eval-flags")
+
+
+def key(*parts):
+    """8 hex digits naming a recipe: equal flags give the same directory, different flags another one.
+    The flags are hashed as token lists, so spacing and quoting do not matter."""
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8]
+
+
+def sft_alone(grpo_flags):
+    """True when grpo.py's final flags say --rounds 0 (argparse: the last --rounds wins): nothing to train."""
+    rounds = None
+    for i, tok in enumerate(grpo_flags):
+        if tok == "--rounds" and i + 1 < len(grpo_flags):
+            rounds = grpo_flags[i + 1]
+        elif tok.startswith("--rounds="):
+            rounds = tok.split("=", 1)[1]
+    try:
+        return rounds is not None and int(rounds) == 0
+    except ValueError:
+        return False  # not a number: grpo.py will say so
+
+
+def seed_plan(seed, root, flags, variants):
+    """One seed's steps in run order, [(label, out dir, product file, argv)], and each variant's eval dir."""
+    py, s = sys.executable, str(seed)
+    sft_key = key(flags["init"], flags["sft"])
+    sd = os.path.join(root, f"sft-{sft_key}", f"seed{seed}")
+    init, sft = os.path.join(sd, "init"), os.path.join(sd, "sft")
+    steps = [("init", init, "config.json", [py, "-m", "lib.checkpoint", "--out-dir", init, "--seed", s,
+                                            *flags["init"]]),
+             ("sft", sft, "config.json", [py, "sft.py", "--model-dir", init, "--out-dir", sft, "--seed", s,
+                                          *flags["sft"]])]
+    evals = []
+    for name, v in zip("AB", variants):
+        model = sft
+        if not sft_alone(flags["grpo"] + v):
+            # grpo.PRESETS in the key: a preset's values can change while its name in the flags does not
+            model = os.path.join(sd, f"rl-{key(sft_key, flags['grpo'], v, grpo.PRESETS)}")
+            steps.append((f"grpo {name}", model, "config.json", [py, "grpo.py", "--model-dir", sft, "--out-dir",
+                                                                 model, "--seed", s, *flags["grpo"], *v]))
+        ev = f"{model}_eval-{key(flags['eval'])}"  # keyed by the model's dir (its name) and the eval flags
+        if ev not in evals:  # both variants SFT alone: one model, evaluated once
+            steps.append((f"eval {name}", ev, "eval.json", [py, "eval.py", "--task", "countdown_toy", "--model-dir",
+                                                            model, "--out-dir", ev, "--json",
+                                                            os.path.join(ev, "eval.json"), *flags["eval"]]))
+        evals.append(ev)
+    return steps, evals
+
+
+def is_done(out_dir, product):
+    return os.path.exists(os.path.join(out_dir, DONE)) and os.path.exists(os.path.join(out_dir, product))
+
+
+def run_step(cmd, out_dir, product, env=None):
+    """Run one cached step; its output goes to <out_dir>.log. -> True if it was cached. A failure raises
+    RuntimeError naming the command, with the log's tail."""
+    if is_done(out_dir, product):
+        return True
+    # an earlier attempt that did not finish: the trainers refuse an --out-dir holding another run, and a
+    # half-written model must not be mistaken for a result, so the step starts over
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
+    log = out_dir + ".log"
+    with open(log, "w") as f:
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    if rc != 0 or not os.path.exists(os.path.join(out_dir, product)):
+        with open(log) as f:
+            tail = "".join(f.readlines()[-20:])
+        raise RuntimeError(f"failed (exit {rc}): {shlex.join(cmd)}\n--- last lines of {log} ---\n{tail}")
+    open(os.path.join(out_dir, DONE), "w").close()
+    return False
+
+
+def run_seed(seed, steps, env, stop):
+    """A seed's steps one after another, a line per finished step; stops early once another seed failed."""
+    for label, out_dir, product, cmd in steps:
+        if stop.is_set():
+            return
+        t0 = time.time()
+        try:
+            cached = run_step(cmd, out_dir, product, env)
+        except RuntimeError as e:
+            stop.set()
+            raise RuntimeError(f"seed {seed} {label} {e}") from None
+        print(f"seed {seed}: {label} {'cached' if cached else f'done in {time.time() - t0:.0f}s'} -> {out_dir}",
+              flush=True)
+
+
+def read_eval(eval_dir):
+    """(accuracy %, {item id: correct}) of one eval.py --out-dir, read back through lib/results.py (the
+    reader of --rescore / --compare: it refuses an unfinished run or a missing item)."""
+    dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
+    require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
+    (recs,) = load_results(dirs).values()
+    correct = {r["id"]: bool(r["correct"]) for r in recs}
+    return 100 * sum(correct.values()) / len(correct), correct
+
+
+def binomial_se(acc, n_items):
+    """Sampling standard error of one accuracy (%) measured on n_items items, in points."""
+    p = acc / 100
+    return 100 * math.sqrt(p * (1 - p) / n_items)
+
+
+def paired_summary(acc_a, acc_b):
+    """Per-seed accuracies (%) of A and B, in the same seed order -> the paired differences B - A, their
+    mean and its 95% t-interval over seeds (None with one seed), and each side's mean."""
+    require(len(acc_a) == len(acc_b) >= 1, f"need as many A as B accuracies, got {len(acc_a)} and {len(acc_b)}")
+    diffs = [b - a for a, b in zip(acc_a, acc_b)]
+    mean, sd, half = mean_and_spread(diffs)  # lab/stats.py: t quantile with n - 1 degrees of freedom
+    ci = [mean - half, mean + half] if len(diffs) > 1 else None
+    return {"n": len(diffs), "diffs": diffs, "mean": mean, "sd": sd, "ci": ci,
+            "mean_a": sum(acc_a) / len(acc_a), "mean_b": sum(acc_b) / len(acc_b)}
+
+
+def summary_line(s):
+    ci = f"[{s['ci'][0]:+.1f}, {s['ci'][1]:+.1f}]" if s["ci"] else "n/a"
+    return (f"B - A = {s['mean']:+.1f} points, 95% CI {ci} (t, n = {s['n']} seed{'s' * (s['n'] > 1)}); "
+            f"A {s['mean_a']:.1f} %, B {s['mean_b']:.1f} %")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="compare two grpo.py variants over seeds, paired by seed")
+    parser.add_argument("--a", type=str, default="--rounds 0", help="variant A: grpo.py flags (--rounds 0 = SFT alone)")
+    parser.add_argument("--b", type=str, default="", help="variant B: grpo.py flags, added after --grpo-flags")
+    parser.add_argument("--seeds", type=str, default="0,1,2", help="comma list of training seeds")
+    parser.add_argument("--jobs", type=int, default=2, help="seeds run in parallel, single-threaded each if > 1")
+    parser.add_argument("--out", type=str, default="out/compare", help="root of the cached runs and the summary")
+    parser.add_argument("--json", type=str, default="", help="summary path (default <out>/<A hash>_vs_<B hash>.json)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands in order, run nothing")
+    parser.add_argument("--init-flags", type=str, default=INIT_FLAGS, help="python -m lib.checkpoint flags")
+    parser.add_argument("--sft-flags", type=str, default=SFT_FLAGS, help="sft.py flags")
+    parser.add_argument("--grpo-flags", type=str, default=GRPO_FLAGS, help="grpo.py flags of both variants")
+    parser.add_argument("--eval-flags", type=str, default=EVAL_FLAGS, help="eval.py flags (the same items for all)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse takes a value that starts with "-" and holds no space ("--b --beta=0") for a flag of its own;
+    # these strings are always values, so each is glued to its flag first ("--b=--beta=0")
+    for i in range(len(argv) - 1):
+        if argv[i] in STRING_FLAGS:
+            argv[i:i + 2] = [f"{argv[i]}={argv[i + 1]}", None]
+    args = parser.parse_args([t for t in argv if t is not None])
+
+    with upfront("lab.compare"):  # bad input: one line, exit 2, before anything runs
+        try:
+            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--seeds must be a comma list of integers, got {args.seeds!r}") from None
+        require(seeds, "--seeds is empty")
+        require(len(set(seeds)) == len(seeds), f"--seeds repeats a seed: {args.seeds!r}")
+        require(args.jobs >= 1, f"--jobs must be >= 1, got {args.jobs}")
+        flags = {}
+        for name in ("a", "b", "init_flags", "sft_flags", "grpo_flags", "eval_flags"):
+            try:
+                flags[name.removesuffix("_flags")] = shlex.split(getattr(args, name))
+            except ValueError as e:
+                raise ValueError(f"--{name.replace('_', '-')}: {e}") from None
+        require(flags["a"] != flags["b"], f"--a and --b are the same variant ({args.a!r}): nothing to compare")
+    variants = (flags["a"], flags["b"])
+    plans = {s: seed_plan(s, args.out, flags, variants) for s in seeds}
+
+    if args.dry_run:
+        for s in seeds:
+            for _, out_dir, product, cmd in plans[s][0]:
+                print(("# cached: " if is_done(out_dir, product) else "") + shlex.join(cmd))
+        return
+
+    # 2 cores: parallel seeds are faster than one after another only if each child keeps to one thread
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_MININTERVAL": "5",
+           **({"OMP_NUM_THREADS": "1"} if args.jobs > 1 else {})}
+    stop = threading.Event()  # the first failure: the other seeds start no new step
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_seed, s, plans[s][0], env, stop) for s in seeds]
+    errors = [f.exception() for f in futures if f.exception()]
+    for e in errors:
+        print(e, file=sys.stderr)
+    if errors:
+        raise SystemExit(1)
+
+    accs, ses = {"A": [], "B": []}, []
+    print(f"\n{'seed':>6} {'A (%)':>7} {'B (%)':>7} {'B - A':>7}")
+    for s in seeds:
+        with upfront("lab.compare"):  # a result dir that is not what its manifest says: one line
+            (acc_a, items_a), (acc_b, items_b) = (read_eval(ev) for ev in plans[s][1])
+            require(items_a.keys() == items_b.keys(), f"seed {s}: A and B were evaluated on different items")
+        accs["A"].append(acc_a)
+        accs["B"].append(acc_b)
+        ses += [binomial_se(acc_a, len(items_a)), binomial_se(acc_b, len(items_b))]
+        print(f"{s:>6} {acc_a:>7.1f} {acc_b:>7.1f} {acc_b - acc_a:>+7.1f}")
+    summary, se = paired_summary(accs["A"], accs["B"]), sum(ses) / len(ses)
+    sft_key = key(flags["init"], flags["sft"])
+    path = args.json or os.path.join(args.out, f"{key(sft_key, flags['grpo'], flags['a'])}_vs_"
+                                               f"{key(sft_key, flags['grpo'], flags['b'])}.json")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"a": args.a, "b": args.b, "seeds": seeds, "acc_a": accs["A"], "acc_b": accs["B"], **summary,
+                   "sampling_se": se, "init_flags": args.init_flags, "sft_flags": args.sft_flags,
+                   "grpo_flags": args.grpo_flags, "eval_flags": args.eval_flags}, f, indent=2)
+    print(f"summary -> {path}")
+    # the noise of ONE eval on this many items, to hold against the effect: a seed's B - A would carry
+    # sqrt(2) times it were A's and B's errors independent (less, as they answer the same items)
+    print(f"sampling SE of one eval (binomial, {len(items_a)} items): {se:.1f} points (mean over {len(ses)} evals)")
+    print(summary_line(summary))  # the last line: the answer
+
+
+if __name__ == "__main__":
+    main()

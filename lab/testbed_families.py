@@ -1,0 +1,111 @@
+"""
+The other task families tried as the testbed of issue 23 (docs/testbed.md), besides lib/countdown_toy.py.
+Both write d1's format with a reasoning of varying length, have clean labels, and hold out by structure.
+
+  addition   "Add 4721+389": one line per column from the right, "1+9=10", "2+8+1=11", ...; the answer
+             is the sum. Operands of 1-5 digits; held out: the operand-length pairs in HELD_OUT_LENGTHS.
+  sudoku     "Sudoku: 3102200002100320" (the toy's puzzles, 2-6 blanks): one line per blank cell in an
+             order where each is forced by its row, column or box ("b3=2" = cell 3 is 2), then the grid.
+             Held out: the test GRIDS of puzzles.split_grids.
+  toy        the control: the same puzzles as make run's toy, clean labels, the bare grid as the completion
+             (no reasoning, no tags: every answer digit sits at a fixed distance from its prompt digit).
+
+make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(family, text, ex)
+checks the <answer> content. lab/study_testbed.py and the SFT runs of docs/testbed.md use them through
+--task countdown_toy with CD_FAMILY set (an experiment switch, read by lib/countdown_toy.py).
+"""
+import random
+import re
+
+from lib import puzzles
+
+COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+HELD_OUT_LENGTHS = {(2, 4), (4, 2), (3, 5), (5, 3)}  # (digits of a, digits of b) never trained on
+
+
+def _addition(rng, split):
+    while True:
+        la, lb = rng.randint(1, 5), rng.randint(1, 5)
+        if ((la, lb) in HELD_OUT_LENGTHS) == (split == "test"):
+            break
+    a = rng.randint(10 ** (la - 1) if la > 1 else 0, 10 ** la - 1)
+    b = rng.randint(10 ** (lb - 1) if lb > 1 else 0, 10 ** lb - 1)
+    da, db, carry, steps = str(a)[::-1], str(b)[::-1], 0, []
+    for i in range(max(la, lb)):
+        x, y = int(da[i]) if i < la else 0, int(db[i]) if i < lb else 0
+        s = x + y + carry
+        steps.append(f"{x}+{y}" + (f"+{carry}" if carry else "") + f"={s}")
+        carry = s // 10
+    return {"prompt": f"Add {a}+{b}", "answer": str(a + b),
+            "completion": COMPLETION.format(steps="\n".join(steps), answer=a + b)}
+
+
+def _deduction_order(puzzle, solution):
+    """The blank cells in an order where each is forced (the only digit its row, column and box allow)
+    once the earlier ones are filled; falls back to reading order if none is forced."""
+    grid, todo, order = list(puzzle), [i for i, c in enumerate(puzzle) if c == "0"], []
+    while todo:
+        for i in todo:
+            seen = {grid[j] for unit in puzzles.UNITS if i in unit for j in unit}
+            if len({"1", "2", "3", "4"} - seen) == 1:
+                break
+        else:
+            i = todo[0]
+        grid[i] = solution[i]
+        order.append(i)
+        todo.remove(i)
+    return order
+
+
+def _sudoku(rng, split, grids):
+    ex = puzzles.make_toy(grids[split], 1, seed=rng.randrange(1 << 30), min_blanks=2, max_blanks=6)[0]
+    order = _deduction_order(ex["puzzle"], ex["solution"])
+    steps = "\n".join(f"b{i}={ex['solution'][i]}" for i in order)
+    return {"prompt": ex["prompt"], "answer": ex["solution"], "puzzle": ex["puzzle"], "solution": ex["solution"],
+            "completion": COMPLETION.format(steps=steps, answer=ex["solution"])}
+
+
+def make(family, n, seed, split="train"):
+    rng = random.Random(seed)
+    if family == "addition":
+        return [_addition(rng, split) for _ in range(n)]
+    if family in ("sudoku", "toy"):
+        grids = dict(zip(("train", "test"), puzzles.split_grids(seed=0)))
+        if family == "toy":  # the control: make run's toy puzzles with clean labels, the grid as the whole completion
+            return puzzles.make_toy(grids[split], n, seed=seed, min_blanks=2, max_blanks=6)
+        return [_sudoku(rng, split, grids) for _ in range(n)]
+    raise ValueError(f"unknown family {family!r}")
+
+
+def _answer(text):
+    start = text.find("<answer>")
+    end = text.find("</answer>", start + 1)
+    return text[start + len("<answer>"):end].strip() if start >= 0 and end > start else None
+
+
+def read_prompt(family, text, ex):
+    """Did the completion READ the prompt? The share of the numbers a completion must copy from its prompt
+    that it copied right: the given cells of the Sudoku grid in its answer (sudoku); the two operands of
+    its first reasoning line, i.e. the last digits of a and b (addition); for Countdown, the numbers of
+    its first reasoning line that are among the given numbers."""
+    if family in ("sudoku", "toy"):
+        grid = text.lstrip()[:16] if family == "toy" else _answer(text) or ""
+        given = [i for i, c in enumerate(ex["puzzle"]) if c != "0"]
+        return sum(i < len(grid) and grid[i] == ex["puzzle"][i] for i in given) / len(given)
+    first = re.match(r"<reasoning>\n(\d+)[-+*/](\d+)", text)
+    if family == "addition":
+        a, b = re.match(r"Add (\d+)\+(\d+)", ex["prompt"]).groups()
+        return 0.0 if not first else ((first[1] == a[-1]) + (first[2] == b[-1])) / 2
+    nums = list(ex["nums"])
+    return 0.0 if not first else sum(int(x) in nums for x in first.groups()) / 2
+
+
+def solved(text, ex):
+    """The first <answer> content, stripped, equals the gold answer (the toy control: the first 16 characters)."""
+    return _answer(text) == ex["answer"] or ("<answer>" not in ex["completion"] and text.lstrip()[:16] == ex["answer"])
+
+
+if __name__ == "__main__":
+    for fam in ("addition", "sudoku"):
+        for ex in make(fam, 2, seed=0):
+            print(ex["prompt"], "|", ex["completion"].replace("\n", " "))
