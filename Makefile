@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny lab-estimators lab-ablations code-toy gpu-check clean
+.PHONY: install test run tiny lab-estimators lab-ablations code-toy testbed gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,9 @@ lab-ablations: install         ## d1's ablations in miniature, 3 seeds, held-out
 
 code-toy: install              ## the CPU code toy, 3 seeds: SFT -> diffu-GRPO on executed tests -> held-out table
 	bash lab/runs/code_toy.sh
+
+testbed: install               ## the testbed (docs/testbed.md), 5 seeds: SFT alone vs SFT + diffu-GRPO, paired 95% CI
+	$(PY) -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) -m lib.checkpoint

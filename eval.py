@@ -244,8 +244,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="d1-compatible evaluation")
     # what to evaluate
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout model directory")
-    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | countdown_toy | "
-                        "humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
+    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | "
+                        "countdown_toy | humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
     parser.add_argument("--data", type=str, default="", help="the task's local test file")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
     parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe / countdown_toy: held-out items")

@@ -317,9 +317,9 @@ def parse_args(argv=None):
     parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
     # saves and the toy's learning curve
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end)")
-    parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every N rounds "
-                        "(and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
-    parser.add_argument("--eval-items", type=int, default=200, help="toy, countdown_toy: held-out items for --eval-every")
+    parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every "
+                        "N rounds (and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
+    parser.add_argument("--eval-items", type=int, default=200, help="toy, testbed: held-out items for --eval-every")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags sft.py shares (ops/trainers.py)
     # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
     parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000, **preset)

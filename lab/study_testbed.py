@@ -50,7 +50,8 @@ def sample_many(model, tokenizer, items, k, gen, block, steps, temperature, seed
         # tokens before the first EOS (the canvas is EOS-padded after the answer's <|eot_id|>)
         is_eos = (out == eos).int()
         lengths += torch.where(is_eos.any(1), is_eos.argmax(1), torch.full_like(is_eos[:, 0], gen)).tolist()
-    return [texts[j * k:(j + 1) * k] for j in range(len(items))], [lengths[j * k:(j + 1) * k] for j in range(len(items))]
+    per_item = range(len(items))
+    return [texts[j * k:(j + 1) * k] for j in per_item], [lengths[j * k:(j + 1) * k] for j in per_item]
 
 
 def properties(model, tokenizer, items, k, G, preset):
@@ -70,7 +71,8 @@ def properties(model, tokenizer, items, k, G, preset):
     groups = [rs[i:i + G] for rs in rewards for i in range(0, k - G + 1, G)]
     greedy, _ = sample_many(model, tokenizer, items, 1, gen, block, steps, 0.0)
     out = {"greedy": 100 * sum(score(ts[0], ex) == 1.0 for ts, ex in zip(greedy, items)) / len(items)}
-    out.update({f"pass@{j}": 100 * sum(pass_at(k, c, j) for c in correct) / len(items) for j in (1, 2, 4, k)})
+    ks = sorted(j for j in {1, 2, 4, 8, k} if j <= k)
+    out.update({f"pass@{j}": 100 * sum(pass_at(k, c, j) for c in correct) / len(items) for j in ks})
     out.update({"zero_spread_groups": 100 * sum(len(set(g)) == 1 for g in groups) / len(groups),
                 "distinct_per_k": sum(len(set(ts)) for ts in texts) / len(items),
                 "prompt_read": 100 * sum(copied) / len(copied),

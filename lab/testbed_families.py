@@ -18,6 +18,7 @@ import random
 import re
 
 from lib import puzzles
+from lib.answers import first_tag_content
 
 COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 HELD_OUT_LENGTHS = {(2, 4), (4, 2), (3, 5), (5, 3)}  # (digits of a, digits of b) never trained on
@@ -78,9 +79,9 @@ def make(family, n, seed, split="train"):
 
 
 def _answer(text):
-    start = text.find("<answer>")
-    end = text.find("</answer>", start + 1)
-    return text[start + len("<answer>"):end].strip() if start >= 0 and end > start else None
+    """The first <answer> content, stripped (None without one)."""
+    answer = first_tag_content(text)
+    return answer.strip() if answer is not None else None
 
 
 def read_prompt(family, text, ex):

@@ -30,10 +30,12 @@ def add_training_flags(parser):
     and the system. Where the two differ (LoRA rank and alpha, lr, ...), each script's set_defaults
     gives the value, so every flag still has a working default."""
     d = parser.add_argument_group("data (shared by sft.py and grpo.py)")
-    d.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | countdown_toy (the testbed) | a task of tasks.py: s1k for "
-                   "SFT; gsm8k, math, countdown, sudoku, code (KodCode), leetcode, ... for RL (a comma list)")
+    d.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | countdown_toy (the testbed) | "
+                   "a task of tasks.py: s1k for SFT; gsm8k, math, countdown, sudoku, code (KodCode), leetcode, ... for "
+                   "RL (a comma list)")
     d.add_argument("--data", type=str, default="", help="local data file(s), a comma list matching --task")
-    d.add_argument("--num-examples", type=int, help="toy / pbe / countdown_toy: generated items (labelled for SFT, not for RL)")
+    d.add_argument("--num-examples", type=int, help="toy / pbe / countdown_toy: generated items (labelled for SFT, "
+                   "not for RL)")
     d.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     d.add_argument("--data-seed", type=int, default=0, help="toy / pbe / countdown_toy: seed of the train/test split "
                    "(grids / function classes / number multisets), the same in sft.py, grpo.py and eval.py")
