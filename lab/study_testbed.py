@@ -90,6 +90,8 @@ if __name__ == "__main__":
     parser.add_argument("--gen-length", type=int, default=0, help="canvas (default: the preset's 48)")
     parser.add_argument("--json", type=str, default="", help="append the result as one JSON line here")
     args = parser.parse_args()
+    if args.k < args.group or args.items < 1:
+        parser.error(f"--k ({args.k}) must be at least --group ({args.group}) and --items at least 1")
     torch.manual_seed(0)
     preset = dict(grpo.PRESETS["testbed"])
     if args.gen_length:  # the canvas of another family; two tokens per step, as the preset
