@@ -24,6 +24,7 @@ import grpo
 from lab.testbed_families import read_prompt, solved
 from lib import countdown_toy
 from lib.checkpoint import load
+from lib.data import pad_left
 from lib.evaluate import countdown_toy_test_set, eval_prompt_ids
 from rewards import countdown_reward
 from sample import generate
@@ -41,8 +42,8 @@ def sample_many(model, tokenizer, items, k, gen, block, steps, temperature, seed
     texts, lengths = [], []
     for i in range(0, len(rows), batch):
         chunk = rows[i:i + batch]
-        P = max(len(r) for r in chunk)
-        prompt = torch.tensor([[eos] * (P - len(r)) + r for r in chunk])  # (b, P) left-padded
+        prompt = pad_left(chunk, eos)  # (b, P), EOS-padded on the left as the rollouts and eval.py do
+        P = prompt.shape[1]
         g = torch.Generator().manual_seed(seed * 1_000_003 + i)
         out = generate(model, prompt, gen_length=gen, block_length=block, steps=steps, temperature=temperature,
                        generator=g)[:, P:]  # (b, gen)

@@ -118,11 +118,15 @@ def make_problems(multiset_pool, n, seed, max_target=MAX_TARGET):
     if FAMILY:  # lab switch (above): multiset_pool is then "train" or "test"
         from lab import testbed_families
         return testbed_families.make(FAMILY, n, seed, multiset_pool)
+    # the pool by count of numbers, once: a problem draws the count first, uniform over N_NUMBERS (uniform
+    # over multisets would be 70 % fours), then a multiset of that count
+    by_count = {}
+    for m in multiset_pool:
+        by_count.setdefault(len(m), []).append(m)
+    counts = sorted(by_count)
     rng, out = random.Random(seed), []
     while len(out) < n:
-        # the count of numbers first, uniform over N_NUMBERS (uniform over multisets would be 70 % fours)
-        k = rng.choice(sorted({len(m) for m in multiset_pool}))
-        nums = list(rng.choice([m for m in multiset_pool if len(m) == k]))
+        nums = list(rng.choice(by_count[rng.choice(counts)]))
         rng.shuffle(nums)
         value, steps, tree = random_solution(nums, rng)
         if not 1 <= value <= max_target:
@@ -144,8 +148,8 @@ def solutions(nums, target):
         a, b = max(nums[i], nums[j]), min(nums[i], nums[j])
         rest = [x for k, x in enumerate(nums) if k not in (i, j)]
         for v in {a + b, a - b, a * b, Fraction(a, b)}:
-            if v > 0 and v.denominator == 1 and (not rest and v == target or rest and
-                                                  Fraction(target) in countdown_values(rest + [int(v)])):
+            # with no number left, countdown_values([v]) is {v}: the same test covers the last step
+            if v > 0 and v.denominator == 1 and Fraction(target) in countdown_values(rest + [int(v)]):
                 count += 1
     return count
 
