@@ -272,8 +272,7 @@ def policy_step(model, batches, j, seed, optimizer, params, args, amp, mask_id, 
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v / accum
     stats["grad_norm"] = clip_grad_norm(params, args.grad_clip)  # d1: max_grad_norm 0.2
-    # constant lr, as d1's constant_with_warmup after a handful of steps. A NaN or inf anywhere skips the step
-    # on every rank, weights and AdamW state untouched
+    # a NaN or inf anywhere skips the step on every rank, weights and AdamW state untouched
     stats["skipped"] = float(not step_if_finite(optimizer, run, stats["loss"], stats["grad_norm"]))
     return stats
 
@@ -304,6 +303,7 @@ def parse_args(argv=None):
     parser.add_argument("--groups-per-micro", type=int, help="prompt groups per micro-batch (d1: 1)")
     parser.add_argument("--num-iterations", type=int, help="μ, optimizer steps per rollout (d1: 12 or 8)")
     parser.add_argument("--epsilon", type=float, help="PPO clip range ε (d1: 0.5)")
+    parser.add_argument("--warmup-rounds", type=int, default=0, help="lr rises linearly over N rounds (d1: ~0)")
     parser.add_argument("--beta", type=float, help="KL coefficient β (d1: 0.04); 0 skips the reference passes")
     parser.add_argument("--p-mask", type=float, help="prompt masking probability of the estimator (d1: 0.15)")
     parser.add_argument("--estimator", type=str, default="one_step", choices=ESTIMATORS, help="per-token log-probs: "
@@ -358,8 +358,7 @@ if __name__ == "__main__":
     raw_model, model, tokenizer, optimizer, params = (policy.raw, policy.model, policy.tokenizer, policy.optimizer,
                                                       policy.params)
     # LLaDA: mask 126336, EOS 126081 <|endoftext|> (also the pad). EOS ends the completion mask (docs/d1.md §10.5)
-    mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
-    start_round = policy.step
+    mask_id, eos_id, start_round = raw_model.config.mask_token_id, raw_model.config.eos_token_id, policy.step
 
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
@@ -374,14 +373,15 @@ if __name__ == "__main__":
     bar = progress(range(start_round, args.rounds), master, desc="grpo", initial=start_round, total=args.rounds)
     bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
     for rnd in bar:
-        timing = {}
         reseed(args.seed, rnd, rank)  # LoRA dropout's draws, keyed by round: a resume draws the same
+        for group in optimizer.param_groups:  # constant after --warmup-rounds (d1: 0; docs/testbed.md)
+            group["lr"] = args.lr * min(1.0, (rnd + 1) / max(1, args.warmup_rounds))
         # every rank sees the same prompt list for the round and takes micro-batches rank, rank + world_size, ...
         first = rnd * args.prompts_per_step  # walk the (shuffled) data in order; resume-safe
         round_examples = [examples[(first + i) % len(examples)] for i in range(args.prompts_per_step)]
 
         # 1. rollout: G completions per prompt, noise keyed by (seed, round, global micro-batch)
-        t0, batches, n_cut = time.time(), [], 0
+        t0, timing, batches, n_cut = time.time(), {}, [], 0
         for m in [m * world_size + rank for m in range(accum)]:  # this rank's global micro-batch indices
             exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
             prompt, cut = group_prompts(tokenizer, exs, G, args.max_prompt_length, eos_id)  # EOS is LLaDA's pad

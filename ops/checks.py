@@ -145,6 +145,7 @@ def check_grpo_args(args, world_size):
             f"{args.groups_per_micro} groups, a multiple of the {world_size} ranks")
     require(args.epsilon > 0, f"--epsilon (the clip range) must be > 0, got {args.epsilon}")
     require(args.beta >= 0, f"--beta must be >= 0, got {args.beta}")
+    require(args.warmup_rounds >= 0, f"--warmup-rounds must be >= 0, got {args.warmup_rounds}")
     require(args.temperature >= 0, f"--temperature must be >= 0, got {args.temperature}")
     check_fraction("--p-mask", args.p_mask)  # p = 1 would mask the whole prompt: q' says nothing of q
     check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with sft.py

@@ -156,12 +156,16 @@ def test_resume_continues_the_same_run(tmp_path):
     common = ["--model-dir", str(model_dir), "--num-examples", "16", "--prompts-per-step", "2", "--toy-blanks", "6,8",
               "--groups-per-micro", "2", "--num-generations", "3", "--num-iterations", "2", "--gen-length", "16",
               "--block-length", "16", "--diffusion-steps", "4", "--lr", "1e-2", "--save-every", "1",
-              "--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0", "--beta", "0.04"]
+              "--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0", "--beta", "0.04", "--warmup-rounds", "4"]
     grpo = [sys.executable, str(REPO / "grpo.py")]
     run(grpo + common + ["--rounds", "2", "--out-dir", str(tmp_path / "straight")], REPO)
     run(grpo + common + ["--rounds", "1", "--out-dir", str(tmp_path / "resumed")], REPO)
     out = run(grpo + common + ["--rounds", "2", "--resume", "--out-dir", str(tmp_path / "resumed")], REPO)
     assert "resumed from" in out and "round 2:" in out and "round 1:" not in out
+    # --warmup-rounds 4: round r steps at lr * r / 4, also after a resume (the lr is a function of the round)
+    for d in ("straight", "resumed"):
+        state = torch.load(tmp_path / d / "saves" / "step-000002" / "trainer_state.pt", weights_only=False)
+        assert [g["lr"] for g in state["optimizer"]["param_groups"]] == [1e-2 * 2 / 4]
     a, b = (from_pretrained(tmp_path / p).state_dict() for p in ("straight", "resumed"))
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
