@@ -40,6 +40,7 @@ import grpo
 from lab.stats import mean_and_spread
 from lib.results import MANIFEST, load_results
 from ops.checks import require, upfront
+from ops.metrics import METRICS_FILE, read_metrics
 
 # the testbed's recipe (docs/testbed.md); each is overridable by the flag of the same name
 INIT_FLAGS = "--tags"
@@ -136,13 +137,18 @@ def run_seed(seed, steps, env, stop):
               flush=True)
 
 
-def read_eval(eval_dir):
-    """(accuracy %, {item id: correct}) of one eval.py --out-dir, read back through lib/results.py (the
-    reader of --rescore / --compare: it refuses an unfinished run or a missing item)."""
+def read_eval_records(eval_dir):
+    """The scored records of one eval.py --out-dir, read back through lib/results.py (the reader of
+    --rescore / --compare: it refuses an unfinished run or a missing item)."""
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
     require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
     (recs,) = load_results(dirs).values()
-    correct = {r["id"]: bool(r["correct"]) for r in recs}
+    return recs
+
+
+def read_eval(eval_dir):
+    """(accuracy %, {item id: correct}) of one eval.py --out-dir."""
+    correct = {r["id"]: bool(r["correct"]) for r in read_eval_records(eval_dir)}
     return 100 * sum(correct.values()) / len(correct), correct
 
 
@@ -161,6 +167,32 @@ def paired_summary(acc_a, acc_b):
     ci = [mean - half, mean + half] if len(diffs) > 1 else None
     return {"n": len(diffs), "diffs": diffs, "mean": mean, "sd": sd, "ci": ci,
             "mean_a": sum(acc_a) / len(acc_a), "mean_b": sum(acc_b) / len(acc_b)}
+
+
+def update_stats(eval_dirs):
+    """What the updates of one variant did, over every round of its seeds' grpo.py runs (their
+    metrics.jsonl): how far the ratio moved, how often the clip bound, the gradient norms before
+    clipping, and the share of groups with no reward spread. None for SFT alone (no run)."""
+    runs = [ev.rsplit("_eval-", 1)[0] for ev in eval_dirs]
+    runs = [d for d in runs if os.path.exists(os.path.join(d, METRICS_FILE))]
+    rows = [r for d in runs for r in read_metrics(d) if "ratio_dev" in r]  # sft.py's rows (SFT alone) have none
+    if not rows:
+        return None
+    out = {"rounds": len(rows)}
+    for k in ("ratio_dev", "grad_norm", "clip_frac"):  # medians: one exploding round must not hide the rest
+        v = sorted(r[k] for r in rows)
+        out.update({f"{k}_median": v[len(v) // 2], f"{k}_max": v[-1]})
+    out["ratio_mean_max"] = max(r["ratio_mean"] for r in rows)
+    out["zero_std_groups"] = sum(r["zero_std_groups"] for r in rows) / len(rows)
+    return out
+
+
+def stats_line(name, st):
+    """One line per variant; each figure is over rounds (a round's value is its mean over tokens)."""
+    return (f"{name} updates ({st['rounds']} rounds, median / max): |ratio - 1| {st['ratio_dev_median']:.3f} / "
+            f"{st['ratio_dev_max']:.3f}, clipped tokens {100 * st['clip_frac_median']:.2f} / "
+            f"{100 * st['clip_frac_max']:.2f} %, grad norm {st['grad_norm_median']:.2f} / {st['grad_norm_max']:.1f}; "
+            f"largest mean ratio {st['ratio_mean_max']:.2f}; zero-spread groups {100 * st['zero_std_groups']:.0f} %")
 
 
 def summary_line(s):
@@ -237,15 +269,19 @@ def main(argv=None):
         ses += [binomial_se(acc_a, len(items_a)), binomial_se(acc_b, len(items_b))]
         print(f"{s:>6} {acc_a:>7.1f} {acc_b:>7.1f} {acc_b - acc_a:>+7.1f}")
     summary, se = paired_summary(accs["A"], accs["B"]), sum(ses) / len(ses)
+    updates = {name: update_stats([plans[s][1][i] for s in seeds]) for i, name in enumerate("AB")}
     sft_key = key(flags["init"], flags["sft"])
     path = args.json or os.path.join(args.out, f"{key(sft_key, flags['grpo'], flags['a'])}_vs_"
                                                f"{key(sft_key, flags['grpo'], flags['b'])}.json")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump({"a": args.a, "b": args.b, "seeds": seeds, "acc_a": accs["A"], "acc_b": accs["B"], **summary,
-                   "sampling_se": se, "init_flags": args.init_flags, "sft_flags": args.sft_flags,
+                   "sampling_se": se, "updates": updates, "init_flags": args.init_flags, "sft_flags": args.sft_flags,
                    "grpo_flags": args.grpo_flags, "eval_flags": args.eval_flags}, f, indent=2)
     print(f"summary -> {path}")
+    for name, st in updates.items():  # the knobs' footprint: does the variant's change act at all?
+        if st:
+            print(stats_line(name, st))
     # the noise of ONE eval on this many items, to hold against the effect: a seed's B - A would carry
     # sqrt(2) times it were A's and B's errors independent (less, as they answer the same items)
     print(f"sampling SE of one eval (binomial, {len(items_a)} items): {se:.1f} points (mean over {len(ses)} evals)")

@@ -203,3 +203,46 @@ def test_report_refuses_different_items(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         compare.main(["--seeds", "0", "--out", str(tmp_path)])
     assert e.value.code == 2 and "different items" in capsys.readouterr().err
+
+
+def test_testbed_breakdown_counts_by_problem_size(tmp_path, capsys):
+    # a countdown_toy eval of 3 items, re-scored on read by d1's Countdown reward: 2 numbers right,
+    # 3 numbers one right and one wrong (uses 9, which it was not given)
+    from lab import testbed_breakdown
+    ev = tmp_path / "sft-x" / "seed0" / "sft_eval-y"
+    res = ev / "countdown_toy_48"
+    res.mkdir(parents=True)
+    items = [([3, 4], 7, "3+4"), ([2, 5, 6], 16, "2*5+6"), ([2, 5, 6], 16, "9+5+2")]
+    json.dump({"task": "countdown_toy", "gen_length": 48, "item_ids": [0, 1, 2], "world_size": 1, "complete": True},
+              open(res / "manifest.json", "w"))
+    with open(res / "generations.rank0.jsonl", "w") as f:
+        for i, (nums, target, expr) in enumerate(items):
+            f.write(json.dumps({"id": i, "generation": f"<reasoning>\n</reasoning>\n<answer>\n{expr}\n</answer>",
+                                "example": {"nums": nums, "target": target, "answer": str(target)}}) + "\n")
+    recs = compare.read_eval_records(str(ev))
+    with pytest.raises(SystemExit):  # not marked done by lab.compare: not a result yet, so nothing to show
+        testbed_breakdown.main(["--root", str(tmp_path)])
+    (ev / compare.DONE).touch()
+    assert testbed_breakdown.accuracy_by_count(recs) == {2: (100.0, 1), 3: (50.0, 2)}
+    testbed_breakdown.main(["--root", str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["sft-x/seed0", "sft", "100.0", "50.0"] and out[-1] == "items per count: 2: 1, 3: 2"
+    with pytest.raises(SystemExit):
+        testbed_breakdown.main(["--root", str(tmp_path), "--models", "rl-none"])
+
+
+def test_update_stats_from_metrics_by_hand(tmp_path):
+    # three rounds of one run, one of them exploding, and a curve row without update fields (skipped)
+    rl = tmp_path / "seed0" / "rl-abc"
+    rl.mkdir(parents=True)
+    rows = [{"step": 0, "heldout_acc": 5.0}] + [
+        {"step": i + 1, "ratio_dev": d, "ratio_mean": m, "clip_frac": c, "grad_norm": g, "zero_std_groups": z}
+        for i, (d, m, c, g, z) in enumerate([(0.02, 1.0, 0.0, 0.4, 0.5), (40.0, 41.0, 0.01, 2000.0, 0.75),
+                                             (0.05, 1.01, 0.002, 0.6, 1.0)])]
+    (rl / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    st = compare.update_stats([str(rl) + "_eval-xyz", str(tmp_path / "seed0" / "sft") + "_eval-xyz"])
+    assert st == {"rounds": 3, "ratio_dev_median": 0.05, "ratio_dev_max": 40.0, "grad_norm_median": 0.6,
+                  "grad_norm_max": 2000.0, "clip_frac_median": 0.002, "clip_frac_max": 0.01, "ratio_mean_max": 41.0,
+                  "zero_std_groups": 0.75}
+    assert compare.update_stats([str(tmp_path / "seed0" / "sft") + "_eval-xyz"]) is None  # SFT alone: no run
+    assert "|ratio - 1| 0.050 / 40.000" in compare.stats_line("B", st)
