@@ -10,9 +10,9 @@ Both write d1's format with a reasoning of varying length, have clean labels, an
   toy        the control: the same puzzles as make run's toy, clean labels, the bare grid as the completion
              (no reasoning, no tags: every answer digit sits at a fixed distance from its prompt digit).
 
-make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(family, text, ex)
+make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(text, ex)
 checks the <answer> content. lab/study_testbed.py and the SFT runs of docs/testbed.md use them through
---task countdown_toy with CD_FAMILY set (an experiment switch, read by lib/countdown_toy.py).
+--task countdown_toy with TESTBED_FAMILY set (an experiment switch, read by lib/countdown_toy.py).
 """
 import random
 import re
@@ -20,6 +20,7 @@ import re
 from lib import puzzles
 from lib.answers import first_tag_content
 
+# d1's format, as lib/countdown_toy.py writes it (not imported: countdown_toy imports this module)
 COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 HELD_OUT_LENGTHS = {(2, 4), (4, 2), (3, 5), (5, 3)}  # (digits of a, digits of b) never trained on
 

@@ -5,7 +5,7 @@ d1's Countdown asks for an equation that reaches a target with each given number
 the numbers are small (1..MAX_NUM) and there are 2 to 4 of them, so a 1M-parameter model can do the
 arithmetic, and most problems have several solutions. The SFT label is ONE of them (the random
 expression the problem was drawn from), written out step by step, in d1's format, so d1's own
-Countdown reward and eval parser score it:
+Countdown reward scores it, in RL and at evaluation (lib/parsers.py says why not d1's eval parser):
 
     prompt      Countdown: 3 5 7 -> 22
     completion  <reasoning>
