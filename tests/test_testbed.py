@@ -1,6 +1,7 @@
-"""The testbed (lib/countdown_toy.py, docs/testbed.md): clean labels that d1's own Countdown reward and eval
-parser accept, a split by number multiset, reasoning of varying length, the tokenizer with d1's tags as
-single tokens, pass@k against enumeration, and the whole path (init -> grpo.py -> eval.py) at --preset testbed."""
+"""The testbed (lib/countdown_toy.py, docs/testbed.md): clean labels that d1's own Countdown reward accepts,
+in RL and through eval's scoring, a split by number multiset, reasoning of varying length, the tokenizer
+with d1's tags as single tokens, pass@k against enumeration, and the whole path (init -> grpo.py ->
+eval.py) at --preset testbed."""
 import itertools
 import json
 import math
