@@ -18,7 +18,8 @@ Deliberate differences from the reference code (same algorithm, different numeri
 Faster, approximate options (Fast-dLLM, arXiv 2505.22618; off by default, see generate()):
   cache="prefix" | "dual" reuses each layer's keys/values from the block's first step (model.py's
   past_kv), and threshold=0.9 writes every token the model is that sure of in one step. Their
-  measured speed-up and agreement with the exact sampler are in bench.py and the README.
+  speed-up and agreement with the exact sampler are measured in docs/performance.md, and inside RL
+  rollouts (with why our threshold rule differs from Fast-dLLM's when sampling) in docs/fast-rollouts.md.
 
 Run a tiny demo on CPU (creates a random tiny model on first use):
     python sample.py --prompt "What is 2+3?" --gen-length 32 --block-length 8 --steps 16
@@ -32,6 +33,10 @@ import torch.nn.functional as F
 from ops.metrics import progress as progress_bar
 
 REMASKING_STRATEGIES = ("low_confidence", "random")
+# which blanks `threshold` writes at once: those whose sampling distribution peaks at >= τ, with their sampled
+# token (ours), or those whose sampled token's temperature-1 probability is >= τ (Fast-dLLM's). The same at
+# temperature 0; above it, Fast-dLLM's rule turns away draws that missed the mode (docs/fast-rollouts.md)
+THRESHOLD_RULES = ("certainty", "fast_dllm")
 CACHE_MODES = (None, "prefix", "dual")  # None = the exact sampler (every step runs the full canvas)
 
 # -----------------------------------------------------------------------------
@@ -71,7 +76,7 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
 
 
 def check_generate_args(prompt, attention_mask, gen_length, block_length, steps, temperature, cfg_scale,
-                        remasking, mask_id, cache, threshold) -> tuple[int, int]:
+                        remasking, mask_id, cache, threshold, threshold_rule="certainty") -> tuple[int, int]:
     """Every check of generate()'s arguments, in one place, before any work is done: the block/step
     layout (check_schedule), the options and the combinations that have no meaning, and the prompt
     (B, P) long with its optional attention_mask (B, P). Returns check_schedule's (num_blocks,
@@ -87,6 +92,8 @@ def check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
     if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
         raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
                          f"confidence), got threshold={threshold}, remasking={remasking!r}")
+    if threshold_rule not in THRESHOLD_RULES:
+        raise ValueError(f"threshold_rule must be one of {THRESHOLD_RULES}, got {threshold_rule!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if prompt.dim() != 2:
@@ -160,7 +167,7 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
 @torch.no_grad()
 def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32, steps=64,
              temperature=0.0, cfg_scale=0.0, remasking="low_confidence", mask_id=None,
-             generator=None, progress=False, cache=None, threshold=None):
+             generator=None, progress=False, cache=None, threshold=None, threshold_rule="certainty", stats=None):
     """Fill gen_length masked positions after `prompt` (B, P) long -> (B, P + gen_length) long.
     Prompts in a batch should be left-padded; attention_mask (B, P) is an optional 1/0 key-padding
     mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept.
@@ -172,17 +179,24 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
           and reuse the cached prefix (prompt + finished blocks).
       cache="dual": also reuse the cached keys/values of the masked suffix right of the block, so
           later steps forward only the block's columns (B, block_length).
-      threshold=τ: confidence-threshold parallel unmasking. Each step writes at least the
-          scheduled number of tokens and also every masked position of the block whose confidence
-          is >= τ (Fast-dLLM uses 0.9); a block whose masks run out early skips its remaining
-          steps, so `steps` becomes an upper bound on forward passes. With steps = gen_length
-          (one token per step) this is exactly Fast-dLLM's rule "top-1 plus everything >= τ".
+      threshold=τ: confidence-threshold parallel unmasking. Each step writes the scheduled number
+          of tokens and also every masked position of the block the model is sure of (Fast-dLLM
+          uses τ = 0.9); a block whose masks run out early skips its remaining steps, so `steps`
+          becomes an upper bound on forward passes. "Sure" is threshold_rule's: "certainty" (ours)
+          a position whose sampling distribution softmax(logits / T) peaks at >= τ, written with
+          its sampled token whatever it is; "fast_dllm" a position whose sampled token has
+          temperature-1 probability >= τ. Greedy (T = 0) they are one rule, and with steps =
+          gen_length exactly Fast-dLLM's "top-1 plus everything >= τ". Sampling (T > 0),
+          Fast-dLLM's rule writes a draw at once only if it hit a likely token and draws again
+          otherwise, which pulls the samples toward the mode (docs/fast-rollouts.md).
     The number of forward passes under `threshold` depends on the data: under FSDP every rank must
-    make the same calls, so do not combine it with sharded models."""
+    make the same calls, so do not combine it with sharded models. `stats`, a dict, receives
+    "model_calls": the forward passes made (grpo.py logs it per rollout)."""
     # the mask id comes from the model's config.json, never from a literal 126336
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     num_blocks, steps_per_block = check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
-                                                      temperature, cfg_scale, remasking, mask_id, cache, threshold)
+                                                      temperature, cfg_scale, remasking, mask_id, cache, threshold,
+                                                      threshold_rule)
     B, P = prompt.shape
 
     # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.
@@ -198,6 +212,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     mask_token = torch.tensor([mask_id], device=x.device)  # (1,) index for banning it from x0
 
     bar = progress_bar(total=num_blocks * steps_per_block, show=progress, desc="sampling")  # TQDM_DISABLE wins
+    calls = 0  # forward passes made: num_blocks * steps_per_block unless `threshold` ends blocks early
     for b in range(num_blocks):
         start, end = P + b * block_length, P + (b + 1) * block_length  # the block's canvas columns
         # schedule for this block from its current mask count (always block_length here, since
@@ -244,17 +259,22 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                 confidence = uniform(block_mask.shape, generator, x.device)  # (B, K)
             # -inf on written positions: ranked last, so a written token is never re-masked or changed
             confidence = confidence.masked_fill(~block_mask, float("-inf"))  # (B, K)
-            k = schedule[:, i]                                              # (B,) tokens to write
-            # threshold counts blanks only (written positions are -inf); at least the scheduled k
-            if threshold is not None:  # parallel unmasking: also every position that is sure enough
-                k = torch.maximum(k, (confidence >= threshold).sum(dim=1))  # (B,)
-            # & block_mask: after early extra writes, k can exceed the blanks left, and top-k would
-            # then also pick -inf (already written) positions
-            transfer = select_top_k(confidence, k) & block_mask             # (B, K)
+            # the schedule: the k most confident blanks. & block_mask: after early extra writes, k can
+            # exceed the blanks left, and top-k would then also pick -inf (already written) positions
+            transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
+            if threshold is not None:  # parallel unmasking: also every blank the model is sure of
+                # certainty: how likely the draw at this position is its mode (then writing it now, in
+                # parallel, costs little), whichever token was drawn: an unbiased draw of the position
+                sure = confidence if threshold_rule == "fast_dllm" or temperature == 0 else \
+                    F.softmax(choice_logits / temperature, dim=-1).amax(dim=-1)  # (B, K)
+                transfer |= (sure >= threshold) & block_mask                # (B, K)
             # write the chosen predictions; everything else stays masked for a later step
             x[:, start:end] = torch.where(transfer, x0, x[:, start:end])    # (B, K)
+            calls += 1
             bar.update(1)
     bar.close()
+    if stats is not None:
+        stats["model_calls"] = calls
     # the whole canvas; callers slice [:, P:] and decode with skip_special_tokens=True
     return x                                                                # (B, P + gen_length)
 

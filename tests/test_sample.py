@@ -280,6 +280,7 @@ def test_gumbel_sampling_matches_softmax():
     (dict(gen_length=8, block_length=8, steps=4, cache="dual", cfg_scale=1.0), "cfg_scale"),
     (dict(gen_length=8, block_length=8, steps=4, threshold=0.9, remasking="random"), "threshold"),
     (dict(gen_length=8, block_length=8, steps=4, threshold=1.5), "threshold"),
+    (dict(gen_length=8, block_length=8, steps=4, threshold=0.9, threshold_rule="peak"), "threshold_rule"),
 ])
 def test_bad_arguments_raise(model, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -509,13 +510,76 @@ def test_cached_steps_forward_only_the_window(model, cache):
 
 def test_threshold_writes_at_least_the_schedule_and_saves_passes(model):
     prompt = make_prompt(B=3, P=4)
-    rec = Recorder(model)
-    out = generate(rec, prompt, gen_length=24, block_length=8, steps=24, threshold=0.05)
+    rec, stats = Recorder(model), {}
+    out = generate(rec, prompt, gen_length=24, block_length=8, steps=24, threshold=0.05, stats=stats)
     cs = canvases(rec, out)
     assert len(rec.inputs) < 24 and not bool((out == MASK).any())  # fewer passes, all filled
+    assert stats["model_calls"] == len(rec.inputs)  # what grpo.py logs as rollout_calls
     for before, after in zip(cs, cs[1:]):
         assert bool(((before == MASK) & (after != MASK)).any())  # every pass writes something
         assert bool((after[before != MASK] == before[before != MASK]).all())  # never re-masked
     # a threshold this model never reaches (its confidences stay well below 1) changes nothing
     same = generate(model, prompt, gen_length=24, block_length=8, steps=24, threshold=1.0)
     assert torch.equal(same, generate(model, prompt, gen_length=24, block_length=8, steps=24))
+
+
+# -----------------------------------------------------------------------------
+# which blanks a threshold writes when sampling (T > 0): Fast-dLLM's rule against ours, by exact enumeration
+
+
+class FixedLogits(nn.Module):
+    """A 'model' whose every position predicts the same distribution, whatever the canvas: position j of
+    the completion has p(token 0) = p0[j], p(token 1) = 1 - p0[j]; token 2 is the mask (never chosen)."""
+
+    def __init__(self, p0):
+        super().__init__()
+        self.config = LLaDAConfig(vocab_size=3, embedding_size=3, mask_token_id=2, eos_token_id=1, pad_token_id=1)
+        self.p0 = torch.tensor(p0, dtype=torch.float64)
+
+    def forward(self, x, attention_mask=None):
+        B, L = x.shape
+        n = len(self.p0)
+        logits = torch.full((B, L, 3), -30.0, dtype=torch.float64)  # prompt columns: anything
+        logits[:, L - n:, 0], logits[:, L - n:, 1] = self.p0.log(), (1 - self.p0).log()  # (B, n): the marginals
+        return logits
+
+
+def enumerate_fast_dllm(p0, threshold):
+    """P(position j ends as token 0) under Fast-dLLM's rule for a block of 2 blanks, 2 steps (one
+    scheduled write each): step 1 draws both, writes the more confident draw and every draw whose own
+    probability is >= τ; step 2 writes what is left, drawn again. Every branch enumerated."""
+    prob = lambda j, t: p0[j] if t == 0 else 1 - p0[j]  # a draw's probability = its confidence at T = 1
+    p_zero = [0.0, 0.0]
+    for d0 in (0, 1):
+        for d1 in (0, 1):
+            w = prob(0, d0) * prob(1, d1)
+            conf = [prob(0, d0), prob(1, d1)]
+            top = 0 if conf[0] > conf[1] else 1  # no ties in the test's marginals
+            for j, d in enumerate((d0, d1)):
+                written_now = j == top or conf[j] >= threshold
+                # written now: its first draw; else drawn again at step 2 and written whatever it is
+                p_zero[j] += w * ((d == 0) if written_now else p0[j])
+    return p_zero
+
+
+def test_threshold_rules_by_exact_enumeration():
+    p0, tau, B = [0.6, 0.7], 0.5, 40_000
+    model = FixedLogits(p0)
+    prompt = torch.zeros((B, 1), dtype=torch.long)
+    freq = {}
+    for rule in ("fast_dllm", "certainty"):
+        out = generate(model, prompt, gen_length=2, block_length=2, steps=2, temperature=1.0, threshold=tau,
+                       threshold_rule=rule, generator=torch.Generator().manual_seed(0))[:, 1:]  # (B, 2)
+        freq[rule] = (out == 0).double().mean(dim=0).tolist()
+    se = 4 * (0.25 / B) ** 0.5  # four standard errors of a share, at its widest
+    # Fast-dLLM's rule accepts a draw at once only when it hit the likely token, and draws again otherwise:
+    # the samples lean toward the mode (0.768 and 0.91 instead of 0.6 and 0.7, by enumeration)
+    expect = enumerate_fast_dllm(p0, tau)
+    assert expect[0] == pytest.approx(0.768) and expect[1] == pytest.approx(0.91)
+    assert all(abs(f - e) < se for f, e in zip(freq["fast_dllm"], expect)), (freq, expect)
+    # ours: both positions peak at >= τ, so both are written at step 1 with their first draw: the marginals
+    assert all(abs(f - p) < se for f, p in zip(freq["certainty"], p0)), freq
+    # greedy, the two rules are one
+    greedy = [generate(model, prompt[:4], gen_length=2, block_length=2, steps=2, threshold=tau, threshold_rule=r)
+              for r in ("fast_dllm", "certainty")]
+    assert torch.equal(*greedy)
