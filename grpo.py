@@ -8,7 +8,7 @@ from a seed that is stored, so the current, old and reference policies score eac
 same masked prompt q'.
 
 One round, as written out in the loop below:
-  1. rollout: for each prompt, G completions with sample.py (temperature 0.9, block 32, ...)
+  1. rollout: for each prompt, G completions with sample.py (d1's exact sampler, or Fast-dLLM's: --rollout-*)
   2. rewards r_i: the sum of the task's reward functions on the decoded text (rewards.py)
   3. advantages A_i = r_i - mean(r_group)   (no division by the std, following Dr. GRPO; optional)
   4. μ mask seeds; for each, old and reference per-token log-probs, once, without gradients
@@ -21,10 +21,8 @@ One round, as written out in the loop below:
 The objective of step 5 is one entry of OBJECTIVES: d1's (above), or wd1's ratio-free weighted
 likelihood (arXiv 2507.08838), which needs no old or reference pass at all.
 
-Deliberate differences from d1 (docs/differences.md) are noted where they happen: a generator per
-mask seed, μ distinct masks per round, rollouts and old/ref passes without LoRA dropout (ρ = 1
-exactly at the first inner step). Runs survive crashes (--resume continues bit for bit,
-docs/reliability.md); scale is torchrun DDP (LoRA, as d1) or --fsdp for full fine-tuning.
+Deliberate differences from d1 (docs/differences.md) are noted where they happen. Runs survive crashes
+(--resume continues bit for bit, docs/reliability.md); scale is torchrun DDP (LoRA, as d1) or --fsdp.
 
 Run:
     python grpo.py                                   # toy Sudoku on the tiny model (after python sft.py), CPU
@@ -45,11 +43,11 @@ from lib.evaluate import ToyCurve
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
 from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
-from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, round_metrics
+from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, report_round, round_cost, round_metrics
 from ops.resume import save_checkpoint
 from ops.trainers import add_training_flags, build_policy, check_model_and_out_dir, stop_if_stalled
 from rewards import REWARDS, total_rewards
-from sample import generate
+from sample import THRESHOLD_RULES, generate
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
 # paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml). A flag given on the command line overrides its
@@ -172,16 +170,6 @@ def analytic_passes(steps, num_iterations, beta, objective="diffu_grpo"):
             "ref_fwd": mu if obj.needs_ref and beta > 0 else 0, "policy_fwd": mu, "policy_bwd": mu}
 
 
-def round_cost(args, num_seeds):
-    """The round's cost in sequences through the model, all ranks: the model calls of
-    analytic_passes times the round's rows, the scoring calls (old, ref, policy) times the
-    estimator's rows per sequence (coupled and ELBO run 2)."""
-    rows = args.prompts_per_step * args.num_generations
-    calls, k = analytic_passes(args.diffusion_steps, num_seeds, args.beta, args.objective), ESTIMATOR_ROWS[args.estimator]
-    return {"fwd_rows": rows * (calls["rollout_fwd"] + k * (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"])),
-            "bwd_rows": rows * k * calls["policy_bwd"]}
-
-
 # -----------------------------------------------------------------------------
 # Seeds. Every random stream of a run is keyed by what it is for (run seed, round, mask seed, global
 # micro-batch index), never by rank or by how many draws came before, so a run gives the same numbers
@@ -200,12 +188,13 @@ def rollout_generator(seed, rnd, micro_index, device):
 @dataclass
 class MicroBatch:
     """groups_per_micro prompt groups of G completions each: the unit of every pass. The rollout
-    (step 1) fills the first five fields; the others are filled by steps 2-4 of the round."""
+    (step 1) fills the first six fields; the others are filled by steps 2-4 of the round."""
     index: int                # global micro-batch index of the round: keys its noise and masks
     examples: list            # (b,) the task examples, each repeated G times, b = groups_per_micro * G
     prompt: torch.Tensor      # (b, P) left-padded prompt ids
     completion: torch.Tensor  # (b, N) sampled completion ids
     mask: torch.Tensor        # (b, N) 1 up to and including the first EOS (completion_mask)
+    calls: int = 0            # the sampler's model calls for this rollout (fewer than steps only with threshold)
     rewards: torch.Tensor = None  # (b,) summed task rewards (step 2)
     adv: torch.Tensor = None      # (b,) group-relative advantages (step 3)
     old: list = field(default_factory=list)  # μ x (b, N) log-probs under θ_old, one per mask seed (step 4)
@@ -217,14 +206,19 @@ class MicroBatch:
 # does tools/bench.py, so the benchmark times (and its pass-count test checks) the trainer itself.
 
 
-def rollout(model, prompt, generator, amp, gen_length, block_length, steps, temperature):
-    """Step 1: one completion per prompt row, (b, P) -> (b, N). Eval mode: no LoRA dropout in the
-    sampler (d1 leaves it on), so the old policy that scores these samples is the sampling one."""
+def rollout(model, prompt, generator, amp, args, exact=False, stats=None):
+    """Step 1: one completion per prompt row, (b, P) -> (b, N), by d1's exact sampler or (unless exact)
+    the Fast-dLLM options of `args` (grpo.py's flags); `stats` receives the model calls made. Eval
+    mode: no LoRA dropout in the sampler (d1 leaves it on): the old policy is the sampling one."""
     model.eval()
+    # a fast rollout changes only WHICH completions are sampled: the estimator scores them, so ρ = 1 still (tested)
+    fast = {} if exact else dict(cache=None if args.rollout_cache == "none" else args.rollout_cache,
+                                 threshold=args.rollout_threshold or None, threshold_rule=args.rollout_threshold_rule)
     with amp():
         # generate's defaults are d1's rollout sampler: low-confidence remasking, no CFG (docs/d1.md §2.3)
-        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                       temperature=temperature, generator=generator)  # (b, P + N); no grad inside
+        out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
+                       steps=args.diffusion_steps, temperature=args.temperature, generator=generator, stats=stats,
+                       **fast)  # (b, P + N); no grad inside
     return out[:, prompt.shape[1]:]  # (b, N): the sampler never changes the prompt
 
 
@@ -237,8 +231,7 @@ def score_old_ref(model, ref_model, ref_context, batches, seeds, args, amp):
     model.eval()
     for b in batches:
         for s in seeds:
-            # d1 runs all μ seeds as one no-grad forward of μ·b rows (docs/d1.md §3.2); one seed at a time gives
-            # the same masks at 1/μ of the activation memory
+            # one seed at a time: d1's masks (one no-grad μ·b-row forward, docs/d1.md §3.2) at 1/μ of its memory
             with amp():
                 if obj.needs_old:
                     b.old.append(estimate_logprobs(model, b.prompt, b.completion, args.estimator, args.p_mask,
@@ -315,6 +308,14 @@ def parse_args(argv=None):
     parser.add_argument("--block-length", type=int, help="semi-AR block length (d1: 32)")
     parser.add_argument("--diffusion-steps", type=int, help="sampler steps (d1: 128)")
     parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
+    parser.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
+                        help="Fast-dLLM key-value cache; none = d1's exact sampler (docs/fast-rollouts.md)")
+    parser.add_argument("--rollout-threshold", type=float, default=0.0, help="0 = off; else also write every token "
+                        "the model is this sure of at once (Fast-dLLM: 0.9)")
+    parser.add_argument("--rollout-threshold-rule", type=str, default="certainty", choices=THRESHOLD_RULES,
+                        help="sure: the position's sampling peak (ours) or its draw's probability (Fast-dLLM)")
+    parser.add_argument("--rollout-agree-every", type=int, default=10, help="fast rollouts: every N rounds, log the "
+                        "share of tokens the exact sampler writes alike under the same noise (0 = never)")
     # saves and the toy's learning curve
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end)")
     parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every "
@@ -387,13 +388,17 @@ if __name__ == "__main__":
             prompt, cut = group_prompts(tokenizer, exs, G, args.max_prompt_length, eos_id)  # EOS is LLaDA's pad
             prompt, n_cut = prompt.to(device), n_cut + cut  # (b, P), b = groups_per_micro * G
             # raw_model, not the DDP wrapper: no gradient sync here. Under FSDP every rank makes the same calls
-            completion = rollout(raw_model, prompt, rollout_generator(args.seed, rnd, m, device), run.amp,
-                                 args.gen_length, args.block_length, args.diffusion_steps, args.temperature)
+            completion = rollout(raw_model, prompt, rollout_generator(args.seed, rnd, m, device), run.amp, args,
+                                 stats=(sampler := {}))  # sampler: the model calls made
             batches.append(MicroBatch(m, [ex for ex in exs for _ in range(G)], prompt, completion,
-                                      completion_mask(completion, eos_id)))  # (b, N) each
-        timing["rollout"] = time.time() - t0
-        if n_cut and master:
-            bar.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")
+                                      completion_mask(completion, eos_id), sampler["model_calls"]))  # (b, N) each
+        timing["rollout"], agree = time.time() - t0, {}
+        if (args.rollout_cache != "none" or args.rollout_threshold) and args.rollout_agree_every and \
+                rnd % args.rollout_agree_every == 0:  # what a fast rollout changed: d1's sampler, the same noise key
+            t0, b = time.time(), batches[0]  # (a generator of its own: measuring this does not change the run)
+            exact = rollout(raw_model, b.prompt, rollout_generator(args.seed, rnd, b.index, device), run.amp, args,
+                            exact=True)  # (b, N)
+            agree["rollout_agree"], timing["agree"] = (exact == b.completion).float().mean().item(), time.time() - t0
 
         # 2. rewards and 3. advantages (groups never span ranks, so this is local)
         t0, comp_sum = time.time(), {name: 0.0 for name in comp_names}
@@ -431,17 +436,12 @@ if __name__ == "__main__":
         timing["update"] = time.time() - t0
 
         # 6. logging: every metric averaged over the ranks, one JSON line per round in metrics.jsonl
-        metrics = mean_over_ranks(round_metrics(batches, G, stats, comp_sum), run)
-        if master:
-            bar.write(f"round {rnd + 1}: " + " ".join(f"{k} {v:.3f}" for k, v in metrics.items()) +
-                      " | s/phase " + " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
-            bar.set_postfix(reward=f"{metrics['reward']:.3f}")
-            record = {"step": rnd + 1, "elapsed_s": elapsed0 + time.time() - t_start - (curve.seconds if curve else 0),
-                      **metrics, **{f"s_{k}": v for k, v in timing.items()}, **round_cost(args, len(seeds))}
-            if curve and curve.due(rnd + 1):  # after the clock reading above: elapsed_s stays training time
-                record.update(curve())
-                bar.write(f"round {rnd + 1}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))
-            log_metrics(metrics_file, record)
+        metrics = mean_over_ranks({**round_metrics(batches, G, stats, comp_sum), **agree}, run)
+        if master:  # the console line, and the round's record in metrics.jsonl (with the curve, when due)
+            cost = round_cost(analytic_passes(args.diffusion_steps, len(seeds), args.beta, args.objective),
+                              args.prompts_per_step * G, ESTIMATOR_ROWS[args.estimator])  # sequences through the model
+            report_round(bar, metrics_file, rnd + 1, metrics, timing, cost, curve,
+                         elapsed0 + time.time() - t_start - (curve.seconds if curve else 0), n_cut)
         if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
             save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes
     if master:

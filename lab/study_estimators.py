@@ -80,11 +80,12 @@ def spearman(x, y):
     return (rx @ ry / (rx.norm() * ry.norm())).item()
 
 
+TOY_FLAGS = grpo.parse_args([])  # grpo.py's defaults: the tiny preset, d1's exact sampler
+
+
 def toy_rollout(model, prompt, generator):
     """grpo.rollout with the toy preset's sampler: what grpo.py's tiny preset samples."""
-    p = grpo.PRESETS["tiny"]
-    return grpo.rollout(model, prompt, generator, nullcontext, p["gen_length"], p["block_length"],
-                        p["diffusion_steps"], p["temperature"])
+    return grpo.rollout(model, prompt, generator, nullcontext, TOY_FLAGS)
 
 
 def sample_pairs(model, tok, exs, G, N, seed):

@@ -48,8 +48,7 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     exs × G rollouts; mean reward). The batch goes through grpo.py's own functions and registry."""
     eos, G = model.config.eos_token_id, gargs.num_generations
     prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
-    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs.gen_length,
-                              gargs.block_length, gargs.diffusion_steps, gargs.temperature)  # (b, N)
+    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs)  # (b, N)
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
     if gargs.task == "toy":
         rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, rows)])

@@ -155,6 +155,13 @@ def check_grpo_args(args, world_size):
     except ValueError as e:
         raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
                          f"{args.diffusion_steps}: {e}") from None
+    # the Fast-dLLM rollout (sample.generate's cache / threshold); the exact sampler is d1's and the default
+    require(0 <= args.rollout_threshold <= 1, f"--rollout-threshold must be 0 (off) or in (0, 1], got "
+            f"{args.rollout_threshold}")
+    # a threshold rollout's forward count depends on the samples; sharded forwards are collectives: a hang
+    require(not (args.rollout_threshold and args.fsdp), "--rollout-threshold with --fsdp: the number of model calls "
+            "then depends on each rank's samples, and FSDP ranks must make the same calls; use --rollout-cache alone")
+    require(args.rollout_agree_every >= 0, f"--rollout-agree-every must be >= 0, got {args.rollout_agree_every}")
     # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
     require(not args.eval_every or (args.task in ("toy", "countdown_toy") and not args.fsdp),
             "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")

@@ -31,23 +31,61 @@ def progress(iterable=None, show=True, **kwargs):
     return tqdm(iterable, **kwargs) if show else tqdm(iterable, disable=True, **kwargs)
 
 
+def distinct_share(completion, mask, G):
+    """Mean over groups of (distinct completions / G), completions (B, N) compared up to and
+    including their first EOS (mask (B, N)): 1 when every sibling differs, 1/G when all are equal."""
+    # what follows the first EOS is padding the loss never sees: blanked so it cannot make two answers differ
+    rows = torch.where(mask.bool(), completion, -1).view(-1, G, completion.shape[1])  # (groups, G, N)
+    return sum(len(torch.unique(g, dim=0)) for g in rows) / (len(rows) * G)
+
+
 def round_metrics(batches, G, update_stats, reward_parts):
     """One round's log line, this rank's share: mean reward, the mean within-group std of the
     rewards, the share of groups whose rewards are all equal (zero advantage: no learning signal),
-    the mean completion length, the update's statistics, each reward function's mean
-    (`reward_parts`: sums over the completions), and token_nll: the mean -log π_old(o_k | q') of
-    the sampled tokens under the first mask seed, an entropy proxy watched for collapse."""
+    the share of distinct completions in a group, the mean completion length, the sampler's model
+    calls per rollout, the update's statistics, each reward function's mean (`reward_parts`: sums
+    over the completions), and token_nll: the mean -log π_old(o_k | q') of the sampled tokens
+    under the first mask seed, an entropy proxy watched for collapse."""
     rewards = torch.cat([b.rewards for b in batches])  # (local completions,)
     # d1's reward_std and zero_std_ratio (same 1e-6): a group with std 0 gives no surrogate gradient
     group_std = rewards.view(-1, G).std(dim=1)  # (local groups,)
+    # every micro-batch holds the same number of groups, so the mean of their means is the mean over groups
+    distinct = sum(distinct_share(b.completion, b.mask, G) for b in batches) / len(batches)
     nll = {}
     if batches[0].old:  # the old log-probs of mask seed 0, (b, N) per micro-batch (wd1 reads none)
         tokens = sum(b.mask.sum() for b in batches).clamp(min=1)
         nll = {"token_nll": (-sum((b.old[0] * b.mask).sum() for b in batches) / tokens).item()}
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
-            "zero_std_groups": (group_std < 1e-6).float().mean().item(),
+            "zero_std_groups": (group_std < 1e-6).float().mean().item(), "distinct": distinct,
             "completion_len": torch.cat([b.mask.sum(1) for b in batches]).mean().item(),
+            "rollout_calls": sum(b.calls for b in batches) / len(batches),
             **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
+
+
+def round_cost(calls, rows, estimator_rows):
+    """The round's cost in sequences through the model, all ranks: each analytic model call of a
+    round (grpo.analytic_passes) times the round's rows, the scoring calls (old, ref, policy) times
+    the estimator's rows per sequence (logprob.ESTIMATOR_ROWS: coupled and ELBO run 2)."""
+    scoring = calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]
+    return {"fwd_rows": rows * (calls["rollout_fwd"] + estimator_rows * scoring),
+            "bwd_rows": rows * estimator_rows * calls["policy_bwd"]}
+
+
+def report_round(bar, f, step, metrics, timing, cost, curve, elapsed, n_cut=0):
+    """Rank 0's report of one grpo.py round: a console line (the metrics, then seconds per phase),
+    the bar's reward, and the round's line in metrics.jsonl: metrics, phase seconds as s_<phase>,
+    the cost columns, and the held-out curve (lib/evaluate.ToyCurve) when it is due. n_cut: this
+    rank's prompts cut to --max-prompt-length, a warning."""
+    if n_cut:
+        bar.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")
+    bar.write(f"round {step}: " + " ".join(f"{k} {v:.3f}" for k, v in metrics.items()) +
+              " | s/phase " + " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
+    bar.set_postfix(reward=f"{metrics['reward']:.3f}")
+    record = {"step": step, "elapsed_s": elapsed, **metrics, **{f"s_{k}": v for k, v in timing.items()}, **cost}
+    if curve and curve.due(step):  # `elapsed` was read before it: elapsed_s stays training time
+        record.update(curve())
+        bar.write(f"round {step}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))
+    log_metrics(f, record)
 
 
 def mean_over_ranks(metrics, run):

@@ -234,11 +234,18 @@ def test_load_rl_data_several_tasks_shuffled_with_d1_seed():
 
 def test_round_metrics_against_a_hand_count():
     # two micro-batches of two groups of G = 3; group rewards (1, 0, 0), (1, 1, 1) | (0.5, 0.5, 0.5), (2, 0, 1)
-    def mb(rewards, lengths):
+    def mb(rewards, lengths, rows, calls):
         mask = torch.tensor([[1.0] * n + [0.0] * (4 - n) for n in lengths])  # (6, 4)
-        return MicroBatch(0, [], None, None, mask, rewards=torch.tensor(rewards))
-    batches = [mb([1, 0, 0, 1, 1, 1], [4, 1, 2, 3, 4, 4]), mb([0.5, 0.5, 0.5, 2, 0, 1], [1, 1, 1, 2, 2, 2])]
+        return MicroBatch(0, [], None, torch.tensor(rows), mask, calls, rewards=torch.tensor(rewards))
+    # distinct completions are compared on what the mask keeps (up to the first EOS): tokens after it never count
+    rows_a = [[5, 6, 7, 8], [5, 9, 9, 9], [5, 6, 1, 1], [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 5]]
+    rows_b = [[7, 1, 1, 1], [7, 2, 2, 2], [7, 3, 3, 3], [4, 4, 0, 0], [4, 4, 9, 9], [4, 5, 0, 0]]
+    batches = [mb([1, 0, 0, 1, 1, 1], [4, 1, 2, 3, 4, 4], rows_a, 8), mb([0.5, 0.5, 0.5, 2, 0, 1], [1, 1, 1, 2, 2, 2],
+                                                                        rows_b, 5)]
     m = round_metrics(batches, 3, {"loss": 0.25}, {"correctness": 6.0})
+    # by hand, the sets of visible prefixes: {5678, 5, 56}, {123, 1234, 1235}, {7}, {44, 44, 45}
+    assert m["distinct"] == pytest.approx((3 + 3 + 1 + 2) / 12)
+    assert m["rollout_calls"] == 6.5  # the mean over the two rollouts
     std = lambda xs: math.sqrt(sum((x - sum(xs) / 3) ** 2 for x in xs) / 2)  # sample std, as torch
     assert abs(m["reward"] - 8.5 / 12) < 1e-6
     assert abs(m["reward_std"] - (std([1, 0, 0]) + 0 + 0 + std([2, 0, 1])) / 4) < 1e-6
@@ -312,3 +319,64 @@ def test_an_objective_without_old_pass_makes_no_old_or_ref_calls():
     st = policy_step(model, [batch], 0, 5, opt, list(model.parameters()), args := grpo.parse_args(
         ["--objective", "wd1", "--num-generations", "3"]), nullcontext, model.config.mask_token_id, accum=1)
     assert st["skipped"] == 0.0 and math.isfinite(st["loss"]) and "seq_logp" in st and args.objective == "wd1"
+
+
+# -----------------------------------------------------------------------------
+# fast rollouts (--rollout-cache / --rollout-threshold): they change which completions are sampled, never how
+# they are scored
+
+
+@pytest.mark.parametrize("cache,threshold,rule", [("none", 0.0, "certainty"), ("prefix", 0.0, "certainty"),
+                                                  ("dual", 0.0, "certainty"), ("none", 0.03, "certainty"),
+                                                  ("dual", 0.03, "certainty"), ("dual", 0.03, "fast_dllm")])
+def test_ratio_is_exactly_one_at_inner_step_zero_for_every_rollout_mode(cache, threshold, rule):
+    import copy
+    model = tiny_model()
+    prompt = torch.randint(0, 48, (2, 5), generator=torch.Generator().manual_seed(1)).repeat_interleave(3, dim=0)
+    sampler = {}
+    args = grpo.parse_args(["--num-iterations", "2", "--beta", "0.04", "--p-mask", "0.3", "--gen-length", "12",
+                            "--block-length", "4", "--diffusion-steps", "12", "--temperature", "1.0",
+                            "--rollout-cache", cache, "--rollout-threshold", str(threshold),
+                            "--rollout-threshold-rule", rule])
+    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(0), nullcontext, args,
+                              stats=sampler)  # (6, 12), 3 blocks of 4 steps
+    # the mode acts: a threshold this low ends blocks early; without one, every step runs
+    assert (sampler["model_calls"] < 12) if threshold else (sampler["model_calls"] == 12)
+    b = MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), sampler["model_calls"],
+                   adv=torch.tensor([1.0, -1.0, 0.5, -0.5, 0.25, -0.25]))
+    ref_model = copy.deepcopy(model).requires_grad_(False)  # full fine-tuning: the reference is a frozen copy
+    seeds = mask_seeds(5, 0, 2)
+    score_old_ref(model, ref_model, nullcontext, [b], seeds, args, nullcontext)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    first = policy_step(model, [b], 0, seeds[0], opt, params, args, nullcontext, 49, accum=1)
+    # θ_old was scored by the estimator under the same mask, not by the sampler: ρ = 1 bit for bit
+    assert first["ratio_mean"] == 1.0 and first["ratio_dev"] == 0.0 and first["clip_frac"] == 0.0
+    second = policy_step(model, [b], 1, seeds[1], opt, params, args, nullcontext, 49, accum=1)
+    assert second["ratio_dev"] > 0  # the first step did move the policy
+
+
+def test_fast_rollout_run_logs_its_rollouts_and_measuring_agreement_changes_nothing(tmp_path):
+    model_dir = tmp_path / "tiny"
+    write_digit_model(model_dir)
+    common = ["--model-dir", str(model_dir), "--num-examples", "16", "--prompts-per-step", "2", "--toy-blanks", "6,8",
+              "--groups-per-micro", "1", "--num-generations", "3", "--num-iterations", "2", "--gen-length", "16",
+              "--block-length", "8", "--diffusion-steps", "8", "--lr", "1e-2", "--rounds", "3", "--save-every", "10"]
+    fast = common + ["--rollout-cache", "dual", "--rollout-threshold", "0.3"]
+    cmd = [sys.executable, str(REPO / "grpo.py")]
+    run(cmd + fast + ["--rollout-agree-every", "2", "--out-dir", str(tmp_path / "agree")], REPO)
+    run(cmd + fast + ["--rollout-agree-every", "0", "--out-dir", str(tmp_path / "plain")], REPO)
+    run(cmd + common + ["--out-dir", str(tmp_path / "exact")], REPO)
+    agree, plain, exact = (read_metrics(str(tmp_path / d)) for d in ("agree", "plain", "exact"))
+    # rounds 1 and 3 (0-based 0 and 2) re-ran the exact sampler on the first micro-batch; the run itself is the same
+    assert ["rollout_agree" in r for r in agree] == [True, False, True]
+    assert all(0.0 <= r["rollout_agree"] <= 1.0 for r in agree if "rollout_agree" in r)
+    assert not any("rollout_agree" in r for r in plain + exact)  # never measured, or nothing to measure
+    a, p = (from_pretrained(tmp_path / d).state_dict() for d in ("agree", "plain"))
+    assert all(torch.equal(a[k], p[k]) for k in a)
+    for x, y in zip(agree, plain):
+        assert {k: v for k, v in x.items() if k != "elapsed_s" and not k.startswith("s_") and k != "rollout_agree"} \
+            == {k: v for k, v in y.items() if k != "elapsed_s" and not k.startswith("s_")}
+    # every round logs the rollouts: the exact sampler makes all 8 calls, the threshold at most 8
+    assert all(r["rollout_calls"] == 8 for r in exact) and all(0 < r["rollout_calls"] <= 8 for r in agree)
+    assert all(1 / 3 <= r["distinct"] <= 1 for r in agree + exact)

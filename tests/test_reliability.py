@@ -290,6 +290,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script,
     (["--keep-last", "0"], "--keep-last must be >= 1"),
     (["--fsdp", "--lora-r", "4"], "--fsdp is full fine-tuning"),
     (["--eval-every", "5", "--task", "gsm8k"], "--eval-every measures the toy"),
+    (["--rollout-threshold", "1.5"], "--rollout-threshold must be 0 (off) or in (0, 1]"),
+    (["--rollout-threshold", "0.9", "--fsdp", "--lora-r", "0"], "--rollout-threshold with --fsdp"),
+    (["--rollout-agree-every", "-1"], "--rollout-agree-every must be >= 0"),
 ])
 def test_grpo_flags_that_cannot_work_are_refused(flags, says):
     import grpo
