@@ -7,6 +7,8 @@ import grpo
 from grpo import analytic_passes
 from model import LLaDA, LLaDAConfig
 from tools.bench import bench, main
+from tools.rollouts import bench_rollouts, format_rollout_table
+from tools.samplers import SAMPLERS, analytic_columns
 
 
 def micro_model():
@@ -75,6 +77,36 @@ def test_sampler_table_counts_the_columns_each_sampler_forwards():
     assert rows["dual cache"]["columns_per_sample"] == 3 * (L + (spb - 1) * K)
     assert rows["exact"]["agreement"] == 1.0 and rows["exact"]["speedup"] == 1.0
     assert all(r["model_calls"] <= 6 for r in rows.values())
+    # the cost model of tools/samplers.py says the same (exact for the samplers without a threshold)
+    for name, kw in SAMPLERS.items():
+        bound = analytic_columns(4, 12, 4, 6, kw.get("cache"))
+        assert rows[name]["columns_per_sample"] == bound if "threshold" not in kw else \
+            rows[name]["columns_per_sample"] <= bound
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_a_round_with_a_cached_rollout_counts_the_analytic_calls_and_columns(cache):
+    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
+                             "--block-length", "4", "--diffusion-steps", "4", "--num-iterations", "1",
+                             "--rollout-cache", cache])
+    res = bench(micro_model(), gargs, prompt_len=4, repeats=2)
+    # the cache keeps the number of calls (one per step) and narrows them: by hand, 2 blocks of 2 steps on a
+    # 12-column canvas; prefix's second step forwards block + suffix (8, then 4), dual's the block (4)
+    assert res["passes"] == analytic_passes(4, 1, gargs.beta)
+    assert res["rollout_columns"] == res["analytic_columns"] == {"none": 48, "prefix": 36, "dual": 32}[cache]
+
+
+def test_rollout_table_one_round_per_mode():
+    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
+                             "--block-length", "4", "--diffusion-steps", "8", "--num-iterations", "1"])
+    rows = bench_rollouts(micro_model(), gargs, 4, repeats=1)
+    assert list(rows) == list(SAMPLERS)
+    assert rows["exact"]["agreement"] == 1.0 and rows["exact"]["round_speedup"] == 1.0
+    for name, r in rows.items():
+        assert r["calls"] <= r["analytic_calls"] == 8 and r["columns"] <= r["analytic_columns"]
+        if "threshold" not in name:  # only a threshold makes the count depend on the samples
+            assert (r["calls"], r["columns"]) == (r["analytic_calls"], r["analytic_columns"])
+    assert "dual cache + threshold 0.9" in format_rollout_table(rows, "cpu", "test")
 
 
 def test_activation_probe_extrapolates_to_depth():
@@ -124,6 +156,12 @@ def test_cli_samplers_and_memory_plan_modes(capsys, tmp_path):
     out = capsys.readouterr().out
     exact = next(line for line in out.splitlines() if line.startswith("exact "))
     assert "1.00x" in exact and "100.0%" in exact and "dual cache" in out
+    from tools import rollouts
+    rollouts.main(["--device", "cpu", "--gen-length", "8", "--block-length", "4", "--diffusion-steps", "4",
+                   "--num-generations", "2", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "round per rollout mode" in out
+    assert sum(line.startswith(tuple(SAMPLERS)) for line in out.splitlines()) == len(SAMPLERS)  # a row per mode
     run_cli(*small, "--memory-plan", "--lora-r", "4", "--json", str(tmp_path / "m.json"))
     out = capsys.readouterr().out
     assert out.count("peak memory per GPU, LoRA r 4") == 2  # checkpointing off and on
@@ -187,6 +225,9 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     # every grpo.py flag reaches the measured round: a new objective is measured, not silently the old loss
     wd1 = preflight(grpo.parse_args(flags + ["--objective", "wd1"]))
     assert wd1["config"]["objective"] == "wd1" and wd1["passes"] == analytic_passes(2, 3, 0.04, "wd1") != res["passes"]
+    # and the rollout mode too: a dual cache forwards the block alone at a block's later steps
+    dual = preflight(grpo.parse_args(flags + ["--rollout-cache", "dual", "--diffusion-steps", "4"]))
+    assert dual["config"]["rollout_cache"] == "dual" and dual["rollout_columns"] == 2 * (10 + 2)  # (P + N) + block
     # the memory warning: above 90 % of the device's memory, and only then
     for share, warned in [(0.95, True), (0.85, False)]:
         fake = {**res, "memory_share": share}

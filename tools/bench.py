@@ -5,8 +5,10 @@ grpo.parse_args), run through grpo.py's own phase functions.
 
 The analytic cost model (counted in model calls; each call is ONE batched forward over all B
 completions, so "passes" are per batch, not per sample):
-  rollout      steps forwards          sample.generate: one forward per denoising step
-                                       (with CFG it would be 2 rows batched into one call: same count)
+  rollout      steps forwards          sample.generate: one forward per denoising step (with CFG, 2 rows
+                                       batched into one call). A --rollout-cache narrows its calls (columns
+                                       counted, tools/samplers.analytic_columns); a --rollout-threshold may
+                                       end blocks early: at most `steps` (tools/rollouts.py: each mode)
   old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4), if the objective
                                        reads them (wd1 does not)
   ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0 or
@@ -29,13 +31,13 @@ More modes:
                  MEASURED (saved_tensors_hooks) on 1- and 2-block models, which runs on a laptop
                  even for the 8B shape, extrapolated to the full depth (exact: blocks are identical),
                  plus counted weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
-  --sandbox      the code reward's cost: programs per second lib/sandbox.py scores for a G = 6 group
-                 with 10 tests each, one by one vs batched over the cores (no model).
+  --sandbox      the code reward's cost (tools/sandbox_cost.py, no model).
 
 Run (one micro-batch of one group of G unless --groups-per-micro says otherwise):
     python -m tools.bench                                   # the toy round, CPU, seconds
     python -m tools.bench --objective wd1                   # the same round under wd1: no old / ref passes
     python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
+    python -m tools.bench --rollout-cache dual --rollout-threshold 0.9      # the round with a fast rollout
     python -m tools.bench --preset 8b --memory-plan         # CPU is fine: ~1 min, ~8 GB RAM
     python -m tools.bench --preset 8b --json out/bench-8b.json                     # one GPU: d1's QLoRA round
     python -m tools.bench --preset 8b --no-load-in-4bit --gradient-checkpointing   # one GPU: bf16 LoRA round
@@ -60,9 +62,10 @@ from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
 from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
-from ops.ddp import autocast_bf16
+from ops.ddp import autocast_bf16, default_dtype
 from tools.memplan import memory_plan, probe_activations
-from tools.samplers import compare_samplers, format_sampler_table, sync
+from tools.sandbox_cost import sandbox_cost
+from tools.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
 
 # The benchmark's defaults per preset are grpo.py's own (one micro-batch: one group of G), so
 # the 8B figures are d1's recipe as the trainer runs it. The toy's prompts are 47 tokens long
@@ -73,7 +76,7 @@ TOY_PROMPT_LEN = 47
 def default_prompt_len(gargs):
     """The benchmark's prompt length: the toy's (47 tokens), or d1's longest that the left cut lets
     through (--max-prompt-length, 200): an upper bound on the cost."""
-    return TOY_PROMPT_LEN if gargs.preset == "tiny" else gargs.max_prompt_length
+    return gargs.max_prompt_length if gargs.preset == "8b" else TOY_PROMPT_LEN
 
 
 def matmul_params(model):
@@ -121,7 +124,10 @@ class PassCounter:
             ref = module is self.ref or any(getattr(m, "enabled", True) is False for m in module.modules())
             phase = "ref" if ref else "old"
         self.counts[phase + "_fwd"] = self.counts.get(phase + "_fwd", 0) + 1
-        if output.requires_grad:  # counted under the phase of the forward, not of the backward
+        if phase == "rollout":  # a cached rollout's later calls forward only a window of the canvas: its width
+            self.counts["rollout_columns"] = self.counts.get("rollout_columns", 0) + args[0].shape[1]
+        # a cache refresh returns (logits, keys/values), never with grad; counted under the forward's phase
+        if isinstance(output, torch.Tensor) and output.requires_grad:
             output.register_hook(lambda g: self.counts.__setitem__(phase + "_bwd", self.counts.get(phase + "_bwd", 0) + 1))
 
     def remove(self):
@@ -129,17 +135,20 @@ class PassCounter:
             h.remove()
 
 
-def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
+def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, completions=None, prompt=None):
     """Run `repeats` diffu-GRPO micro-batch rounds on random prompts, through grpo.py's own phase
     functions (rollout, score_old_ref, policy_step) with the configuration that grpo.py's parsed
     flags `gargs` describe (objective, estimator, μ, β, LoRA, precision, ...: every flag reaches the
     phase it sets), and return a dict of measured numbers (pass counts per round, median seconds
     per phase, tokens/s, peak memory, FLOP/s on GPU). One micro-batch is groups_per_micro groups
     of G completions of random prompts of `prompt_len` tokens; random rewards stand in for step 2.
-    gargs.lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off)."""
+    gargs.lora_r > 0 adds adapters to `model` in place (the reference is then the base, LoRA off).
+    The rollout is the one --rollout-cache / --rollout-threshold give; `completions`, a list, receives
+    each round's (B, N) samples. `prompt` (B, P): these prompt rows instead of random ones (task_prompt)."""
     device = next(model.parameters()).device
     cfg, G = model.config, gargs.num_generations
-    batch_size, prompt_len = gargs.groups_per_micro * G, prompt_len or default_prompt_len(gargs)
+    batch_size = gargs.groups_per_micro * G
+    prompt_len = prompt.shape[1] if prompt is not None else prompt_len or default_prompt_len(gargs)
     model.gradient_checkpointing = gargs.gradient_checkpointing
     # grpo.py's phase functions take a context factory: bf16 autocast under --autocast, else a no-op
     amp = lambda: autocast_bf16(device.type, gargs.autocast)
@@ -163,9 +172,10 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
     # a CPU generator for the prompt and the random rewards, a device one for the sampler's noise
     g = torch.Generator().manual_seed(seed)
     rollout_g = torch.Generator(device=device).manual_seed(seed)  # as grpo.py: noise drawn on the device
-    # random prompt ids below mask_id (the sampler refuses mask tokens in a prompt), each repeated G times
-    prompt = torch.randint(0, cfg.mask_token_id, (batch_size // G, prompt_len), generator=g)
-    prompt = prompt.repeat_interleave(G, dim=0).to(device)  # (B, P): groups of G rows, as group_prompts
+    if prompt is None:  # random prompt ids below mask_id (the sampler refuses a mask in a prompt), each G times
+        prompt = torch.randint(0, cfg.mask_token_id, (batch_size // G, prompt_len), generator=g)
+        prompt = prompt.repeat_interleave(G, dim=0)  # (B, P): groups of G rows, as group_prompts
+    prompt = prompt.to(device)
     if str(device).startswith("cuda"):
         # the peak is measured from here: weights and adapters are resident; AdamW's state appears at
         # the first optimizer step, inside the window
@@ -177,9 +187,10 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
         # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
         counter.phase = "rollout"
-        completion = rollout(model, prompt, rollout_g, amp, gargs.gen_length, gargs.block_length,
-                             gargs.diffusion_steps, gargs.temperature)  # (B, N)
+        completion = rollout(model, prompt, rollout_g, amp, gargs)  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
+        if completions is not None:
+            completions.append(completion)
         # random rewards stand in for step 2; their group advantages for step 3
         adv = group_advantages(torch.randn(batch_size, generator=g), G, gargs.scale_std).to(device)  # (B,)
         # micro-batch index 0 keys the mask generators; no examples, since the rewards are random anyway
@@ -200,10 +211,14 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
         sync(device); times["update"].append(time.perf_counter() - t0)
         per_round.append(dict(counter.counts))
     counter.remove()
-    # the counts must not depend on the round or the data, otherwise analytic_passes is not the cost
-    if any(c != per_round[0] for c in per_round):
+    # the counts must not depend on the round or the data, otherwise analytic_passes is not the cost. Except
+    # the rollout's under --rollout-threshold: a block ends when its tokens are written, so it depends on them
+    varies = ("rollout_fwd", "rollout_columns") if gargs.rollout_threshold else ()
+    fixed = [{k: v for k, v in c.items() if k not in varies} for c in per_round]
+    if any(c != fixed[0] for c in fixed):
         raise RuntimeError(f"pass counts differ between rounds: {per_round}")
     keys = ("rollout_fwd", "old_fwd", "ref_fwd", "policy_fwd", "policy_bwd")
+    cache = None if gargs.rollout_cache == "none" else gargs.rollout_cache
     res = {"device": device_label(device), "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
            "params": param_count(model), "batch_size": batch_size, "prompt_len": prompt_len,
            "gen_length": gargs.gen_length, "steps": gargs.diffusion_steps, "num_iterations": gargs.num_iterations,
@@ -212,8 +227,14 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0):
            "gradient_checkpointing": gargs.gradient_checkpointing,
            # read off the modules: the 4-bit swap happens before bench() is called
            "load_in_4bit": any(type(m).__name__ == "Linear4bit" for m in model.modules()),
-           "passes": {k: per_round[0].get(k, 0) for k in keys},
+           "rollout_cache": gargs.rollout_cache, "rollout_threshold": gargs.rollout_threshold,
+           # the mean over rounds: only a threshold rollout's count changes from round to round
+           "passes": {k: statistics.mean(c.get(k, 0) for c in per_round) for k in keys},
            "analytic": analytic_passes(gargs.diffusion_steps, gargs.num_iterations, gargs.beta, gargs.objective),
+           # the rollout's canvas columns per sample, counted and analytic (an upper bound with a threshold)
+           "rollout_columns": statistics.mean(c["rollout_columns"] for c in per_round),  # every row shares a width
+           "analytic_columns": analytic_columns(prompt_len, gargs.gen_length, gargs.block_length,
+                                                gargs.diffusion_steps, cache),
            "seconds": {k: statistics.median(v) for k, v in times.items()}}
     # generated tokens only (B x N): the prompt is given, not sampled
     res["sampler_tokens_per_s"] = batch_size * gargs.gen_length / res["seconds"]["rollout"]
@@ -250,13 +271,18 @@ def format_table(res):
     flags = "".join(f", {k}" for k in ("load_in_4bit", "autocast", "gradient_checkpointing") if res.get(k))
     rows = [("model", f"{res['params']:,} params, {res['dtype']}, lora_r {res['lora_r']}{flags}", dev),
             ("setup", f"B {res['batch_size']}, prompt {res['prompt_len']}, gen {res['gen_length']}, "
-                      f"steps {res['steps']}, μ {res['num_iterations']}, β {res['beta']}", "")]
+                      f"steps {res['steps']}, μ {res['num_iterations']}, β {res['beta']}, rollout cache "
+                      f"{res['rollout_cache']}, threshold {res['rollout_threshold'] or 'off'}", "")]
     for k, v in res["passes"].items():
-        # measured calls beside the analytic model: a MISMATCH means the trainer's passes changed
-        ok = "ok" if v == res["analytic"][k] else "MISMATCH"
-        rows.append((f"passes {k}", f"{v} (analytic {res['analytic'][k]}, {ok})", dev))
+        # measured calls beside the analytic model: a MISMATCH means the trainer's passes changed. A threshold
+        # rollout may stop a block early: at most the analytic count
+        bound = k == "rollout_fwd" and res["rollout_threshold"]
+        ok = "ok" if v == res["analytic"][k] or (bound and v <= res["analytic"][k]) else "MISMATCH"
+        rows.append((f"passes {k}", f"{v:g} ({'at most ' * bool(bound)}analytic {res['analytic'][k]}, {ok})", dev))
+    rows.append(("rollout columns per sample", f"{res['rollout_columns']:g} (analytic "
+                 f"{res['analytic_columns']}{', an upper bound' * bool(res['rollout_threshold'])})", dev))
     rows.append(("sampler tokens/s", f"{res['sampler_tokens_per_s']:.1f}", dev))
-    rows.append(("forward passes per sample", f"{res['forward_passes_per_sample']} (batched over B)", dev))
+    rows.append(("forward passes per sample", f"{res['forward_passes_per_sample']:g} (batched over B)", dev))
     for k, v in res["seconds"].items():
         rows.append((f"seconds {k}", f"{v:.3f} (median of {res['repeats']})", dev))
     rows.append(("peak memory GiB", f"{res['peak_memory_gib']:.2f} [{res['memory_kind']}]", dev))
@@ -310,32 +336,10 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
     return res
 
 
-def bench_sandbox(group=6, n_tests=10, repeats=3, workers=None):
-    """Programs per second that sandbox.py scores: one rollout group of `group` programs with `n_tests`
-    unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
-    and batched (run_batch over the CPU cores). Medians of `repeats`."""
-    from lib import sandbox
-    program = "def f(x):\n    return 3 * x + 1\n"
-    tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
-    jobs = [(program, tests)] * group
-    expect = [[k >= 3 for k in range(n_tests)]] * group
-    res = {"mode": sandbox.isolation_mode(), "group": group, "tests": n_tests, "workers": workers or os.cpu_count()}
-    for name, run in (("sequential", lambda: [sandbox.run_tests(p, t) for p, t in jobs]),
-                      ("batched", lambda: sandbox.run_batch(jobs, workers=workers))):
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            assert run() == expect  # a benchmark that scores wrongly measures nothing
-            times.append(time.perf_counter() - t0)
-        res[f"{name}_programs_per_s"] = group / statistics.median(times)
-    res["speedup"] = res["batched_programs_per_s"] / res["sequential_programs_per_s"]
-    return res
-
-
 def preset_config(preset):
-    """The shape of a preset's random weights: tiny (the byte tokenizer's ids) or LLaDA-8B's
-    (LLaDAConfig's defaults)."""
-    return LLaDAConfig(**TINY_CONFIG, **TINY_IDS) if preset == "tiny" else LLaDAConfig()
+    """The shape of a preset's random weights: LLaDA-8B's (LLaDAConfig's defaults) for 8b, else the
+    tiny model's (the byte tokenizer's ids; the testbed trains the tiny model too)."""
+    return LLaDAConfig() if preset == "8b" else LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
 
 
 def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
@@ -377,11 +381,10 @@ def main(argv=None):
     args, rest = p.parse_known_args(argv)
     gargs = grpo.parse_args(["--groups-per-micro", "1", *rest])  # later flags win: an explicit one overrides
     device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    # the default precision is grpo.py's: bf16 on GPU, fp32 on CPU
-    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    dtype = default_dtype(gargs.dtype, device.split(":")[0])  # grpo.py's default: bf16 on GPU, fp32 on CPU
     B, P = gargs.groups_per_micro * gargs.num_generations, args.prompt_len or default_prompt_len(gargs)
     if args.sandbox:  # no model: the code reward's execution cost
-        res = bench_sandbox(repeats=max(3, args.repeats))
+        res = sandbox_cost(repeats=max(3, args.repeats))
         print(f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests: sequential "
               f"{res['sequential_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
               f"{res['batched_programs_per_s']:.1f} programs/s ({res['speedup']:.2f}x)")

@@ -5,14 +5,15 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
   1. cuda tests   pytest -m cuda tests/test_cuda.py: bf16 vs fp32, NF4 vs dequantized, greedy
                   sampler CUDA == CPU, estimator + loss CUDA vs CPU, save -> load from CUDA
   2. scripts      the tiny model for real on CUDA, a few steps each: sft.py, grpo.py (full, LoRA,
-                  4-bit + LoRA, --compile), eval.py, and sft / grpo / eval under
-                  torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
+                  4-bit + LoRA, --compile, a dual-cache threshold rollout), eval.py, and sft / grpo /
+                  eval under torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
   3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
                   d1's QLoRA round (python -m tools.preflight --preset 8b: G 6, prompt 200 + gen 256,
                   block 32, 128 steps, μ 12, LoRA r 128 on NF4), the bf16 LoRA round (compiled),
                   a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
-                  the policy forward + backward alone for MFU (eager and compiled), and the exact
-                  vs cached samplers at gen 256 (compiled)
+                  the policy forward + backward alone for MFU (eager and compiled), the exact
+                  vs cached samplers at gen 256 (compiled), and d1's round once per rollout mode
+                  (exact, prefix / dual cache, threshold 0.9; eager QLoRA and compiled bf16 LoRA)
   4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
                   on this one GPU and on 8
 Prints one line per check as it finishes, then a table; writes every log and JSON under
@@ -113,6 +114,16 @@ def summarize_mfu(path):
     return f
 
 
+def summarize_rollouts(path):
+    # one line from a bench.py --rollouts JSON: each mode's round against exact, and d1's GSM8K run on 8 GPUs
+    def f():
+        rows = read_json(path)["rollouts"]
+        return ", ".join(f"{name} {r['round_s']:.1f} s/round ({r['round_speedup']:.2f}x, GSM8K "
+                         f"{project_hours(r['round_s'], D1_STEPS['gsm8k'], 12, 16, 1, N_GPUS_PROJECTED):.1f} h on "
+                         f"{N_GPUS_PROJECTED})" for name, r in rows.items())
+    return f
+
+
 def summarize_samplers(path):
     # one line from a bench.py --samplers JSON: tokens/s and speed-up over the exact sampler
     def f():
@@ -177,6 +188,8 @@ if __name__ == "__main__":
             ("grpo 4bit+lora", [py, *grpo, "--out-dir", out("grpo_4bit"), "--lora-r", "8", "--beta", "0.04",
                                 "--load-in-4bit"]),
             ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
+            ("grpo fast rollout", [py, *grpo, "--out-dir", out("grpo_fast"), "--rollout-cache", "dual",
+                                   "--rollout-threshold", "0.9", "--rollout-agree-every", "1"]),
             ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval"), "--force"]),
             # the same scripts under NCCL on every GPU: DDP, then FSDP2 (--fsdp) for sft and grpo
             ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp"), "--force"]),
@@ -195,6 +208,7 @@ if __name__ == "__main__":
         # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
         # overridden); the MFU and sampler checks are bench.py's own modes
         bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
+        rollouts = [py, "-m", "tools.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
         pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(args.peak_tflops), "--model-dir", "none",
                "--task", "gsm8k"]
         for name, cmd, summarize in [
@@ -211,6 +225,14 @@ if __name__ == "__main__":
             # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
             ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
                                      "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
+            # d1's QLoRA round once per rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md),
+            # eager, then on a bf16 base with compiled blocks. Random weights never reach a 0.9 confidence, so
+            # the threshold rows show the cache's cost only
+            ("8b rollout modes", [*rollouts, "--json", out("8b_rollouts.json")],
+             summarize_rollouts(out("8b_rollouts.json"))),
+            ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
+                                            out("8b_rollouts_compiled.json")],
+             summarize_rollouts(out("8b_rollouts_compiled.json"))),
         ]:
             rows.append(finish(start(name, cmd, args.out_dir), summarize))
 

@@ -18,6 +18,7 @@ logging and checkpoints are left out (seconds per round against minutes). The pr
 Run:
     python -m tools.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
     python -m tools.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
+    python -m tools.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
     python -m tools.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
 """
 import argparse
@@ -72,7 +73,8 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
                                                       "max_prompt_length", "gen_length", "block_length",
                                                       "diffusion_steps", "num_iterations", "beta", "lora_r",
                                                       "load_in_4bit", "gradient_checkpointing", "compile",
-                                                      "objective", "estimator")},
+                                                      "objective", "estimator", "rollout_cache",
+                                                      "rollout_threshold")},
            "model": source}
     try:
         # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.

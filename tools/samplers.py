@@ -33,6 +33,20 @@ SAMPLERS = {  # name -> generate() options; "exact" is the reference every other
 }
 
 
+def analytic_columns(prompt_len, gen_length, block_length, steps, cache=None):
+    """Canvas columns one sample sends through the model in a rollout: exact, steps x (P + N); a
+    cached sampler runs the whole canvas at each block's first step and then only its window (prefix:
+    the block and the masked suffix right of it; dual: the block). With a threshold this is an upper
+    bound (a block may finish early)."""
+    L, num_blocks = prompt_len + gen_length, gen_length // block_length
+    spb = steps // num_blocks  # steps per block
+    if cache is None:
+        return steps * L
+    # window of block b: from its start to the end of the canvas (prefix), or the block alone (dual)
+    window = lambda b: gen_length - b * block_length if cache == "prefix" else block_length
+    return sum(L + (spb - 1) * window(b) for b in range(num_blocks))
+
+
 def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, repeats=3, samplers=SAMPLERS):
     """Greedy generation of the same prompts (B, P) with every sampler. Per sampler: median seconds
     (after one warm-up call), generated tokens/s, model calls, canvas columns forwarded per sample
