@@ -21,6 +21,7 @@ Run:
     python -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4          # SFT vs SFT + diffu-GRPO
     python -m lab.compare --a "--objective diffu_grpo" --b "--objective wd1" --seeds 0,1,2,3,4 --jobs 2
     python -m lab.compare --a "--rounds 0" --b "" --dry-run                    # the commands, nothing run
+    python -m lab.compare --recipe toy --a "" --b "--rollout-cache dual" --seeds 0,1,2,3,4   # on make run's toy
 """
 import argparse
 import glob
@@ -42,11 +43,14 @@ from lib.results import MANIFEST, load_results
 from ops.checks import require, upfront
 from ops.metrics import METRICS_FILE, read_metrics
 
-# the testbed's recipe (docs/testbed.md); each is overridable by the flag of the same name
-INIT_FLAGS = "--tags"
-SFT_FLAGS = "--task countdown_toy --num-examples 4000 --max-length 96 --max-steps 5000 --eval-every 1000"
-GRPO_FLAGS = "--preset testbed"
-EVAL_FLAGS = "--toy-items 500"
+# the recipes, picked by --recipe: the testbed (docs/testbed.md) and `make run`'s toy (lab/runs/toy.sh, every
+# script at its defaults); each flag string is overridable by the flag of the same name
+RECIPES = {
+    "testbed": {"init": "--tags",
+                "sft": "--task countdown_toy --num-examples 4000 --max-length 96 --max-steps 5000 --eval-every 1000",
+                "grpo": "--preset testbed", "eval": "--task countdown_toy --toy-items 500"},
+    "toy": {"init": "", "sft": "", "grpo": "", "eval": "--task toy"},
+}
 DONE = "COMPARE_DONE"  # written into a step's directory once its command succeeded
 STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--eval-flags")
 
@@ -91,9 +95,8 @@ def seed_plan(seed, root, flags, variants):
                                                                  model, "--seed", s, *flags["grpo"], *v]))
         ev = f"{model}_eval-{key(flags['eval'])}"  # keyed by the model's dir (its name) and the eval flags
         if ev not in evals:  # both variants SFT alone: one model, evaluated once
-            steps.append((f"eval {name}", ev, "eval.json", [py, "eval.py", "--task", "countdown_toy", "--model-dir",
-                                                            model, "--out-dir", ev, "--json",
-                                                            os.path.join(ev, "eval.json"), *flags["eval"]]))
+            steps.append((f"eval {name}", ev, "eval.json", [py, "eval.py", "--model-dir", model, "--out-dir", ev,
+                                                            "--json", os.path.join(ev, "eval.json"), *flags["eval"]]))
         evals.append(ev)
     return steps, evals
 
@@ -183,7 +186,14 @@ def update_stats(eval_dirs):
         v = sorted(r[k] for r in rows)
         out.update({f"{k}_median": v[len(v) // 2], f"{k}_max": v[-1]})
     out["ratio_mean_max"] = max(r["ratio_mean"] for r in rows)
-    out["zero_std_groups"] = sum(r["zero_std_groups"] for r in rows) / len(rows)
+    mean = lambda k: sum(r[k] for r in rows if k in r) / max(1, sum(k in r for r in rows))
+    # what the rollouts were: group diversity, length, sampler calls, agreement with the exact sampler (a fast
+    # rollout's rounds only), and their cost; older runs' metrics lack the newer keys, which read as NaN
+    for k in ("zero_std_groups", "reward_std", "distinct", "completion_len", "rollout_calls", "rollout_agree",
+              "s_rollout"):
+        out[k] = mean(k) if any(k in r for r in rows) else float("nan")
+    # seconds per run, rewards and logging included, the held-out curve not
+    out["train_s"] = sum(read_metrics(d)[-1].get("elapsed_s", math.nan) for d in runs) / len(runs)
     return out
 
 
@@ -192,7 +202,11 @@ def stats_line(name, st):
     return (f"{name} updates ({st['rounds']} rounds, median / max): |ratio - 1| {st['ratio_dev_median']:.3f} / "
             f"{st['ratio_dev_max']:.3f}, clipped tokens {100 * st['clip_frac_median']:.2f} / "
             f"{100 * st['clip_frac_max']:.2f} %, grad norm {st['grad_norm_median']:.2f} / {st['grad_norm_max']:.1f}; "
-            f"largest mean ratio {st['ratio_mean_max']:.2f}; zero-spread groups {100 * st['zero_std_groups']:.0f} %")
+            f"largest mean ratio {st['ratio_mean_max']:.2f}\n"
+            f"{name} rollouts (means over rounds): zero-spread groups {100 * st['zero_std_groups']:.0f} %, reward "
+            f"std {st['reward_std']:.3f}, distinct {100 * st['distinct']:.0f} %, length {st['completion_len']:.1f}, "
+            f"model calls {st['rollout_calls']:.1f}, tokens = exact {100 * st['rollout_agree']:.1f} %; "
+            f"{st['s_rollout']:.2f} s a rollout, {st['train_s']:.0f} s a run")
 
 
 def summary_line(s):
@@ -210,10 +224,13 @@ def main(argv=None):
     parser.add_argument("--out", type=str, default="out/compare", help="root of the cached runs and the summary")
     parser.add_argument("--json", type=str, default="", help="summary path (default <out>/<A hash>_vs_<B hash>.json)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands in order, run nothing")
-    parser.add_argument("--init-flags", type=str, default=INIT_FLAGS, help="python -m lib.checkpoint flags")
-    parser.add_argument("--sft-flags", type=str, default=SFT_FLAGS, help="sft.py flags")
-    parser.add_argument("--grpo-flags", type=str, default=GRPO_FLAGS, help="grpo.py flags of both variants")
-    parser.add_argument("--eval-flags", type=str, default=EVAL_FLAGS, help="eval.py flags (the same items for all)")
+    parser.add_argument("--recipe", type=str, default="testbed", choices=sorted(RECIPES), help="the four flag "
+                        "strings below: the testbed's (docs/testbed.md) or make run's toy (lab/runs/toy.sh)")
+    parser.add_argument("--init-flags", type=str, help="python -m lib.checkpoint flags (default: the recipe's)")
+    parser.add_argument("--sft-flags", type=str, help="sft.py flags (default: the recipe's)")
+    parser.add_argument("--grpo-flags", type=str, help="grpo.py flags of both variants (default: the recipe's)")
+    parser.add_argument("--eval-flags", type=str, help="eval.py flags, the task and the same items for all "
+                        "(default: the recipe's)")
     argv = list(sys.argv[1:] if argv is None else argv)
     # argparse takes a value that starts with "-" and holds no space ("--b --beta=0") for a flag of its own;
     # these strings are always values, so each is glued to its flag first ("--b=--beta=0")
@@ -221,6 +238,9 @@ def main(argv=None):
         if argv[i] in STRING_FLAGS:
             argv[i:i + 2] = [f"{argv[i]}={argv[i + 1]}", None]
     args = parser.parse_args([t for t in argv if t is not None])
+    for name, value in RECIPES[args.recipe].items():  # a flag string not given: the recipe's
+        if getattr(args, f"{name}_flags") is None:
+            setattr(args, f"{name}_flags", value)
 
     with upfront("lab.compare"):  # bad input: one line, exit 2, before anything runs
         try:

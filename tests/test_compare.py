@@ -22,8 +22,7 @@ T2, T4 = 4.303, 2.776
 
 
 def default_flags(**over):
-    flags = {"init": compare.INIT_FLAGS, "sft": compare.SFT_FLAGS, "grpo": compare.GRPO_FLAGS,
-             "eval": compare.EVAL_FLAGS, **over}
+    flags = {**compare.RECIPES["testbed"], **over}
     return {k: shlex.split(v) for k, v in flags.items()}
 
 
@@ -72,7 +71,7 @@ def test_cache_keys(tmp_path):
     assert evals == [dirs["eval A"], dirs["eval B"]] and dirs["eval A"].startswith(dirs["sft"] + "_eval-")
     assert dirs["eval B"].startswith(dirs["grpo B"] + "_eval-")
     # the same flags (spaced differently) -> the same dirs; only the seed dir changes with the seed
-    assert seed_plan(0, root, default_flags(grpo=" " + compare.GRPO_FLAGS + "  "), v) == (steps, evals)
+    assert seed_plan(0, root, default_flags(grpo=" " + compare.RECIPES["testbed"]["grpo"] + "  "), v) == (steps, evals)
     assert seed_plan(1, root, default_flags(), v)[1][0] == evals[0].replace("seed0", "seed1")
     # a different grpo recipe: the same SFT, another RL dir; different SFT flags: everything moves
     other = {label: d for label, d, _, _ in seed_plan(0, root, default_flags(grpo="--task countdown_toy"), v)[0]}
@@ -97,13 +96,26 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
     assert sd.startswith(str(tmp_path) + "/sft-") and sd.endswith("/seed3") and out_dir[5] == sd[:-1] + "1/init"
     assert lines[0][-3:] == ["--seed", "3", "--tags"]
     assert lines[1][2:8] == ["--model-dir", sd + "/init", "--out-dir", sd + "/sft", "--seed", "3"]
-    assert lines[1][8:] == shlex.split(compare.SFT_FLAGS)
+    assert lines[1][8:] == shlex.split(compare.RECIPES["testbed"]["sft"])
     # the variant's flags come last, after the shared grpo flags
     assert lines[3][2:4] == ["--model-dir", sd + "/sft"] and lines[3][-1] == "--beta=0"
-    assert lines[3][-1 - len(shlex.split(compare.GRPO_FLAGS)):-1] == shlex.split(compare.GRPO_FLAGS)
-    assert lines[2][2:6] == ["--task", "countdown_toy", "--model-dir", sd + "/sft"]
-    assert lines[2][-2:] == ["--toy-items", "500"]
-    assert lines[4][5] == out_dir[3] and lines[4][lines[4].index("--json") + 1] == out_dir[4] + "/eval.json"
+    shared = shlex.split(compare.RECIPES["testbed"]["grpo"])
+    assert lines[3][-1 - len(shared):-1] == shared
+    assert lines[2][2:4] == ["--model-dir", sd + "/sft"]
+    assert lines[2][-4:] == ["--task", "countdown_toy", "--toy-items", "500"]
+    assert lines[4][3] == out_dir[3] and lines[4][lines[4].index("--json") + 1] == out_dir[4] + "/eval.json"
+
+
+def test_toy_recipe_runs_what_make_run_runs(tmp_path, capsys):
+    # lab/runs/toy.sh per seed: lib.checkpoint, sft.py and grpo.py at their defaults, eval.py on the toy
+    compare.main(["--dry-run", "--recipe", "toy", "--seeds", "2", "--out", str(tmp_path), "--a", "",
+                  "--b", "--rollout-cache dual"])
+    lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
+    assert [l[-2:] for l in lines[:2]] == [["--seed", "2"], ["--seed", "2"]]  # no --tags, no SFT flags
+    assert lines[2][1] == "grpo.py" and lines[2][-2:] == ["--seed", "2"]  # variant A: grpo.py's defaults
+    assert lines[4][-2:] == ["--rollout-cache", "dual"]
+    assert [l[1] for l in lines[3::2]] == ["eval.py", "eval.py"]
+    assert all(l[-2:] == ["--task", "toy"] for l in lines[3::2])
 
 
 def test_cli_dry_run_and_flag_overrides(tmp_path):
@@ -236,13 +248,20 @@ def test_update_stats_from_metrics_by_hand(tmp_path):
     rl = tmp_path / "seed0" / "rl-abc"
     rl.mkdir(parents=True)
     rows = [{"step": 0, "heldout_acc": 5.0}] + [
-        {"step": i + 1, "ratio_dev": d, "ratio_mean": m, "clip_frac": c, "grad_norm": g, "zero_std_groups": z}
+        {"step": i + 1, "ratio_dev": d, "ratio_mean": m, "clip_frac": c, "grad_norm": g, "zero_std_groups": z,
+         "reward_std": 0.25 * i, "distinct": 1.0 - 0.25 * i, "completion_len": 10.0 + i, "rollout_calls": 8.0 - i,
+         "s_rollout": 2.0 + i, "elapsed_s": 10.0 * (i + 1)}
         for i, (d, m, c, g, z) in enumerate([(0.02, 1.0, 0.0, 0.4, 0.5), (40.0, 41.0, 0.01, 2000.0, 0.75),
                                              (0.05, 1.01, 0.002, 0.6, 1.0)])]
+    rows[1]["rollout_agree"], rows[3]["rollout_agree"] = 0.9, 0.6  # measured in rounds 1 and 3 only
     (rl / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     st = compare.update_stats([str(rl) + "_eval-xyz", str(tmp_path / "seed0" / "sft") + "_eval-xyz"])
-    assert st == {"rounds": 3, "ratio_dev_median": 0.05, "ratio_dev_max": 40.0, "grad_norm_median": 0.6,
-                  "grad_norm_max": 2000.0, "clip_frac_median": 0.002, "clip_frac_max": 0.01, "ratio_mean_max": 41.0,
-                  "zero_std_groups": 0.75}
+    assert st == pytest.approx({"rounds": 3, "ratio_dev_median": 0.05, "ratio_dev_max": 40.0, "grad_norm_median": 0.6,
+                                "grad_norm_max": 2000.0, "clip_frac_median": 0.002, "clip_frac_max": 0.01,
+                                "ratio_mean_max": 41.0, "zero_std_groups": 0.75, "reward_std": 0.25, "distinct": 0.75,
+                                "completion_len": 11.0, "rollout_calls": 7.0, "rollout_agree": 0.75, "s_rollout": 3.0,
+                                "train_s": 30.0})
     assert compare.update_stats([str(tmp_path / "seed0" / "sft") + "_eval-xyz"]) is None  # SFT alone: no run
-    assert "|ratio - 1| 0.050 / 40.000" in compare.stats_line("B", st)
+    line = compare.stats_line("B", st)
+    assert "|ratio - 1| 0.050 / 40.000" in line and "distinct 75 %, length 11.0, model calls 7.0" in line
+    assert "tokens = exact 75.0 %; 3.00 s a rollout, 30 s a run" in line
