@@ -14,7 +14,8 @@ any work, and the main loop. The rest lives one folder away:
   - lib/evaluate.py: the generate-and-score loop and the toys' held-out sets, shared with
     grpo.py --eval-every (the trainer must not import this file);
   - lib/results.py: one JSONL line per item per rank and a manifest with every setting, how a
-    result dir is read back exactly as its manifest names it, --resume after a kill, and
+    result dir is read back exactly as its manifest names it, --resume after a kill or a stop
+    signal (SIGTERM / SIGUSR1 end the run at a batch boundary, exit 75: ops/stop.py), and
     --rescore of saved generations, ours or d1's released JSON files (on d1's files this
     reproduces the paper's LLaDA-8B-Instruct row); its docstring gives the guarantees;
   - lab/stats.py: what d1 left out: --seeds N (mean and 95% CI at temperature > 0), --compare A B
@@ -31,8 +32,8 @@ Run:
 import argparse
 import json
 import os
+import sys
 import time
-from functools import partial
 
 import torch
 
@@ -66,6 +67,7 @@ from lib.results import (
 )
 from ops.checks import check_data_paths, check_model_dir, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
+from ops.stop import EXIT_STOPPED, Stopper
 from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
 
 # -----------------------------------------------------------------------------
@@ -337,6 +339,7 @@ if __name__ == "__main__":
     # distributed init: torchrun shards the items, rank r takes items r, r + W, ... (as d1)
     # a process group only under torchrun; the model is never wrapped (no training, no gradients)
     ddp, rank, _, world, device, device_type = compute_init(timeout_s=args.dist_timeout)
+    stop = Stopper()  # a cluster's SIGTERM / SIGUSR1: finish the batch in flight, then exit 75 (ops/stop.py)
     if ddp:
         import torch.distributed as dist
 
@@ -368,11 +371,17 @@ if __name__ == "__main__":
                 # --resume: the whole batches already on disk stay (a torn last line goes); fresh: an empty file
                 done = resume_records(mine, [i for i, _ in my_items], bs) if state == "partial" else []
                 write_atomic(mine, "".join(done))
-                # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records
-                # travel between ranks and a kill loses at most the batch in flight
+                def on_batch(records, mine=mine):
+                    # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records
+                    # travel between ranks and a kill loses at most the batch in flight
+                    append_records(mine, records)
+                    if stop.signal:  # every rank got it (torchrun passes it on): each stops at its own batch's end
+                        print(f"[rank {rank}] stopped by {stop.signal} with whole batches in {mine}; the same "
+                              f"command with --resume continues", flush=True)
+                        sys.exit(EXIT_STOPPED)
                 run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
                           args.remasking, bs, seed, show_progress=rank == 0, cache=args.cache or None,
-                          threshold=args.threshold or None, skip=len(done), on_batch=partial(append_records, mine))
+                          threshold=args.threshold or None, skip=len(done), on_batch=on_batch)
                 if ddp:
                     dist.barrier()  # every rank's file is complete before rank 0 reads them back
             if rank == 0:

@@ -21,12 +21,12 @@ One round, as written out in the loop below:
 The objective of step 5 is one entry of OBJECTIVES: d1's (above), or wd1's ratio-free weighted
 likelihood (arXiv 2507.08838), which needs no old or reference pass at all.
 
-Deliberate differences from d1 (docs/differences.md) are noted where they happen. Runs survive crashes
-(--resume continues bit for bit, docs/reliability.md); scale is torchrun DDP (LoRA, as d1) or --fsdp.
+Deliberate differences from d1 (docs/differences.md) are noted where they happen. Runs survive crashes and
+preemption (--resume continues bit for bit, docs/reliability.md); scale is torchrun DDP (LoRA, as d1) or --fsdp.
 
 Run:
     python grpo.py                                   # toy Sudoku on the tiny model (after python sft.py), CPU
-    python grpo.py --resume                          # after a crash: the same flags plus --resume
+    python grpo.py --resume auto                     # after a crash or a stop (exit 75): continue if there is a save
     torchrun --nproc_per_node=8 grpo.py --preset 8b --task gsm8k --data gsm8k/train.jsonl \\
         --model-dir LLaDA-8B-Instruct --out-dir out/grpo-gsm8k        # add --objective wd1 for wd1's loss
 """
@@ -285,8 +285,7 @@ def parse_args(argv=None):
                         "merged SFT model; `python sft.py` writes out/sft, `make run` out/toy/seed*/sft)")
     parser.add_argument("--out-dir", type=str, default="out/grpo", help="the run: saves/step-N, metrics.jsonl, and "
                         "the latest save as the run's model")
-    parser.add_argument("--compile", action="store_true", help="torch.compile each block (+30 %% policy throughput "
-                        "at 8B on an H100, docs/performance.md); the first passes compile")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each block (docs/performance.md)")
     # GRPO
     parser.add_argument("--objective", type=str, default="diffu_grpo", choices=sorted(OBJECTIVES),
                         help="the loss of step 5: diffu_grpo (d1) or wd1 (ratio-free, no old / reference passes)")
@@ -347,14 +346,11 @@ if __name__ == "__main__":
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ops/ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
-    # d1's batch (docs/d1.md §4.1): 16 prompts x G = 6 -> 96 completions per optimizer step, one group per GPU
-    # micro-batch; --prompts-per-step 16 --groups-per-micro 1 on any world size gives the same update
-    G = args.num_generations
+    G = args.num_generations  # d1's batch (docs/d1.md §4.1): 16 prompts x G = 6 per step, on any world size
     accum = args.prompts_per_step // args.groups_per_micro // world_size  # micro-batches per rank per step
 
-    # model: the start model with LoRA (the reference is the base with adapters off) or a frozen reference copy
-    # for full fine-tuning, DDP / FSDP, and AdamW, d1's: betas (0.9, 0.99) (docs/d1.md §4.3); --resume puts the
-    # newest complete save back (ops/trainers.py)
+    # model: the start model with LoRA (the reference: adapters off) or a frozen reference copy for full FT, DDP /
+    # FSDP, AdamW with d1's betas (0.9, 0.99) (docs/d1.md §4.3); --resume puts its save back (ops/trainers.py)
     policy = build_policy(args, run, (0.9, 0.99), "round")
     raw_model, model, tokenizer, optimizer, params = (policy.raw, policy.model, policy.tokenizer, policy.optimizer,
                                                       policy.params)
@@ -442,8 +438,12 @@ if __name__ == "__main__":
                               args.prompts_per_step * G, ESTIMATOR_ROWS[args.estimator])  # sequences through the model
             report_round(bar, metrics_file, rnd + 1, metrics, timing, cost, curve,
                          elapsed0 + time.time() - t_start - (curve.seconds if curve else 0), n_cut)
-        if (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
+        # a cluster's SIGTERM / SIGUSR1, or --max-hours, on any rank: every rank saves this round, exits 75 (ops/stop.py)
+        stopping = run.stop.requested(run)
+        if stopping or (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
             save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes
+        if stopping and rnd + 1 < args.rounds:
+            run.stop.exit(run, metrics_file, args.out_dir, rnd + 1, "round", stopping)
     if master:
         metrics_file.close()
         print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}, metrics in {metrics_file.name}")

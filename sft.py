@@ -31,7 +31,8 @@ What is here and how it differs from d1's SFT script:
 - Runs that survive (README "Reliability"): bad input is one line before anything starts
   (checks.py); every --eval-every steps a save that a crash cannot spoil (resume.py), from which
   --resume continues bit for bit (the data generator's state is in it, LoRA dropout is keyed by
-  step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run.
+  step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run; SIGTERM,
+  SIGUSR1 or --max-hours end it with a save and exit 75, and `--resume auto` continues it (ops/stop.py).
 
 Run:
     python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
@@ -330,6 +331,13 @@ if __name__ == "__main__":
                             make_public=is_best)
         if master:
             log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
+        # SIGTERM / SIGUSR1 (a cluster's preemption or time limit) or --max-hours: a save, then exit 75. A
+        # collective: every rank stops after the same step (ops/stop.py)
+        if (stopping := run.stop.requested(run)) and not last:
+            if (step + 1) % args.eval_every:  # not saved above. Not published: the best model stays the run's
+                save_checkpoint(args, run, raw_model, optimizer, tokenizer, step + 1,
+                                {"generator": g.get_state(), "best": best, "best_step": best_step}, make_public=False)
+            run.stop.exit(run, metrics_file, args.out_dir, step + 1, "step", stopping)
     if master:
         metrics_file.close()
     if best_step == 0:  # every eval loss was NaN: nothing was published, and saying "done" would be a lie

@@ -17,6 +17,7 @@ same exceptions later, in the loop, keep their traceback: there they would be bu
 The other half of "runs that say what happened" is in ddp.py (a lost rank, a non-finite step) and
 resume.py (saves that a crash cannot spoil).
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -124,6 +125,10 @@ def check_training_flags(args):
     unknown = sorted(set(args.lora_targets.split(",")) - set(BLOCK_LINEARS))
     require(not unknown, f"--lora-targets: unknown layer(s) {unknown}; one of {BLOCK_LINEARS}")
     require(not (args.load_in_4bit and args.lora_r == 0), "--load-in-4bit freezes the base weights: it needs --lora-r > 0")
+    require(args.max_hours >= 0, f"--max-hours must be >= 0 (0: no limit), got {args.max_hours}")
+    # optional: only --wandb needs it, so it is not in requirements.txt (README)
+    require(not args.wandb or importlib.util.find_spec("wandb"), "--wandb streams to Weights & Biases: `pip install "
+            "wandb` first (WANDB_MODE=offline works without network), or drop --wandb")
     train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 

@@ -8,6 +8,9 @@ A line is a flat dict of numbers with "step" (the optimizer step or round, 1-bas
 resumed run keeps the lines up to the step it resumes from and writes the rest again, so the file
 always describes one run.
 
+--wandb PROJECT also streams each record to Weights & Biases, as d1's TRL set-up reports (optional:
+`pip install wandb`; WANDB_MODE=offline needs no network). Nothing changes without the flag.
+
 Draw any metrics files side by side (matplotlib is optional: only the picture needs it), or
 print each key's first and last value per run as a table:
     python -m ops.metrics out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
@@ -99,12 +102,51 @@ def mean_over_ranks(metrics, run):
     return dict(zip(metrics, vals.tolist()))
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class StreamedFile:
+    """metrics.jsonl, whose every record log_metrics also sends to a Weights & Biases run (--wandb)."""
+
+    def __init__(self, f, stream):
+        self.f, self.stream, self.name = f, stream, f.name
+
+    def write(self, text):
+        return self.f.write(text)
+
+    def flush(self):
+        self.f.flush()
+
+    def close(self):
+        self.f.close()
+        self.stream.finish()
+
+
+def start_stream(project, out_dir, config, resumed_id=None):
+    """A wandb run in `project` that receives metrics.jsonl's records; a resume continues the same
+    wandb run (its id is kept in train_args.json). The import happens only here: wandb is optional."""
+    import secrets
+
+    import wandb
+    run_id = resumed_id or secrets.token_hex(4)  # wandb's run ids: lowercase letters and digits
+    config["wandb_id"] = run_id  # written into train_args.json by the caller
+    # dir: wandb's own files (offline runs: `wandb sync <out-dir>/wandb/offline-run-*` later)
+    return wandb.init(project=project, id=run_id, resume="allow", dir=out_dir, config=config,
+                      name=os.path.basename(os.path.abspath(out_dir)))
+
+
 def open_metrics(out_dir, config, start_step=0):
     """(the metrics file of a run opened for appending, the elapsed_s it had reached), with the
     config written beside it. Lines with step > start_step are dropped first (start_step = 0:
-    a fresh run, all of them)."""
+    a fresh run, all of them). config["wandb"]: the records are also streamed (start_stream)."""
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, ARGS_FILE), "w") as f:
+    args_file, stream = os.path.join(out_dir, ARGS_FILE), None
+    if config.get("wandb"):
+        previous = read_json(args_file) if start_step and os.path.exists(args_file) else {}
+        stream = start_stream(config["wandb"], out_dir, config, previous.get("wandb_id"))
+    with open(args_file, "w") as f:
         json.dump(config, f, indent=2)
     path = os.path.join(out_dir, METRICS_FILE)
     # keep what the resumed-from state had already logged; drop steps it will redo (or everything when fresh)
@@ -112,8 +154,9 @@ def open_metrics(out_dir, config, start_step=0):
     with open(path + ".tmp", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in kept)
     os.replace(path + ".tmp", path)  # never half a file
+    f = open(path, "a") if stream is None else StreamedFile(open(path, "a"), stream)
     # a resumed run's clock continues from its last kept line
-    return open(path, "a"), (kept[-1].get("elapsed_s", 0.0) if kept else 0.0)
+    return f, (kept[-1].get("elapsed_s", 0.0) if kept else 0.0)
 
 
 def first_last(rows, key):
@@ -123,9 +166,12 @@ def first_last(rows, key):
 
 
 def log_metrics(f, record):
-    """One line, flushed at once: a crash loses no line that was logged."""
+    """One line, flushed at once: a crash loses no line that was logged. With --wandb the record is
+    streamed too (wandb keeps the first record of a step: a resume's redone steps are not re-sent)."""
     f.write(json.dumps(record) + "\n")
     f.flush()
+    if isinstance(f, StreamedFile):
+        f.stream.log(record, step=record["step"])
 
 
 def read_metrics(out_dir):

@@ -52,6 +52,10 @@ SAVE_NAME = re.compile(r"step-(\d+)$")
 # what marks a directory as a run of ours (checks.check_out_dir refuses to write over it); a
 # trainer_state.pt at the top is an older run layout without saves/, still recognised as a run
 RUN_FILES = (SAVES_DIR, METRICS_FILE, ARGS_FILE, CONFIG_FILE, INDEX_FILE, INFO_FILE, STATE_FILE)
+# the flags a --resume may change without a note, and in which `--resume auto` still sees the same run: how
+# long to run, how often to save, where and how to stop, where to stream
+RESUME_MAY_CHANGE = {"rounds", "max_steps", "epochs", "resume", "force", "save_every", "keep_last", "eval_every",
+                     "dist_timeout", "max_bad_steps", "max_hours", "wandb"}
 
 
 def save_dir(out_dir, step):
@@ -66,11 +70,42 @@ def complete_saves(out_dir):
     return sorted(found)
 
 
+def changed_flags(saved, args):
+    """The flags (outside RESUME_MAY_CHANGE) whose values in `saved` (a run's recorded vars(args), as
+    JSON) differ from `args`'s: ["--lr: 0.001 -> 0.01", ...]."""
+    now = json.loads(json.dumps(vars(args)))  # tuples become lists, as in the recorded copy
+    return [f"--{k.replace('_', '-')}: {saved.get(k)} -> {v}" for k, v in now.items()
+            if k not in RESUME_MAY_CHANGE and saved.get(k) != v]
+
+
+def resolve_auto_resume(args):
+    """`--resume auto`, a requeued job's unchanged command, becomes --resume (--out-dir holds a
+    complete save of this same command), a fresh start (no run there, or this command's run
+    stopped before its first save: --force clears it) or a refusal (another run's directory:
+    any flag outside RESUME_MAY_CHANGE differs). Every rank decides alike from what is on disk."""
+    from ops.checks import require
+    require(not args.force, "--resume auto and --force contradict each other: continue the run, or start over")
+    saves = complete_saves(args.out_dir)
+    recorded = os.path.join(saves[-1][1], INFO_FILE) if saves else os.path.join(args.out_dir, ARGS_FILE)
+    args.resume = False
+    if not os.path.exists(recorded):
+        return  # nothing of a run here (a run with files but no record is refused by check_out_dir)
+    with open(recorded) as f:
+        saved = json.load(f)  # save_info.json: {"step", ..., "args"}; train_args.json: the args (+ world_size)
+    changed = changed_flags(saved["args"] if saves else saved, args)
+    require(not changed, f"--resume auto: {args.out_dir} holds another run ({'; '.join(changed[:4])}); "
+            "--resume continues it with these flags, --force starts over, or pick another --out-dir")
+    args.resume, args.force = bool(saves), not saves
+
+
 def check_run_dir(args):
     """sft.py's and grpo.py's --out-dir, checked up front (inside checks.upfront): another run there
     is refused unless --resume continues it or --force starts over (checks.check_out_dir, which
-    deletes on --force: call this last), and --resume needs a complete save to continue from."""
+    deletes on --force: call this last), and --resume needs a complete save to continue from.
+    `--resume auto` is resolved here first."""
     from ops.checks import check_out_dir, require
+    if args.resume == "auto":
+        resolve_auto_resume(args)
     check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
     require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
             "(the run stopped before its first); start it again with --force instead of --resume")

@@ -18,11 +18,14 @@ from model import BLOCK_LINEARS, compile_blocks
 from ops.checks import check_model_dir, require
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
-from ops.resume import check_run_dir, complete_saves, publish, restore_optimizer, resume_weights
+from ops.resume import RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, restore_optimizer, resume_weights
 
-# the flags a --resume may change without a note: how long to run, how often to save, where to stop
-RESUME_MAY_CHANGE = {"rounds", "max_steps", "epochs", "resume", "force", "save_every", "keep_last", "eval_every",
-                     "dist_timeout", "max_bad_steps"}
+
+def auto_only(value):
+    """--resume's optional value: only "auto" (a bare --resume is True)."""
+    if value != "auto":
+        raise argparse.ArgumentTypeError(f"--resume takes no value or 'auto', not {value!r}")
+    return value
 
 
 def add_training_flags(parser):
@@ -53,7 +56,13 @@ def add_training_flags(parser):
     g.add_argument("--weight-decay", type=float, help="AdamW weight decay")
     g.add_argument("--grad-clip", type=float, help="max gradient norm (0: no clipping, the norm is still logged)")
     g.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
-    g.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its newest complete save")
+    g.add_argument("--resume", nargs="?", const=True, default=False, type=auto_only, help="continue the run in "
+                   "--out-dir from its newest complete save; `--resume auto`: continue if --out-dir holds a save of "
+                   "this same command, else start it (a requeued job's command; another run is still refused)")
+    g.add_argument("--max-hours", type=float, default=0.0, help="stop with a complete save and exit 75 before this "
+                   "many hours (a job's time limit; 0 = none). SIGTERM and SIGUSR1 do the same (ops/stop.py)")
+    g.add_argument("--wandb", type=str, default="", metavar="PROJECT", help="also stream metrics.jsonl's records "
+                   "to this Weights & Biases project (pip install wandb; WANDB_MODE=offline works without network)")
     g.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
                    "(deletes its saves, log and model)")
     g.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a row "

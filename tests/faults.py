@@ -19,7 +19,11 @@ FAULT is one of (K counts from 1; RANK is the torchrun rank, 0 without torchrun)
                             (N = 1 by default; N = 0 means from the K-th on, for good)
     rank-kill:R:K           rank R SIGKILLs itself after its K-th optimizer step (a crashed node)
     rank-stop:R:K           rank R SIGSTOPs itself after its K-th optimizer step (a hung node)
+    term-after-step:K[:R]   SIGTERM (a cluster's stop) right after the K-th optimizer step, on rank R only if given
+    term-in-save:K          SIGTERM during the K-th save, after the weights are written
+    term-in-generate:K      SIGTERM at the K-th call of the sampler, before it samples (eval.py: the K-th batch)
     none                    no fault (the same code path, for the uninterrupted reference run)
+Faults joined by "+" are all injected (term-after-step:3+term-in-save:1: a second SIGTERM during the stop's save).
 """
 import os
 import runpy
@@ -49,11 +53,21 @@ def counting(fn, k, after):
     return wrapped
 
 
-def main():
-    fault, script, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+def counting_before(fn, k, before):
+    """fn, whose k-th call (from 1) runs `before()` first."""
+    calls = [0]
+
+    def wrapped(*a, **kw):
+        calls[0] += 1
+        if calls[0] == k:
+            before()
+        return fn(*a, **kw)
+    return wrapped
+
+
+def inject(fault, rank):
     kind, *nums = fault.split(":")
     nums = [int(n) for n in nums]
-    rank = int(os.environ.get("RANK", 0))
     from ops import ddp, resume
     if kind == "kill-in-save":
         resume.save_merged = counting(resume.save_merged, nums[0], lambda _: die())
@@ -77,16 +91,9 @@ def main():
         resume.publish = half_publish
     elif kind == "kill-after-step":
         ddp.step_if_finite = counting(ddp.step_if_finite, nums[0], lambda _: die())
-    elif kind == "kill-in-generate":
+    elif kind == "kill-in-generate":  # before the batch's samples exist: that batch is lost
         import sample
-        generate, calls = sample.generate, [0]
-
-        def killed_generate(*a, **kw):
-            calls[0] += 1
-            if calls[0] == nums[0]:  # before the batch's samples exist: that batch is lost
-                die()
-            return generate(*a, **kw)
-        sample.generate = killed_generate
+        sample.generate = counting_before(sample.generate, nums[0], die)
     elif kind in ("rank-kill", "rank-stop") and rank == nums[0]:
         sig = signal.SIGKILL if kind == "rank-kill" else signal.SIGSTOP
         ddp.step_if_finite = counting(ddp.step_if_finite, nums[1], lambda _: die(sig))
@@ -105,8 +112,21 @@ def main():
                     out = out * float("nan")  # NaN logits, still attached to the graph: NaN loss and gradients
             return out
         model.LLaDA.forward = nan_forward
-    elif kind not in ("none", "rank-kill", "rank-stop"):
+    elif kind == "term-after-step" and (len(nums) == 1 or rank == nums[1]):
+        ddp.step_if_finite = counting(ddp.step_if_finite, nums[0], lambda _: die(signal.SIGTERM))
+    elif kind == "term-in-save":
+        resume.save_merged = counting(resume.save_merged, nums[0], lambda _: die(signal.SIGTERM))
+    elif kind == "term-in-generate":
+        import sample
+        sample.generate = counting_before(sample.generate, nums[0], lambda: die(signal.SIGTERM))
+    elif kind not in ("none", "rank-kill", "rank-stop", "term-after-step"):
         raise SystemExit(f"unknown fault {fault!r}")
+
+
+def main():
+    fault, script, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+    for one in fault.split("+"):
+        inject(one, int(os.environ.get("RANK", 0)))
     sys.argv = [script, *argv]
     runpy.run_path(os.path.join(REPO, script), run_name="__main__")
 

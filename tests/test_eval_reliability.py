@@ -1,8 +1,8 @@
 """
 Tests for eval.py's reliability: bad input is one line before any work, a result dir is read exactly as
 its manifest names it, and a killed run continued with --resume ends with the same files and numbers as
-an uninterrupted one. The kill is deterministic (tests/faults.py kills the process on the k-th sampler
-call), never a sleep.
+an uninterrupted one, and so does a run stopped by SIGTERM (it ends at a batch boundary, exit 75). The kill and
+the signal are deterministic (tests/faults.py, on the k-th sampler call), never a sleep.
 
 Run: python -m pytest tests/test_eval_reliability.py -q
 """
@@ -84,6 +84,22 @@ def test_killed_run_resumed_equals_an_uninterrupted_one(tmp_path, digits, refere
         assert json.loads((out / f"toy_16_seed{seed}" / "manifest.json").read_text())["complete"] is True
     assert accuracies(stdout) == accuracies(ref_stdout) and len(accuracies(stdout)) == 2
     assert rescore([str(out / "toy_16_seed1")]) == rescore([str(ref_out / "toy_16_seed1")])
+
+
+def test_a_stop_signal_ends_at_a_batch_boundary_and_resume_is_byte_identical(tmp_path, digits, reference):
+    ref_out, ref_stdout = reference
+    out = tmp_path / "eval"
+    # SIGTERM just before the 5th batch (seed 1's second): that batch still finishes and is written, then exit 75
+    faults = [sys.executable, str(REPO / "tests" / "faults.py"), "term-in-generate:5", "eval.py"]
+    res = subprocess.run(faults + ev(digits, out)[2:], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 75, res.stderr[-2000:]
+    assert "stopped by SIGTERM" in res.stdout and "Traceback" not in res.stderr
+    assert len(rank0(out, 1).splitlines()) == 4  # two whole batches of seed 1 (the 2nd began after the signal)
+    assert json.loads((out / "toy_16_seed1" / "manifest.json").read_text())["complete"] is False
+    stdout = run(ev(digits, out, "--resume"), REPO)
+    for seed in (0, 1):
+        assert rank0(out, seed) == rank0(ref_out, seed)  # byte-identical records
+    assert accuracies(stdout) == accuracies(ref_stdout)
 
 
 def test_resume_drops_a_torn_line_and_partial_batches(tmp_path, digits, reference):

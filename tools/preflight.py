@@ -19,6 +19,7 @@ Run:
     python -m tools.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
     python -m tools.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
     python -m tools.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
+    python -m tools.preflight --preset 8b --task gsm8k --gpus 8 --max-hours 24   # jobs and requeues of 24 h
     python -m tools.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
 """
 import argparse
@@ -29,6 +30,7 @@ import torch
 
 import grpo
 from lib.adapters import quantize_blocks
+from ops.stop import BUDGET_STEPS
 from tools.bench import bench, format_table, preset_model
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
@@ -48,6 +50,14 @@ def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, gro
     micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
     # rewards, logging and checkpoints are left out (seconds per round against minutes)
     return rounds * micro * round_seconds / 3600
+
+
+def jobs_needed(run_hours, max_hours, round_hours):
+    """Jobs a run of `run_hours` takes when each job stops at --max-hours, or None if a job cannot
+    finish one round. A job stops once fewer than BUDGET_STEPS of its rounds fit (ops/stop.py), so
+    it trains for about max_hours - BUDGET_STEPS rounds; loading the model is not counted."""
+    usable = max_hours - BUDGET_STEPS * round_hours
+    return math.ceil(run_hours / usable) if usable > 0 else None
 
 
 def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
@@ -74,7 +84,7 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
                                                       "diffusion_steps", "num_iterations", "beta", "lora_r",
                                                       "load_in_4bit", "gradient_checkpointing", "compile",
                                                       "objective", "estimator", "rollout_cache",
-                                                      "rollout_threshold")},
+                                                      "rollout_threshold", "max_hours")},
            "model": source}
     try:
         # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.
@@ -95,9 +105,15 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
     res["round_seconds"] = round_s
     unit = "GPU" if device == "cuda" else "CPU process"
     # one line per (step count, GPU count): on 1 GPU and on n_gpus (a set, so once when n_gpus is 1)
-    res["projection_hours"] = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": project_hours(
-        round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
-        for name, n in steps.items() for g in sorted({1, n_gpus})}
+    cases = {f"{name} ({n} steps), {g} {unit}{'s' * (g > 1)}": (n, g) for name, n in steps.items()
+             for g in sorted({1, n_gpus})}
+
+    def hours(n, g):  # a run of n optimizer steps on g GPUs
+        return project_hours(round_s, n, gargs.num_iterations, gargs.prompts_per_step, gargs.groups_per_micro, g)
+    res["projection_hours"] = {k: hours(n, g) for k, (n, g) in cases.items()}
+    if gargs.max_hours:  # jobs of --max-hours each; one round is μ optimizer steps
+        res["jobs"] = {k: jobs_needed(hours(n, g), gargs.max_hours, hours(gargs.num_iterations, g))
+                       for k, (n, g) in cases.items()}
     if "device_memory_gib" in res:
         # reserved, not allocated: what the caching allocator holds (free cached blocks included) is what
         # runs out, so the warning compares that with the device's total
@@ -117,6 +133,8 @@ def format_preflight(res):
     elif "memory_share" in res:
         lines.append(f"memory: peak reserved {100 * res['memory_share']:.0f} % of the device (warning above 90 %)")
     lines += [f"projected wall-clock, {k}: {v:.1f} h" for k, v in res["projection_hours"].items()]
+    lines += [f"--max-hours {res['config']['max_hours']:g}, {k}: " + (f"{n} jobs ({n - 1} requeues)" if n else
+              "a job cannot finish one round: raise --max-hours") for k, n in res.get("jobs", {}).items()]
     return "\n".join(lines)
 
 

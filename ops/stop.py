@@ -1,0 +1,94 @@
+"""
+Stopping politely, for long runs on shared clusters. A cluster ends a job with a signal: SLURM
+sends SIGTERM when it preempts or cancels a job, the signal `#SBATCH --signal` names (SIGUSR1 in
+ops/slurm/) ahead of the time limit, and SIGKILL once the grace period is over.
+
+On SIGTERM or SIGUSR1, or when --max-hours is about to run out, sft.py and grpo.py
+
+  1. finish the step in progress (grpo.py: the round, μ optimizer steps on one rollout, the unit
+     a save holds) on every rank;
+  2. write a complete save (ops/resume.py: atomic, so even the SIGKILL that may follow leaves the
+     previous complete save);
+  3. print one line that says so, and leave <out-dir>/STOPPED (the reason, the step, the save);
+  4. exit with EXIT_STOPPED (75), which a requeue script tells apart from a failure (1) and from
+     bad input (2).
+
+The same command with `--resume auto` (ops/resume.resolve_auto_resume) then continues the run, bit
+for bit as if it had never stopped (tests/test_preempt.py). eval.py stops at a batch boundary and
+its --resume continues (eval.py).
+
+- The decision is collective: at the end of each step every rank says whether it must stop (one
+  all-reduce), so all ranks save the same step and leave together, even if the signal reached
+  only one of them.
+- A second signal, during the save or before it, changes nothing: the handler only notes the
+  first one. Python runs it in the main thread between two bytecodes, so no save or collective
+  is ever cut in half by it.
+- --max-hours H: the run stops once fewer than BUDGET_STEPS of its longest steps (the save or
+  eval a step made included) are left before H hours after the process started; model loading
+  counts, as it does in a job's time limit.
+- torchrun reports any worker's non-zero exit as its own exit 1 (each worker's 75 is in its
+  summary), so under torchrun a requeue script reads STOPPED (ops/slurm/*.sbatch). torchrun passes
+  SIGTERM on to its workers; SIGUSR1 only when TORCHELASTIC_SIGNALS_TO_HANDLE lists it, and it
+  kills them TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 by default) after: the sbatch scripts set
+  both.
+
+Used by sft.py, grpo.py and eval.py; not a script.
+"""
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+from ops.ddp import everywhere, finish
+from ops.resume import save_dir
+
+EXIT_STOPPED = 75  # sysexits.h's EX_TEMPFAIL, "try again later": a requeue, not a failure (1) or bad input (2)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)  # SLURM's preemption / scancel, and its --signal of choice
+STOPPED_FILE = "STOPPED"  # in --out-dir once a run stopped early: what a requeue script looks for
+BUDGET_STEPS = 2  # --max-hours keeps room for this many of the longest steps seen (one to finish, one spare)
+T_PROCESS = time.time()  # the process's start, near enough: when the script imported this module
+
+
+class Stopper:
+    """The stop signals' handler and the --max-hours clock of one process. requested() is asked at
+    the end of every step, on every rank."""
+
+    def __init__(self, max_hours=0.0, out_dir=None, master=True):
+        self.signal = None        # the name of the first stop signal received, else None
+        self.deadline = T_PROCESS + 3600 * max_hours if max_hours > 0 else math.inf
+        self.last = T_PROCESS     # when the previous step ended (the first step's share includes loading)
+        self.longest = 0.0        # the longest step so far, in seconds
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        if out_dir and master and os.path.exists(os.path.join(out_dir, STOPPED_FILE)):
+            os.remove(os.path.join(out_dir, STOPPED_FILE))  # this run goes on: the earlier stop is history
+
+    def _on_signal(self, signum, frame):
+        if self.signal is None:  # the first one only: a second signal must not disturb the save
+            self.signal = signal.Signals(signum).name
+            print(f"[pid {os.getpid()}] {self.signal} received: stopping at the end of this step, after a save",
+                  file=sys.stderr, flush=True)
+
+    def requested(self, run=None):
+        """At the end of a step, on every rank (a collective under torchrun): why the run must stop
+        now (a signal's name, or "--max-hours"), or None to go on."""
+        now = time.time()
+        self.longest, self.last = max(self.longest, now - self.last), now
+        out_of_time = now + BUDGET_STEPS * self.longest > self.deadline
+        if everywhere(self.signal is None and not out_of_time, run):  # no rank has a reason: go on
+            return None
+        return self.signal or ("--max-hours" if out_of_time else "a signal to another rank")
+
+    def exit(self, run, metrics_file, out_dir, step, unit, reason):
+        """Every rank, once the step's save is written: STOPPED and one line (rank 0), then exit 75."""
+        if run.master:
+            info = {"reason": reason, unit: step, "save": save_dir(out_dir, step), "exit": EXIT_STOPPED}
+            with open(os.path.join(out_dir, STOPPED_FILE), "w") as f:
+                json.dump(info, f, indent=2)
+            metrics_file.close()
+            print(f"stopped by {reason} after {unit} {step}: complete save {info['save']}; the same command with "
+                  f"--resume auto (or --resume) continues the run", flush=True)
+        finish(run)  # every rank leaves together (ops/ddp.py)
+        sys.exit(EXIT_STOPPED)
