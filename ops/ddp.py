@@ -4,7 +4,7 @@ few FSDP2 helpers that sft.py and grpo.py share.
 
 torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; without them the script runs as one process.
 nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The two trainers start the same way:
-  init_training       process group, device, the precision flags checked, the seed, the stop signals -> a Run
+  init_training       process group, device, the precision flags checked, the seed -> a Run
   wrap_for_training   DDP around the model, or FSDP2 sharding in place (--fsdp), or nothing
 eval.py only needs compute_init: it shards items by rank and never wraps the model.
 When things go wrong (README "Reliability"):
@@ -189,7 +189,7 @@ class Run:
     dtype: torch.dtype       # the weights' dtype while training (fp32 masters under --fsdp)
     save_dtype: torch.dtype  # the checkpoint's dtype (bf16 on GPU, as LLaDA ships; fp32 on CPU)
     autocast: bool           # --autocast: every forward under bf16 autocast
-    stop: object = None      # ops/stop.Stopper: SIGTERM / SIGUSR1 and --max-hours, asked at the end of each step
+    stop: object = None      # ops/stop.Stopper (trainers.build_policy): stop signals and --max-hours
 
     @property
     def master(self):
@@ -211,9 +211,6 @@ def init_training(args):
     # random A) and data order (sft.py draws the whole global batch on every rank, keeps its slice)
     torch.manual_seed(args.seed)
     run = Run(distributed, rank, local_rank, world_size, device, device_type, dtype, save_dtype, args.autocast)
-    from ops.stop import Stopper  # imported here: ops/stop.py builds on this module
-    # from here on a cluster's stop signal is noted, not fatal: the loop saves and exits 75 at a step's end
-    run.stop = Stopper(getattr(args, "max_hours", 0.0), args.out_dir, run.master)
     if run.master:
         # the resolved flags, one JSON line at the top of the log: every run records its own settings
         print(json.dumps(vars(args)))

@@ -19,6 +19,7 @@ from ops.checks import check_model_dir, require
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
 from ops.resume import RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, restore_optimizer, resume_weights
+from ops.stop import Stopper
 
 
 def auto_only(value):
@@ -138,6 +139,8 @@ def build_policy(args, run, betas, unit, republish=True):
     state: the order FSDP needs, since sharding replaces every parameter by a DTensor that the
     optimizer must hold. With --resume the newest complete save is put back (ops/resume.py) and
     the run goes on from its step (`unit`: "step" or "round", for the message)."""
+    # first: from here on a cluster's stop signal is noted, not fatal (the loop saves, exits 75; ops/stop.py)
+    run.stop = Stopper(args.max_hours, args.out_dir, run.master)
     raw, tokenizer, ref_context = load_policy(args, run)
     resumed_from, state = resume_weights(args, run, raw)  # before any sharding
     model = wrap_for_training(raw, run, args.fsdp)

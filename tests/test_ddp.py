@@ -6,7 +6,6 @@ test_grpo.py, test_sft.py and test_fsdp.py.)
 """
 import argparse
 import re
-import signal
 import textwrap
 
 import pytest
@@ -48,9 +47,8 @@ def test_train_precision_refuses_contradictions(kw, device_type, message):
         train_precision(flags(**kw), "cpu")
 
 
-def test_one_process_run_needs_no_group_and_wraps_nothing(monkeypatch):
-    monkeypatch.setattr(signal, "signal", lambda *a: None)  # the Stopper's handlers stay out of pytest's process
-    run = init_training(flags(seed=3, out_dir=None))
+def test_one_process_run_needs_no_group_and_wraps_nothing():
+    run = init_training(flags(seed=3))
     assert (run.distributed, run.rank, run.world_size, run.master, run.device) == (False, 0, 1, True, "cpu")
     assert torch.initial_seed() == 3  # the global seed, the same on every rank
     model = tiny_model()
