@@ -29,8 +29,8 @@ its --resume continues (eval.py).
 - torchrun reports any worker's non-zero exit as its own exit 1 (each worker's 75 is in its
   summary), so under torchrun a requeue script reads STOPPED (ops/slurm/*.sbatch). torchrun passes
   SIGTERM on to its workers; SIGUSR1 only when TORCHELASTIC_SIGNALS_TO_HANDLE lists it, and it
-  kills them TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 by default) after: the sbatch scripts set
-  both.
+  kills them TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 by default; read from torch 2.12 on) after:
+  the sbatch scripts set both.
 
 Used by sft.py, grpo.py and eval.py; not a script.
 """
