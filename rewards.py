@@ -33,6 +33,9 @@ d1's bugs are reproduced by default, because they shape d1's reward scale and dy
   - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
     blocklist gives a program containing e.g. " os" the bonus only.
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
+Separately, the code reward's asserts are strict by default (lib/sandbox.py STRICT_ASSERTS, docs/code-task.md):
+an object that lies about equality, or a subclass of a builtin, scores nothing, while honest programs
+score as with d1's plain asserts. sandbox.STRICT_ASSERTS = False restores d1's plain asserts exactly.
 
 Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's eval
 parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and test

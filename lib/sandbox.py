@@ -18,12 +18,14 @@ program runs in its OWN interpreter process, contained by the operating system, 
      no other process to see or signal, and nothing of the parent's to write ("isolated").
      Not root (a cluster account): the same namespaces and tmpfs as that user, who has no uid to drop
      to, so the program can write what the user can ("userns"). Neither: "plain", layers 1-3.
-Inside, a small runner (RUNNER) reads the job as JSON on stdin, sets the limits, execs the program
-once, then each test in the same namespace under its own timer; a test passes if it raises nothing.
-The verdicts go back over a pipe of their own, prefixed by a per-call nonce, so nothing the program
-prints can pass for a result; the program's stdout/stderr go to /dev/null. Missing, garbled or late
-result: every test failed. (A program runs in the runner's process, so it could forge its own result
-line: that is reward hacking, not escape, and d1's exec() has the same property.)
+Inside, a small runner (lib/sandbox_runner.py) reads the job as JSON on stdin, sets the limits, execs
+the program once, then each test in the same namespace under its own timer; a test passes if it raises
+nothing and, with STRICT_ASSERTS (the default), if its covered asserts hold on plain builtin values
+(lib/strict_asserts.py: an object whose __eq__ always says True scores nothing). The verdicts go back
+over a pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass for a
+result; the program's stdout/stderr go to /dev/null. Missing, garbled or late result: every test
+failed. (A program runs in the runner's process: one that walks up to the runner's frame can still
+forge its result line. That is reward hacking, not escape; docs/code-task.md says where the line is.)
 
     from lib.sandbox import run_tests, run_batch
     run_tests("def f(x):\\n    return x + 1", ["assert f(1) == 2", "assert f(2) == 4"])   # [True, False]
@@ -33,8 +35,10 @@ The containment table (each attack run for real: whether it was contained, how t
 ended, time to return) is lib/sandbox_attacks.py: `python -m lib.sandbox_attacks`, and with
 `--mode plain` the fallback without namespaces.
 """
+import importlib.util
 import itertools
 import json
+import marshal
 import os
 import re
 import secrets
@@ -62,62 +66,14 @@ MAX_WHY_CHARS = 80          # a failed test's reason ("AssertionError: ...") is 
 SANDBOX_UID = 65534         # "nobody"; the sandbox in slot k runs as 65534 - k
 TMPFS_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")  # world-writable on these machines
 PLAIN = os.environ.get("NANO_D1_SANDBOX") == "plain"  # force the fallback (tests, or a machine without unshare)
+# Covered asserts are checked on plain builtin values by code the program cannot reach (lib/strict_asserts.py):
+# an object whose __eq__ always says True scores nothing. False: d1's plain asserts, for d1's exact numbers
+STRICT_ASSERTS = True
+_SOURCES = {}  # _source's and _strict_job's cache
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The runner: executed as `python -I -B -c RUNNER <result fd>` inside the sandbox. It must not trust
-# the program: the verdicts are collected in a local list and written once, at the end, to the result
-# fd. Each verdict is None (passed) or why it failed, e.g. "AssertionError: ..." (the parent turns them
-# into bools; the reasons only feed the containment table and debugging).
-RUNNER = r"""
-import json, os, resource, signal, sys
-
-def _alarm(signum, frame):
-    raise TimeoutError("the runner's per-test timer")
-
-def _why(e, max_chars):
-    try:
-        return f"{type(e).__name__}: {e}"[:max_chars]
-    except BaseException:  # an exception whose str() raises in turn
-        return "unprintable exception"
-
-def _run(source, filename, ns, limit_s, max_chars):
-    # exec source in ns under a timer -> None, or why it failed. The outer try also catches an alarm
-    # that fires after exec returned but before the timer is disarmed
-    try:
-        try:
-            signal.setitimer(signal.ITIMER_REAL, limit_s)
-            exec(compile(source, filename, "exec"), ns)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except BaseException as e:
-        return _why(e, max_chars)
-    return None
-
-def _main():
-    fd = int(sys.argv[1])
-    try:  # a group of its own: kill(0) (what getppid() = 0 turns kill(getppid()) into) hits only itself
-        os.setsid()
-    except OSError:
-        pass  # already a session leader (plain mode: the trainer started it in a new session)
-    job = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    # the limits, before any untrusted code runs; inherited by everything the program starts. Only
-    # lowered, so no privilege is needed, and without raising the hard limit they can't be undone
-    os.umask(0o077)
-    for name, (soft, hard) in job["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (soft, hard))
-    signal.signal(signal.SIGALRM, _alarm)
-    ns = {"__name__": "__main__"}
-    limit_s, max_chars = job["test_timeout_s"], job["max_why_chars"]
-    # the program once (its own timer: a hang at import time is one failure, not a silent kill)
-    failed = _run(job["program"], "<program>", ns, limit_s, max_chars)
-    why = []
-    for test in job["tests"]:
-        # a program that failed to run fails every test (its namespace is incomplete)
-        why.append("program: " + failed if failed else _run(test, "<test>", ns, limit_s, max_chars))
-    os.write(fd, (job["nonce"] + json.dumps(why) + "\n").encode())
-    os._exit(0)  # no atexit handlers or finalizers of the program's objects after the result
-_main()
-"""
+# The runner, lib/sandbox_runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
+# sandbox (read once, _source). It must not trust the program; its docstring says how it doesn't.
 
 # Run as root inside a fresh mount namespace, before dropping privileges (the program never sees it):
 # hide root's home and give every world-writable directory a private tmpfs, but keep the interpreter's
@@ -273,31 +229,36 @@ class _slot:
 
 
 def _parse(data, nonce, n):
-    """The runner's verdicts in what came back on the result pipe (None = passed, else why), or None
-    when there is no complete, well-formed result line (a line still being written counts as none)."""
+    """The runner's verdicts in what came back on the result pipe: ([None (passed) or why it failed],
+    [covered by the strict check]), or None when there is no complete, well-formed result line (a
+    line still being written counts as none)."""
     for line in data.split(b"\n")[:-1]:
-        if line.startswith(nonce):
-            try:
-                why = json.loads(line[len(nonce):])
-            except ValueError:  # bad JSON or bytes that are not UTF-8
+        if line.startswith(nonce + b" "):
+            tokens = line[len(nonce) + 1:].split(b" ") if n else []
+            if len(tokens) != n or not all(len(t) >= 2 and t[:1] in b"cu" and t[1:2] in b"PF" for t in tokens):
                 return None
-            ok = isinstance(why, list) and len(why) == n and all(w is None or isinstance(w, str) for w in why)
-            return why if ok else None
+            try:  # "F" + the reason, hex-encoded UTF-8
+                why = [None if t[1:2] == b"P" else bytes.fromhex(t[2:].decode("ascii")).decode() for t in tokens]
+            except ValueError:  # not hex, or not UTF-8
+                return None
+            return why, [t[:1] == b"c" for t in tokens]
     return None
 
 
-def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
+def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, strict=True, outcome=None):
     """One program in one sandboxed process -> list of bools (all False on any failure). `outcome`, a
-    dict, is filled with how the run ended: the verdicts (or None), the exit status, the seconds."""
+    dict, is filled with how the run ended: the verdicts (or None), which tests the strict check
+    covered, the exit status, the seconds."""
     t0 = time.monotonic()
     nonce = secrets.token_hex(16)
     job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s,
-                      "rlimits": _rlimits(mode, timeout_s, memory_mb), "max_why_chars": MAX_WHY_CHARS})
+                      "rlimits": _rlimits(mode, timeout_s, memory_mb), "max_why_chars": MAX_WHY_CHARS,
+                      **_strict_job(program, tests, strict)})
     workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")  # plain mode's cwd (namespaces: a private /tmp/work)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
     prefix, extra = _wrapper(mode, slot)
     env.update(extra)  # the namespace scripts' own variables; they hand the program only the four above
-    cmd = prefix + [_interpreter(), "-I", "-B", "-c", RUNNER]
+    cmd = prefix + [_interpreter(), "-I", "-B", "-c", _source("sandbox_runner.py")]
     read_fd, write_fd = os.pipe()
     proc, why = None, None
     try:
@@ -315,7 +276,7 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
         # the wall clock runs out. Not until EOF alone: a child the program forked may hold the pipe
         data, deadline, poller = b"", t0 + timeout_s, select.poll()  # poll: select() fails for fds >= 1024
         poller.register(read_fd, select.POLLIN)
-        while len(data) < MAX_RESULT_BYTES and (why := _parse(data, nonce.encode(), len(tests))) is None:
+        while len(data) < MAX_RESULT_BYTES and (result := _parse(data, nonce.encode(), len(tests))) is None:
             left = deadline - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
                 break
@@ -325,8 +286,9 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
             data += chunk
         # the runner exits by itself after its result (or has died: EOF); give it a moment, unreaped
         status = _exit_status(proc.pid, min(EXIT_GRACE_S, deadline - time.monotonic()))
+        why, covered = result if result is not None else (None, [False] * len(tests))
         if outcome is not None:  # status None: still running, i.e. stopped by the wall clock in _end
-            outcome.update(why=why, returncode=status, seconds=time.monotonic() - t0)
+            outcome.update(why=why, covered=covered, returncode=status, seconds=time.monotonic() - t0)
         return [w is None for w in why] if why is not None else [False] * len(tests)
     finally:
         if write_fd >= 0:
@@ -385,22 +347,51 @@ def _check(program, tests, timeout_s, memory_mb):
         raise ValueError(f"timeout_s and memory_mb must be positive, got {timeout_s} and {memory_mb}")
 
 
+def _source(name):
+    """The text of lib/<name> (the runner, the strict check), read once: what the sandbox executes."""
+    if name not in _SOURCES:
+        with open(os.path.join(_HERE, name)) as f:
+            _SOURCES[name] = f.read()
+    return _SOURCES[name]
+
+
+def _strict_job(program, tests, strict):
+    """The job's strict-assert part: the check (lib/strict_asserts.py, compiled once) and the program and
+    tests rewritten (lib/strict_rewrite.prepare), marshalled as hex: the runner's interpreter is this one,
+    and compiling or importing `ast` in every sandbox cost more than the check itself. A program that
+    does not parse gets no plan, and runs (and fails) as written."""
+    if not strict:
+        return {"strict_code": None, "strict_plan": None}
+    if "strict_code" not in _SOURCES:
+        _SOURCES["strict_code"] = marshal.dumps(compile(_source("strict_asserts.py"), "strict_asserts.py", "exec")).hex()
+        # loaded by path, not as lib.strict_rewrite: this file works on its own, beside its three siblings
+        spec = importlib.util.spec_from_file_location("strict_rewrite", os.path.join(_HERE, "strict_rewrite.py"))
+        _SOURCES["prepare"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_SOURCES["prepare"])
+    try:
+        plan = marshal.dumps(_SOURCES["prepare"].prepare(program, tests)).hex()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte in the source
+        plan = None
+    return {"strict_code": _SOURCES["strict_code"], "strict_plan": plan}
+
+
 def run_tests(program, tests, *, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,
-              test_timeout_s=DEFAULT_TEST_TIMEOUT_S, outcome=None):
+              test_timeout_s=DEFAULT_TEST_TIMEOUT_S, strict=None, outcome=None):
     """Run `program`, then each snippet of `tests` in its namespace, in one sandboxed process ->
-    [passed] (a test passes if it raises nothing). Never raises for anything the program does.
-    `outcome`: an optional dict, filled with how the run ended (see _run_one)."""
+    [passed] (a test passes if it raises nothing and its covered asserts hold under the strict check;
+    strict=None: STRICT_ASSERTS). Never raises for anything the program does. `outcome`: an optional
+    dict, filled with how the run ended (see _run_one)."""
     _check(program, tests, timeout_s, memory_mb)
     if not tests:
         return []
     mode = isolation_mode()
     with _slot() as slot:
         return _run_one(program, list(tests), timeout_s, min(test_timeout_s, timeout_s), memory_mb, slot, mode,
-                        outcome)
+                        STRICT_ASSERTS if strict is None else strict, outcome)
 
 
 def run_batch(jobs, *, workers=None, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,
-              test_timeout_s=DEFAULT_TEST_TIMEOUT_S):
+              test_timeout_s=DEFAULT_TEST_TIMEOUT_S, strict=None):
     """[run_tests(program, tests) for (program, tests) in jobs], `workers` processes at a time (default:
     the CPU count), results in job order. Each running sandbox has a slot (and uid, when isolated) of
     its own, so a fork bomb in one job cannot use up the process budget of another."""
@@ -411,6 +402,6 @@ def run_batch(jobs, *, workers=None, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFA
     isolation_mode()  # decide (and warn) once, before the threads start
 
     def work(job):
-        return run_tests(*job, timeout_s=timeout_s, memory_mb=memory_mb, test_timeout_s=test_timeout_s)
+        return run_tests(*job, timeout_s=timeout_s, memory_mb=memory_mb, test_timeout_s=test_timeout_s, strict=strict)
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(work, jobs))

@@ -62,6 +62,9 @@ def test_lora_zero_init_disable_and_merge(ckpt):
 
 def test_lora_on_4bit_base_trains_and_merges(ckpt):
     path, _ = ckpt
+    # LoRA's init and the B draws below come from the global RNG: seeded here, or the result depended on
+    # the tests that ran before (the merged error went from 2 % to 5.8 % of the output, past the bound)
+    torch.manual_seed(0)
     model = from_pretrained(path, load_in_4bit=True)
     params = add_lora(model, r=4, alpha=8, dropout=0.0, targets=("q_proj", "up_proj"))
     ids = torch.randint(0, 40, (1, 6), generator=torch.Generator().manual_seed(6))

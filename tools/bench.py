@@ -64,7 +64,7 @@ from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
 from tools.memplan import memory_plan, probe_activations
-from tools.sandbox_cost import sandbox_cost
+from tools.sandbox_cost import format_sandbox_cost, sandbox_cost
 from tools.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
 
 # The benchmark's defaults per preset are grpo.py's own (one micro-batch: one group of G), so
@@ -385,9 +385,7 @@ def main(argv=None):
     B, P = gargs.groups_per_micro * gargs.num_generations, args.prompt_len or default_prompt_len(gargs)
     if args.sandbox:  # no model: the code reward's execution cost
         res = sandbox_cost(repeats=max(3, args.repeats))
-        print(f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests: sequential "
-              f"{res['sequential_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
-              f"{res['batched_programs_per_s']:.1f} programs/s ({res['speedup']:.2f}x)")
+        print(format_sandbox_cost(res))  # with the strict assert check and with d1's plain asserts
     elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
         config = preset_config(gargs.preset)
         # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
