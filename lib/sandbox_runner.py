@@ -93,5 +93,7 @@ def _main():
         out.append(("c" if covered[i] else "u") + ("P" if w is None else "F" + _hex(_encode(w, "utf-8", "replace"))))
     _write(fd, _encode(job["nonce"] + " " + _join(" ", out) + "\n"))
     _exit(0)  # no atexit handlers or finalizers of the program's objects after the result
+
+
 if __name__ == "__main__":
     _main()
