@@ -369,6 +369,8 @@ if __name__ == "__main__":
         log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})
     bar = progress(range(start_round, args.rounds), master, desc="grpo", initial=start_round, total=args.rounds)
     bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
+    cost = round_cost(analytic_passes(args.diffusion_steps, args.num_iterations, args.beta, args.objective),
+                      args.prompts_per_step * G, ESTIMATOR_ROWS[args.estimator])  # sequences through the model a round
     for rnd in bar:
         reseed(args.seed, rnd, rank)  # LoRA dropout's draws, keyed by round: a resume draws the same
         for group in optimizer.param_groups:  # constant after --warmup-rounds (d1: 0; docs/testbed.md)
@@ -434,8 +436,6 @@ if __name__ == "__main__":
         # 6. logging: every metric averaged over the ranks, one JSON line per round in metrics.jsonl
         metrics = mean_over_ranks({**round_metrics(batches, G, stats, comp_sum), **agree}, run)
         if master:  # the console line, and the round's record in metrics.jsonl (with the curve, when due)
-            cost = round_cost(analytic_passes(args.diffusion_steps, len(seeds), args.beta, args.objective),
-                              args.prompts_per_step * G, ESTIMATOR_ROWS[args.estimator])  # sequences through the model
             report_round(bar, metrics_file, rnd + 1, metrics, timing, cost, curve,
                          elapsed0 + time.time() - t_start - (curve.seconds if curve else 0), n_cut)
         # a cluster's SIGTERM / SIGUSR1, or --max-hours, on any rank: every rank saves this round, exits 75 (ops/stop.py)

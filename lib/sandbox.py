@@ -35,6 +35,7 @@ The containment table (each attack run for real: whether it was contained, how t
 ended, time to return) is lib/sandbox_attacks.py: `python -m lib.sandbox_attacks`, and with
 `--mode plain` the fallback without namespaces.
 """
+import functools
 import importlib.util
 import itertools
 import json
@@ -69,7 +70,6 @@ PLAIN = os.environ.get("NANO_D1_SANDBOX") == "plain"  # force the fallback (test
 # Covered asserts are checked on plain builtin values by code the program cannot reach (lib/strict_asserts.py):
 # an object whose __eq__ always says True scores nothing. False: d1's plain asserts, for d1's exact numbers
 STRICT_ASSERTS = True
-_SOURCES = {}  # _source's and _strict_job's cache
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The runner, lib/sandbox_runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
@@ -347,12 +347,22 @@ def _check(program, tests, timeout_s, memory_mb):
         raise ValueError(f"timeout_s and memory_mb must be positive, got {timeout_s} and {memory_mb}")
 
 
+@functools.cache
 def _source(name):
     """The text of lib/<name> (the runner, the strict check), read once: what the sandbox executes."""
-    if name not in _SOURCES:
-        with open(os.path.join(_HERE, name)) as f:
-            _SOURCES[name] = f.read()
-    return _SOURCES[name]
+    with open(os.path.join(_HERE, name)) as f:
+        return f.read()
+
+
+@functools.cache
+def _strict_parts():
+    """(lib/strict_asserts.py compiled and marshalled as hex, lib/strict_rewrite.py's prepare), made
+    once. strict_rewrite is loaded by path, not as lib.strict_rewrite: this file works on its own,
+    beside its three siblings."""
+    spec = importlib.util.spec_from_file_location("strict_rewrite", os.path.join(_HERE, "strict_rewrite.py"))
+    rewrite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rewrite)
+    return marshal.dumps(compile(_source("strict_asserts.py"), "strict_asserts.py", "exec")).hex(), rewrite.prepare
 
 
 def _strict_job(program, tests, strict):
@@ -362,17 +372,12 @@ def _strict_job(program, tests, strict):
     does not parse gets no plan, and runs (and fails) as written."""
     if not strict:
         return {"strict_code": None, "strict_plan": None}
-    if "strict_code" not in _SOURCES:
-        _SOURCES["strict_code"] = marshal.dumps(compile(_source("strict_asserts.py"), "strict_asserts.py", "exec")).hex()
-        # loaded by path, not as lib.strict_rewrite: this file works on its own, beside its three siblings
-        spec = importlib.util.spec_from_file_location("strict_rewrite", os.path.join(_HERE, "strict_rewrite.py"))
-        _SOURCES["prepare"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_SOURCES["prepare"])
+    code, prepare = _strict_parts()
     try:
-        plan = marshal.dumps(_SOURCES["prepare"].prepare(program, tests)).hex()
+        plan = marshal.dumps(prepare(program, tests)).hex()
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte in the source
         plan = None
-    return {"strict_code": _SOURCES["strict_code"], "strict_plan": plan}
+    return {"strict_code": code, "strict_plan": plan}
 
 
 def run_tests(program, tests, *, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,

@@ -42,7 +42,7 @@ import torch
 from lib.adapters import lora_state_dict
 from lib.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
 from ops.ddp import everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
-from ops.metrics import ARGS_FILE, METRICS_FILE
+from ops.metrics import ARGS_FILE, METRICS_FILE, read_json
 
 SAVES_DIR = "saves"                  # complete saves, one directory each
 STATE_FILE = "trainer_state.pt"      # in each save, beside the official-layout weights
@@ -90,8 +90,7 @@ def resolve_auto_resume(args):
     args.resume = False
     if not os.path.exists(recorded):
         return  # nothing of a run here (a run with files but no record is refused by check_out_dir)
-    with open(recorded) as f:
-        saved = json.load(f)  # save_info.json: {"step", ..., "args"}; train_args.json: the args (+ world_size)
+    saved = read_json(recorded)  # save_info.json: {"step", ..., "args"}; train_args.json: the args (+ world_size)
     changed = changed_flags(saved["args"] if saves else saved, args)
     require(not changed, f"--resume auto: {args.out_dir} holds another run ({'; '.join(changed[:4])}); "
             "--resume continues it with these flags, --force starts over, or pick another --out-dir")

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 
+from ops.metrics import read_json
 from tools.preflight import D1_STEPS, project_hours
 
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
@@ -83,11 +84,6 @@ def finish_all(jobs):
         jobs = [j for j in jobs if j not in done]
         time.sleep(0.2)
     return rows
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def summarize_round(path):

@@ -30,6 +30,7 @@ import torch
 
 import grpo
 from lib.adapters import quantize_blocks
+from ops.ddp import default_dtype
 from ops.stop import BUDGET_STEPS
 from tools.bench import bench, format_table, preset_model
 
@@ -70,7 +71,7 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
     # the first GPU unless --device says cpu (or there is none); --dtype's default is grpo.py's (bf16 on
     # GPU, fp32 on CPU)
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
-    dtype = getattr(torch, gargs.dtype) if gargs.dtype else (torch.bfloat16 if device == "cuda" else torch.float32)
+    dtype = default_dtype(gargs.dtype, device)
     # a real checkpoint where --model-dir holds one; "--model-dir none" (no config.json): random weights
     model, source = preset_model(gargs, device, dtype, gargs.model_dir, n_layers)
     if model is None:
