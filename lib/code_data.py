@@ -11,7 +11,7 @@ plus the tests, in one of two forms, both scored by rewards.coding_reward in san
                    prompt, MBPP's test imports) and unit_tests (snippets run after program_prefix + code;
                    each passes if it raises nothing). Ours: d1's code eval script was not released
                    (docs/coding.md §1.5).
-Files are local only (no hub); every error names the file and record (lib/records.py).
+Records come from lib/records.py (files, or hub dataset ids); every error names the file and record.
 
     from lib.code_data import check_tests, read_humaneval
     read_humaneval("humaneval/HumanEval.jsonl.gz")[0]["unit_tests"][0]   # 'METADATA = ...\\ncandidate = ...'

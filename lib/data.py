@@ -38,7 +38,7 @@ def load_sft_data(args, seed):
         train_sets, _ = countdown_toy.split_multisets(seed=args.data_seed)
         return countdown_toy.make_problems(train_sets, args.num_examples, seed)
     if not args.data:
-        raise ValueError(f"--task {args.task} needs --data PATH (a local file; nothing is downloaded)")
+        raise ValueError(f"--task {args.task} needs --data (a file, or a hub dataset id owner/name[:config][:split])")
     examples = tasks.load_task(args.task, args.data)
     # RL-only tasks (gsm8k, ...) load fine but have no target text to imitate
     missing = [i for i, ex in enumerate(examples) if "completion" not in ex]

@@ -1,12 +1,26 @@
 """
-Reading a data file one record at a time, each with where it came from: the plumbing under every
-loader of tasks.py and lib/code_data.py. Standard library only.
+Reading a data set one record at a time, each with where it came from: the plumbing under every
+loader of tasks.py and lib/code_data.py, so every `--data` value is read here.
 
-A data file is a jsonl file (one JSON object a line, blank lines allowed), a single JSON array (e.g.
-an s1K dump), or a csv with a header (d1's Sudoku files); any of them may be gzipped (the code
-benchmarks ship as HumanEval.jsonl.gz, ...). Every record comes with `where`, "file:line" or
-"file[i]", so that a loader's error names the bad record, and every failure is one ValueError /
-FileNotFoundError naming the file: a broken file is said at load time, never at reward time.
+What `--data` may name:
+  a jsonl file   one JSON object a line, blank lines allowed; where = "file:line"
+  a JSON array   one array of objects (e.g. an s1K dump); where = "file[i]"
+  a csv          with a header (d1's Sudoku files), every field a string; where = "file:line"
+  a parquet      how the Hugging Face hub ships its data sets (openai/gsm8k, simplescaling/s1K,
+                 KodCode, Countdown, MATH); rows as plain Python values (lists stay lists, ints
+                 ints); read with pyarrow; where = "file row i", i from 0 as pyarrow and the hub's
+                 viewer count rows. A file is parquet if it ends .parquet or starts with PAR1.
+  any of them gzipped: a file ending .gz or starting with gzip's magic bytes (the code
+                 benchmarks ship as HumanEval.jsonl.gz, ...)
+  a hub id       owner/name[@revision][:config][:split] when no local file has that name and it is
+                 not a mistyped path (is_hub_dataset): ONE field after the id is the split, TWO are
+                 config:split, the split defaults to train and may carry a datasets slice
+                 (train[:100]). Read with the optional `datasets` package (its cache, or the
+                 network); where = "spec row i". E.g. openai/gsm8k:main:train, simplescaling/s1K,
+                 Jiayi-Pan/Countdown-Tasks-3to4 (= its train split).
+
+Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row
+where there is one, and the likely cause: a broken file is said at load time, never at reward time.
 
     from lib.records import field, read_records
     for where, rec in read_records("gsm8k/test.jsonl"):
@@ -14,40 +28,45 @@ FileNotFoundError naming the file: a broken file is said at load time, never at 
 """
 import csv
 import gzip
+import hashlib
+import io
 import json
+import os
+import re
+import zlib
 from pathlib import Path
 
 CSV_FIRST_ROW = 2  # a csv's line 1 is its header, so the first record is line 2
+PARQUET_MAGIC = b"PAR1"  # parquet's first (and last) 4 bytes
+GZIP_MAGIC = b"\x1f\x8b"
+PYARROW_SOURCE = r"^Could not open Parquet input source '[^']*': "  # the head of pyarrow's open errors
+# other binary formats a data file turns out to be, named when it is not UTF-8 text
+OTHER_BINARY = {b"PK\x03\x04": "a zip archive (an .xlsx is one): unpack or export it first",
+                b"BZh": "bzip2-compressed: decompress it first (only gzip is read as it is)",
+                b"\xfd7zXZ\x00": "xz-compressed: decompress it first (only gzip is read as it is)",
+                b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first (only gzip is read as it is)"}
+# a value ending like this names a local file, even when it does not exist: a mistyped path, never a hub id
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".gz", ".tsv", ".txt")
+HUB_SPLIT = "train"  # the split a hub id without one reads (the hub's training data)
+# owner/name[@revision][:config][:split]. Owner and name start alphanumeric, so ./x and ../x are
+# paths; a revision may hold slashes (refs/convert/parquet); a split may end in a slice, train[:100]
+HUB_FIELD = r"[\w.-]+(?:\[[^\]]*\])?"
+HUB_SPEC = re.compile(rf"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[^:@\s]+))?"
+                      rf"(?::(?P<first>{HUB_FIELD}))?(?::(?P<second>{HUB_FIELD}))?", re.ASCII)
 
 
 def read_records(path):
-    """[(where, record)] from a jsonl file, a json array, or a csv with a header. `where` is
-    "file:line" (or "file[i]" for a json array) so errors point at the bad record."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-    # the code benchmarks ship gzipped (HumanEval.jsonl.gz, ...): read them as they are
-    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
-    if path.name.endswith(".csv"):  # csv module keeps every field a string: Sudoku's leading zeros survive
-        rows = csv.DictReader(text.splitlines())
-        return [(f"{path}:{i}", row) for i, row in enumerate(rows, start=CSV_FIRST_ROW)]
-    if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
-        try:
-            return [(f"{path}[{i}]", rec) for i, rec in enumerate(json.loads(text))]
-        except json.JSONDecodeError as e:
-            # from None: the message already names the file; the decoder's traceback would only add noise
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-    records = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue  # tolerate blank lines (e.g. a trailing one)
-        try:
-            records.append((f"{path}:{i}", json.loads(line)))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
-    if not records:  # an empty dataset would only fail much later, far from its cause
-        raise ValueError(f"{path}: no records")
-    return records
+    """[(where, record)] from a local data file or a hub dataset id (module docstring); `where` names
+    the file and line or row, so that a loader's error points at the bad record."""
+    if Path(path).is_file():
+        return _file_records(Path(path))
+    if is_hub_dataset(path):
+        return _hub_records(str(path))
+    if _hub_shaped(path) and not os.path.exists(path):
+        # hub-shaped, but inside a folder that is here (is_hub_dataset): say why the hub was not asked
+        raise FileNotFoundError(f"data file not found: {path} (not read as a hub dataset id: the folder "
+                                f"{os.path.dirname(str(path))}/ is here)")
+    raise FileNotFoundError(f"data file not found: {path}")
 
 
 def field(rec, key, where):
@@ -57,3 +76,176 @@ def field(rec, key, where):
         have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
         raise ValueError(f"{where}: missing field {key!r} (record has {have})")
     return rec[key]
+
+
+def _nonempty(records, source):
+    """The records, unless there are none: an empty dataset would only fail much later, far from its cause."""
+    if not records:
+        raise ValueError(f"{source}: no records")
+    return records
+
+
+def _first_line(exc, drop=None):
+    """An exception's type and the first line of its message (less the prefix matching regex `drop`):
+    enough to say what went wrong, in one line."""
+    message = (str(exc).strip().splitlines() or [""])[0]
+    if drop:
+        message = re.sub(drop, "", message)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+# -----------------------------------------------------------------------------
+# local files: gzip and parquet are recognised by their first bytes, whatever the file is called
+
+def _file_records(path):
+    data = _gunzip(path, path.read_bytes())
+    if data.startswith(PARQUET_MAGIC) or path.name.endswith(".parquet"):
+        return _parquet_records(path, data)
+    return _text_records(path, _decode(path, data))
+
+
+def _gunzip(path, raw):
+    """The file's bytes, decompressed when they are gzip; a .gz that is not gzip, or a truncated or
+    corrupt one, is one ValueError."""
+    if not raw.startswith(GZIP_MAGIC):
+        if path.suffix == ".gz":
+            raise ValueError(f"{path}: named .gz but not gzip data (it starts {raw[:8]!r}); "
+                             f"rename it if it is plain text")
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except EOFError:  # the stream stops before gzip's end marker: an interrupted download or copy
+        raise ValueError(f"{path}: truncated gzip file (it ends before gzip's end-of-stream marker); "
+                         f"download or copy it again") from None
+    except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
+        raise ValueError(f"{path}: not a readable gzip file ({_first_line(e)})") from None
+
+
+def _parquet_records(path, data):
+    """A parquet file's rows as plain Python dicts (pyarrow's to_pylist: lists, ints, nested structs as
+    dicts), each with where = "file row i"."""
+    try:  # imported here: only parquet needs it (it is in requirements.txt)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ValueError(f"{path}: reading parquet needs pyarrow: pip install -r requirements.txt "
+                         f"(it pins pyarrow)") from None
+    try:
+        rows = pq.read_table(io.BytesIO(data)).to_pylist()
+    except (pa.ArrowException, OSError) as e:
+        # pyarrow names its input '<Buffer>' (it reads the bytes): the message names the path instead
+        cause = _first_line(e, drop=PYARROW_SOURCE)
+        raise ValueError(f"{path}: not a readable parquet file ({cause}); "
+                         f"truncated or corrupt? download it again") from None
+    return _nonempty([(f"{path} row {i}", row) for i, row in enumerate(rows)], path)
+
+
+def _decode(path, data):
+    """UTF-8 text (a leading byte-order mark dropped), or one ValueError naming the line and column of
+    the first byte that is not UTF-8 and what the file probably is instead."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        for magic, what in OTHER_BINARY.items():
+            if data.startswith(magic):
+                raise ValueError(f"{path}: not text but {what}") from None
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        line = data.count(b"\n", 0, e.start) + 1
+        # the column in characters, as an editor counts: the bytes before the bad one decode cleanly
+        column = len(data[line_start:e.start].decode("utf-8")) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at column {column}): text "
+                         f"in another encoding (save it as UTF-8) or a binary format other than parquet and gzip "
+                         f"(both are recognised by their first bytes)") from None
+    return text.removeprefix("\ufeff")  # a BOM from a Windows editor would otherwise stick to the first field
+
+
+def _text_records(path, text):
+    """A csv, a JSON array or jsonl, told apart by the name (csv) and the first character ([)."""
+    if path.name.endswith(".csv"):  # csv module keeps every field a string: Sudoku's leading zeros survive
+        rows = csv.DictReader(text.splitlines())
+        return _nonempty([(f"{path}:{i}", row) for i, row in enumerate(rows, start=CSV_FIRST_ROW)], path)
+    if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
+        try:
+            return _nonempty([(f"{path}[{i}]", rec) for i, rec in enumerate(json.loads(text))], path)
+        except json.JSONDecodeError as e:
+            # from None: the message already names the file; the decoder's traceback would only add noise
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+    records = []
+    # split at "\n" only: str.splitlines() also splits at U+2028 and other separators that JSON keeps
+    # raw inside strings, which would cut a valid record in two
+    for i, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue  # tolerate blank lines (e.g. a trailing one)
+        try:
+            records.append((f"{path}:{i}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
+    return _nonempty(records, path)
+
+
+# -----------------------------------------------------------------------------
+# hub dataset ids, through the optional `datasets` package
+
+def is_hub_dataset(spec):
+    """Whether `spec` is read as a hub dataset id: it has the form owner/name[@revision][:config][:split],
+    no local file or directory has that name, and it is not a mistyped path: one ending like a data file,
+    or inside a folder that is here (gsm8k/tset beside gsm8k/; lib/hub.py reads --model-dir alike)."""
+    spec = str(spec)
+    return _hub_shaped(spec) and not os.path.exists(spec) and not os.path.isdir(os.path.dirname(spec))
+
+
+def _hub_shaped(spec):
+    """owner/name[@revision][:config][:split], not ending like a data file."""
+    spec = str(spec)
+    return HUB_SPEC.fullmatch(spec) is not None and not spec.lower().endswith(DATA_SUFFIXES)
+
+
+def parse_hub_spec(spec):
+    """owner/name[@revision][:config][:split] -> (repo, config, split, revision): one field after the id
+    is the split, two are config:split; the split defaults to train, config and revision to None."""
+    m = HUB_SPEC.fullmatch(str(spec))
+    if m is None:
+        raise ValueError(f"{spec}: not a hub dataset id (owner/name[@revision][:config][:split])")
+    config, split = (m["first"], m["second"]) if m["second"] else (None, m["first"] or HUB_SPLIT)
+    return m["repo"], config, split, m["revision"]
+
+
+def _hub_records(spec):
+    """The rows of a hub dataset's split, each with where = "spec row i". The `datasets` package is
+    optional: without it, or when it fails (no such repo, config or split; offline and not cached),
+    one ValueError says so."""
+    repo, config, split, revision = parse_hub_spec(spec)
+    # every message starts the same way: a mistyped local path without a suffix also lands here
+    head = f"{spec}: no local file of that name, and"
+    try:
+        import datasets
+    except ImportError:
+        raise ValueError(f"{head} reading it as a hub dataset id needs the optional package `datasets`: "
+                         f"pip install datasets (or download the dataset's parquet files and pass them to "
+                         f"--data, which needs nothing more)") from None
+    except Exception as e:  # installed but broken (e.g. a pyarrow it does not support)
+        raise ValueError(f"{head} the `datasets` package failed to import ({_first_line(e)})") from None
+    try:
+        rows = [(f"{spec} row {i}", dict(row)) for i, row in
+                enumerate(datasets.load_dataset(repo, config, split=split, revision=revision))]
+    except Exception as e:  # datasets raises many types (FileNotFoundError, ValueError, ConnectionError, ...)
+        raise ValueError(f"{head} the hub dataset {repo} (config {config}, split {split}, revision "
+                         f"{revision or 'default'}) could not be read: {_first_line(e)}") from None
+    return _nonempty(rows, spec)
+
+
+def records_sha256(spec, records=None):
+    """The sha256 that identifies a data set in a manifest. A file: of its bytes. A hub id: of its records
+    as JSON lines (json.dumps with sorted keys, each line ending in a newline, UTF-8), since the files
+    behind it are not ours to hash. `records`: the [(where, record)] already read, to spare a second read."""
+    if Path(spec).is_file():
+        h = hashlib.sha256()
+        with open(spec, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    h = hashlib.sha256()
+    for _, rec in records if records is not None else read_records(spec):
+        # default=str: values JSON has no type for (a date column) still hash the same on every read
+        h.update((json.dumps(rec, sort_keys=True, default=str) + "\n").encode("utf-8"))
+    return h.hexdigest()
