@@ -15,7 +15,7 @@ any work, and the main loop. The rest lives one folder away:
     grpo.py --eval-every (the trainer must not import this file);
   - lib/results.py: one JSONL line per item per rank and a manifest with every setting, how a
     result dir is read back exactly as its manifest names it, --resume after a kill or a stop
-    signal (SIGTERM / SIGUSR1 end the run at a batch boundary, exit 75: ops/stop.py), and
+    signal (SIGTERM / SIGUSR1 / Ctrl-C end the run at a batch boundary, exit 75: ops/stop.py), and
     --rescore of saved generations, ours or d1's released JSON files (on d1's files this
     reproduces the paper's LLaDA-8B-Instruct row); its docstring gives the guarantees;
   - lab/stats.py: what d1 left out: --seeds N (mean and 95% CI at temperature > 0), --compare A B
@@ -26,10 +26,11 @@ Run:
     python eval.py                                               # toy task on the tiny model, CPU
     torchrun --nproc_per_node=8 eval.py --model-dir out/grpo-gsm8k --task gsm8k \\
         --data gsm8k/test.jsonl --gen-lengths 128,256,512 --out-dir out/eval/grpo-gsm8k
-    python eval.py --rescore ../shared/data/d1_eval_baselines                # or the files in it
+    python eval.py --rescore d1/eval/eval_baselines     # d1's released generations, in a clone of its repository
     python eval.py --compare out/eval/a/gsm8k_256 out/eval/b/gsm8k_256
 """
 import argparse
+import functools
 import json
 import os
 import sys
@@ -41,6 +42,7 @@ import tasks
 from lab.stats import compare, mean_and_spread, summarize
 from lib import parsers
 from lib.checkpoint import TINY_DIR, load
+from lib.records import records_sha256
 from lib.evaluate import (
     SCORING_FIELDS,
     TOY_BLOCK,
@@ -61,11 +63,10 @@ from lib.results import (
     rescore,
     result_dir_state,
     resume_records,
-    sha256_file,
     write_atomic,
     write_manifest,
 )
-from ops.checks import check_data_paths, check_model_dir, require, upfront
+from ops.checks import ShowDefaults, check_data_paths, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.stop import EXIT_STOPPED, Stopper
 from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
@@ -138,7 +139,8 @@ def canonical(task, data, full=False, out_dir="out/eval", limit=0):
     # the reference solutions are fixed, so an earlier canonical run here is simply replaced: rank file first,
     # then the manifest that calls it complete (load_results reads exactly the rank files it names)
     write_atomic(rank_file(out, 0), "".join(json.dumps(r) + "\n" for r in recs))
-    write_manifest(out, {"task": task, "data_file": os.path.abspath(data), "data_sha256": sha256_file(data),
+    data_file, data_sha = data_identity(data)
+    write_manifest(out, {"task": task, "data_file": data_file, "data_sha256": data_sha,
                          "full": full, "items": len(items), "item_ids": [i for i, _ in items],
                          "gen_length": "canonical", "model_dir": None, "world_size": 1,
                          "parser_version": parsers.PARSER_VERSION, "complete": True})
@@ -220,6 +222,15 @@ def result_dir(args, gen, seed):
     return os.path.join(args.out_dir, f"{args.task}_{gen}" + (f"_seed{seed}" if args.seeds > 1 else ""))
 
 
+@functools.cache  # a hub data set is read once, not once per result dir
+def data_identity(data):
+    """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes, or a hub
+    dataset id as typed and the sha256 of its records (lib/records.records_sha256); (None, None) without."""
+    if not data:
+        return None, None
+    return (os.path.abspath(data) if os.path.isfile(data) else data), records_sha256(data)
+
+
 def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
     """A run's manifest without its time and completion: every setting that can move the number, so that
     --compare can refuse a mismatched pair (lab/stats.py MUST_MATCH) and --resume a changed command
@@ -227,8 +238,8 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
     block, steps, batch_size = schedule(args, gen)
     return {
         "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": fingerprint,
-        "task": args.task, "data_file": os.path.abspath(args.data) if args.data else None,
-        "data_sha256": sha256_file(args.data) if args.data else None, "full": args.full,
+        "model_spec": args.model_spec, "model_revision": args.model_revision,  # where a hub id led
+        "task": args.task, **dict(zip(("data_file", "data_sha256"), data_identity(args.data))), "full": args.full,
         # the toy's items are generated: their ids alone do not say which puzzles they were
         "toy_blanks": args.toy_blanks if args.task == "toy" else None,
         "items": len(items), "item_ids": [i for i, _ in items], "gen_length": gen,
@@ -243,12 +254,16 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="d1-compatible evaluation")
+    parser = argparse.ArgumentParser(description="d1-compatible evaluation", formatter_class=ShowDefaults)
     # what to evaluate
-    parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout model directory")
+    parser.add_argument("--model-dir", type=str, default="", help="the model: a directory in the official layout, "
+                        f"a hub cache snapshot, or a hub id owner/name[@revision] (default: {TINY_DIR}, the tiny "
+                        "random model, for the toy tasks; a real task must name one)")
     parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | "
                         "countdown_toy | humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
-    parser.add_argument("--data", type=str, default="", help="the task's local test file")
+    parser.add_argument("--data", type=str, default="", help="the task's test set: a file (jsonl, json, csv, "
+                        "parquet) or a hub dataset id owner/name[:config][:split] (needs `pip install datasets`); default: none, "
+                        "the toys generate theirs")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
     parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe / countdown_toy: held-out items")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells of the held-out puzzles")
@@ -261,7 +276,7 @@ if __name__ == "__main__":
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
     parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
-                        help="'' = exact sampler (d1); prefix / dual = Fast-dLLM KV cache (approximate)")
+                        help="'' = exact sampler (d1, the default); prefix / dual = Fast-dLLM KV cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")
     parser.add_argument("--batch-size", type=int, default=0, help="prompts per batch; 0 = d1's 8 (4 at gen 512), toy 100")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -280,11 +295,14 @@ if __name__ == "__main__":
     parser.add_argument("--force", action="store_true", help="start over in result dirs that hold an earlier run "
                         "(deletes their manifest.json and generations.rank*.jsonl); with --compare: compare even "
                         "if the manifests disagree")
-    parser.add_argument("--json", type=str, default="", help="also write [{task, gen_length, items, accuracy}] here")
+    parser.add_argument("--json", type=str, default="", help="also write [{task, gen_length, items, accuracy}] here "
+                        "(default: nowhere)")
     parser.add_argument("--rescore", type=str, nargs="+", help="re-score result dirs / d1 *_generations.json files "
-                        "(or folders of them)")
-    parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A")
-    parser.add_argument("--summarize", type=str, default="", help="print the table of lab/runs/toy.sh's run dir")
+                        "(or folders of them); default: evaluate instead")
+    parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A (default: evaluate "
+                        "instead)")
+    parser.add_argument("--summarize", type=str, default="", help="print the table of lab/runs/toy.sh's run dir "
+                        "(default: evaluate instead)")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     args = parser.parse_args()
 
@@ -316,7 +334,7 @@ if __name__ == "__main__":
         check_flags(args)
         all_items = load_items(args.task, args.data, args.full, args.limit, args.toy_items, toy_blanks(args))
         gens, seeds = gen_lengths(args), range(args.seed, args.seed + args.seeds)
-        check_model_dir(args.model_dir, default_dir=TINY_DIR)
+        check_model(args, TINY_DIR if args.task in tasks.TOY_TASKS else None)  # a hub id becomes its snapshot
         # the dtype and device the run will have (compute_init picks cuda the same way), for its manifest
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = default_dtype(args.dtype, device_type)
@@ -339,7 +357,7 @@ if __name__ == "__main__":
     # distributed init: torchrun shards the items, rank r takes items r, r + W, ... (as d1)
     # a process group only under torchrun; the model is never wrapped (no training, no gradients)
     ddp, rank, _, world, device, device_type = compute_init(timeout_s=args.dist_timeout)
-    stop = Stopper()  # a cluster's SIGTERM / SIGUSR1: finish the batch in flight, then exit 75 (ops/stop.py)
+    stop = Stopper()  # SIGTERM / SIGUSR1 / Ctrl-C: finish the batch in flight, then exit 75 (ops/stop.py)
     if ddp:
         import torch.distributed as dist
 

@@ -27,8 +27,8 @@ preemption (--resume continues bit for bit, docs/reliability.md); scale is torch
 Run:
     python grpo.py                                   # toy Sudoku on the tiny model (after python sft.py), CPU
     python grpo.py --resume auto                     # after a crash or a stop (exit 75): continue if there is a save
-    torchrun --nproc_per_node=8 grpo.py --preset 8b --task gsm8k --data gsm8k/train.jsonl \\
-        --model-dir LLaDA-8B-Instruct --out-dir out/grpo-gsm8k        # add --objective wd1 for wd1's loss
+    torchrun --nproc_per_node=8 grpo.py --task gsm8k --data openai/gsm8k:main:train \\
+        --model-dir out/sft-s1k --out-dir out/grpo-gsm8k      # a real task: --preset 8b; --objective wd1: wd1
 """
 import argparse
 import os
@@ -45,9 +45,10 @@ from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, report_round, round_cost, round_metrics
 from ops.resume import save_checkpoint
-from ops.trainers import add_training_flags, build_policy, check_model_and_out_dir, stop_if_stalled
+from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset, stop_if_stalled,
+                          toy_only)
 from rewards import REWARDS, total_rewards
-from sample import THRESHOLD_RULES, generate
+from sample import generate
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
 # paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml). A flag given on the command line overrides its
@@ -66,6 +67,8 @@ PRESETS = {
                gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
                max_prompt_length=200, lora_r=128, lora_alpha=64.0, load_in_4bit=True, rounds=700),
 }
+
+TOY_START = "out/sft"  # the toys' start model without --model-dir: what `python sft.py` writes
 
 # -----------------------------------------------------------------------------
 # the math, as small pure functions
@@ -273,16 +276,15 @@ def policy_step(model, batches, j, seed, optimizer, params, args, amp, mask_id, 
 # -----------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    """The flags, flat, with the preset's values as defaults (any flag given overrides its preset
+    """The flags, flat, with a preset's values as defaults (any flag given overrides its preset
     value). A function, so that tools/ and lab/ measure exactly what these flags would run."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", type=str, default="tiny", choices=sorted(PRESETS))
-    # a first pass reads only --preset, so that its values can become the defaults of the full parser
-    preset = PRESETS[pre.parse_known_args(argv)[0].preset]
-    parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)", parents=[pre])
+    parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)")
+    parser.add_argument("--preset", type=str, choices=sorted(PRESETS), help="the defaults: tiny for the CPU toys, "
+                        "testbed for countdown_toy, 8b (d1's recipe) as soon as --task holds a real task")
     parser.add_argument("--max-prompt-length", type=int, help="longer prompts are cut from the left (d1: 200)")
-    parser.add_argument("--model-dir", type=str, default="out/sft", help="official-layout start model (d1: the "
-                        "merged SFT model; `python sft.py` writes out/sft, `make run` out/toy/seed*/sft)")
+    parser.add_argument("--model-dir", type=str, default="", help="the start model (d1: the merged SFT model): a "
+                        "directory in the official layout, a hub cache snapshot, or a hub id owner/name[@revision] "
+                        f"(default: {TOY_START}, which `python sft.py` writes, for the toys; a real task must name one)")
     parser.add_argument("--out-dir", type=str, default="out/grpo", help="the run: saves/step-N, metrics.jsonl, and "
                         "the latest save as the run's model")
     parser.add_argument("--compile", action="store_true", help="torch.compile each block (docs/performance.md)")
@@ -307,14 +309,7 @@ def parse_args(argv=None):
     parser.add_argument("--block-length", type=int, help="semi-AR block length (d1: 32)")
     parser.add_argument("--diffusion-steps", type=int, help="sampler steps (d1: 128)")
     parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
-    parser.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
-                        help="Fast-dLLM key-value cache; none = d1's exact sampler (docs/fast-rollouts.md)")
-    parser.add_argument("--rollout-threshold", type=float, default=0.0, help="0 = off; else also write every token "
-                        "the model is this sure of at once (Fast-dLLM: 0.9)")
-    parser.add_argument("--rollout-threshold-rule", type=str, default="certainty", choices=THRESHOLD_RULES,
-                        help="sure: the position's sampling peak (ours) or its draw's probability (Fast-dLLM)")
-    parser.add_argument("--rollout-agree-every", type=int, default=10, help="fast rollouts: every N rounds, log the "
-                        "share of tokens the exact sampler writes alike under the same noise (0 = never)")
+    add_rollout_flags(parser)  # the Fast-dLLM rollout options, off by default: d1's exact sampler (docs/fast-rollouts.md)
     # saves and the toy's learning curve
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end)")
     parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every "
@@ -322,8 +317,9 @@ def parse_args(argv=None):
     parser.add_argument("--eval-items", type=int, default=200, help="toy, testbed: held-out items for --eval-every")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags sft.py shares (ops/trainers.py)
     # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
-    parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000, **preset)
-    return parser.parse_args(argv)
+    parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000)
+    return parse_with_preset(parser, PRESETS, lambda task: "testbed" if task == "countdown_toy" else
+                             "tiny" if toy_only(task) else "8b", argv)
 
 
 # -----------------------------------------------------------------------------
@@ -339,8 +335,8 @@ if __name__ == "__main__":
         require(args.prompts_per_step <= len(examples), f"--prompts-per-step {args.prompts_per_step} is more than "
                 f"the {len(examples)} prompts in the data")
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
-        check_model_and_out_dir(args, "diffu-GRPO starts from the SFT model: run `python sft.py` first (it writes "
-                                "out/sft), or pass --model-dir (`make run` writes out/toy/seed0/sft)")
+        check_model_and_out_dir(args, TOY_START if toy_only(args.task) else None, "diffu-GRPO starts from the SFT "
+                                "model: run `python sft.py` first, or pass --model-dir (`make run` writes out/toy/seed0/sft)")
     comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})  # one log column each, as d1
 
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ops/ddp.py)
@@ -381,7 +377,8 @@ if __name__ == "__main__":
 
         # 1. rollout: G completions per prompt, noise keyed by (seed, round, global micro-batch)
         t0, timing, batches, n_cut = time.time(), {}, [], 0
-        for m in [m * world_size + rank for m in range(accum)]:  # this rank's global micro-batch indices
+        for i, m in enumerate([m * world_size + rank for m in range(accum)]):  # this rank's global micro-batches
+            bar.set_description_str(f"grpo: rollout {i + 1}/{accum}")  # the phase in the bar: a round takes minutes
             exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
             prompt, cut = group_prompts(tokenizer, exs, G, args.max_prompt_length, eos_id)  # EOS is LLaDA's pad
             prompt, n_cut = prompt.to(device), n_cut + cut  # (b, P), b = groups_per_micro * G
@@ -400,6 +397,7 @@ if __name__ == "__main__":
 
         # 2. rewards and 3. advantages (groups never span ranks, so this is local)
         t0, comp_sum = time.time(), {name: 0.0 for name in comp_names}
+        bar.set_description_str("grpo: reward")
         for b in batches:
             # as d1: specials stripped, so the text also holds what follows the first EOS (docs/d1.md §2.4)
             texts = tokenizer.batch_decode(b.completion, skip_special_tokens=True)
@@ -415,6 +413,7 @@ if __name__ == "__main__":
 
         # 4. μ mask seeds, then old and reference log-probs for every seed, once, without gradients
         t0 = time.time()
+        bar.set_description_str("grpo: old/ref")
         seeds = mask_seeds(args.seed, rnd, args.num_iterations, args.fixed_mask_seed)
         # before any update: θ_old is exactly the θ that sampled the rollouts
         score_old_ref(raw_model, policy.ref_model, policy.ref_context, batches, seeds, args, run.amp)
@@ -423,6 +422,7 @@ if __name__ == "__main__":
         # 5. μ optimizer steps; step j scores every micro-batch under mask seed j
         t0, stats = time.time(), {}  # means over steps and micro-batches
         for j, s in enumerate(seeds):
+            bar.set_description_str(f"grpo: update {j + 1}/{len(seeds)}")
             # `model` (the DDP / FSDP wrapper): the only pass that needs gradient sync
             st = policy_step(model, batches, j, s, optimizer, params, args, run.amp, mask_id, accum, run)
             for k, v in st.items():
@@ -438,10 +438,10 @@ if __name__ == "__main__":
         if master:  # the console line, and the round's record in metrics.jsonl (with the curve, when due)
             report_round(bar, metrics_file, rnd + 1, metrics, timing, cost, curve,
                          elapsed0 + time.time() - t_start - (curve.seconds if curve else 0), n_cut)
-        # a cluster's SIGTERM / SIGUSR1, or --max-hours, on any rank: every rank saves this round, exits 75 (ops/stop.py)
+        # SIGTERM / SIGUSR1 / Ctrl-C, or --max-hours, on any rank: every rank saves this round, exits 75 (ops/stop.py)
         stopping = run.stop.requested(run)
         if stopping or (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
-            save_checkpoint(args, run, raw_model, optimizer, tokenizer, rnd + 1)  # every rank; rank 0 writes
+            save_checkpoint(args, run, raw_model, optimizer, rnd + 1)  # every rank; rank 0 writes
         if stopping and rnd + 1 < args.rounds:
             run.stop.exit(run, metrics_file, args.out_dir, rnd + 1, "round", stopping)
     if master:

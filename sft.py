@@ -37,12 +37,10 @@ What is here and how it differs from d1's SFT script:
 Run:
     python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
     python sft.py --resume                             # after a crash: the same flags plus --resume
-    torchrun --nproc_per_node=8 sft.py --task s1k --data s1k.jsonl --model-dir LLaDA-8B-Instruct \\
-        --out-dir out/sft-s1k --max-length 4096 --batch-size 1 --grad-accum 4 --epochs 20 \\
-        --lr 1e-5 --lora-r 128 --lora-alpha 256 --lora-targets q_proj,k_proj,v_proj
-    torchrun --nproc_per_node=8 sft.py --fsdp --gradient-checkpointing --task s1k --data s1k.jsonl \\
-        --model-dir LLaDA-8B-Instruct --out-dir out/sft-s1k-full --max-length 4096 --batch-size 1 \\
-        --grad-accum 8 --epochs 3 --lr 1e-5 --weight-decay 0.1    # full fine-tuning, sharded
+    torchrun --nproc_per_node=8 sft.py --task s1k --data simplescaling/s1K:train \\
+        --model-dir GSAI-ML/LLaDA-8B-Instruct --out-dir out/sft-s1k      # a real task: --preset 8b, d1's SFT
+    torchrun --nproc_per_node=8 sft.py --fsdp --lora-r 0 --epochs 3 --task s1k --data simplescaling/s1K:train \\
+        --model-dir GSAI-ML/LLaDA-8B-Instruct --out-dir out/sft-s1k-full     # full fine-tuning, sharded
 """
 import argparse
 import math
@@ -62,9 +60,22 @@ from ops.checks import check_sft_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, open_metrics, progress
 from ops.resume import save_checkpoint
-from ops.trainers import add_training_flags, build_policy, check_model_and_out_dir, stop_if_stalled
+from ops.trainers import (add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset, stop_if_stalled,
+                          toy_only)
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
+# The defaults (a flag given on the command line overrides its preset value): the CPU toy's full fine-tuning of
+# the tiny model, and d1's SFT of LLaDA-8B-Instruct on s1K (docs/d1.md §5.3): LoRA r 128 / alpha 256 on q, k, v,
+# lr 1e-5, weight decay 0.1, max grad norm 1.0, 4096 tokens, effective batch 8 (1 x 4 on 2 GPUs), 20 epochs, no
+# warmup. Gradient checkpointing is ours: d1 fits 4096 tokens with DeepSpeed's CPU offload instead
+PRESETS = {
+    "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3, weight_decay=0.0,
+                 grad_clip=1.0, max_length=63, batch_size=32, grad_accum=1, max_steps=400, epochs=0,
+                 warmup_steps=10, gradient_checkpointing=False),
+    "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5, weight_decay=0.1,
+               grad_clip=1.0, max_length=4096, batch_size=1, grad_accum=8, max_steps=0, epochs=20,
+               warmup_steps=0, gradient_checkpointing=True),
+}
 
 # -----------------------------------------------------------------------------
 # the math, as small pure functions
@@ -140,28 +151,29 @@ def get_lr(step, max_steps, lr, warmup_steps):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
+    parser.add_argument("--preset", type=str, choices=sorted(PRESETS), help="the defaults: tiny (the CPU toy) for "
+                        "the toy tasks, 8b (d1's SFT of LLaDA-8B) for a real task; any flag given overrides its value")
     # data
     parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
     parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
-    parser.add_argument("--max-length", type=int, default=63, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
+    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
     # model
-    parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="official-layout LLaDA directory")
+    parser.add_argument("--model-dir", type=str, default="", help="the start model: a directory in the official "
+                        f"layout, a hub cache snapshot, or a hub id owner/name[@revision] (default: {TINY_DIR}, the "
+                        "tiny random model, for the toy tasks; a real task must name one)")
     parser.add_argument("--out-dir", type=str, default="out/sft", help="the run: saves/step-N (official layout + "
                         "trainer_state.pt), metrics.jsonl, and the best save (LoRA merged) as the run's model")
     # optimization
-    parser.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per rank")
-    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (global)")
-    parser.add_argument("--max-steps", type=int, default=400, help="optimizer steps (overrides --epochs if > 0)")
-    parser.add_argument("--epochs", type=float, default=0, help="used when --max-steps is 0 (d1: 20)")
-    parser.add_argument("--warmup-steps", type=int, default=10, help="linear warmup steps")
+    parser.add_argument("--batch-size", type=int, help="sequences per micro-batch per rank")
+    parser.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (global)")
+    parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides --epochs if > 0)")
+    parser.add_argument("--epochs", type=float, help="used when --max-steps is 0 (d1: 20)")
+    parser.add_argument("--warmup-steps", type=int, help="linear warmup steps")
     parser.add_argument("--eval-every", type=int, default=100, help="every N steps (and at the end): eval loss, "
                         "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags grpo.py shares (ops/trainers.py)
-    # d1's SFT: LoRA r 128 / alpha 256 on q, k, v, lr 1e-5, weight decay 0.1, max grad norm 1.0 (docs/d1.md §5.3);
-    # the toy defaults to full fine-tuning at lr 2e-3
-    parser.set_defaults(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3, weight_decay=0.0,
-                        grad_clip=1.0, num_examples=512)
-    args = parser.parse_args()
+    parser.set_defaults(num_examples=512)
+    args = parse_with_preset(parser, PRESETS, lambda task: "tiny" if toy_only(task) else "8b")
 
     # -------------------------------------------------------------------------
     # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
@@ -174,7 +186,7 @@ if __name__ == "__main__":
         require(len(examples) - n_eval >= args.batch_size * args.grad_accum,
                 f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
                 f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
-        check_model_and_out_dir(args, default_dir=TINY_DIR)
+        check_model_and_out_dir(args, TINY_DIR if toy_only(args.task) else None)
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
@@ -326,16 +338,16 @@ if __name__ == "__main__":
                 best, best_step = ev, step + 1
             # a save every eval (every rank: a collective under FSDP), published as the run's model if it is the
             # best; the data generator and the best so far go with it, so --resume continues this exact run
-            save_checkpoint(args, run, raw_model, optimizer, tokenizer, step + 1,
+            save_checkpoint(args, run, raw_model, optimizer, step + 1,
                             {"generator": g.get_state(), "best": best, "best_step": best_step, "eval_loss": ev},
                             make_public=is_best)
         if master:
             log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
-        # SIGTERM / SIGUSR1 (a cluster's preemption or time limit) or --max-hours: a save, then exit 75. A
+        # SIGTERM / SIGUSR1 (a cluster's preemption or time limit), Ctrl-C or --max-hours: a save, exit 75. A
         # collective: every rank stops after the same step (ops/stop.py)
         if (stopping := run.stop.requested(run)) and not last:
             if (step + 1) % args.eval_every:  # not saved above. Not published: the best model stays the run's
-                save_checkpoint(args, run, raw_model, optimizer, tokenizer, step + 1,
+                save_checkpoint(args, run, raw_model, optimizer, step + 1,
                                 {"generator": g.get_state(), "best": best, "best_step": best_step}, make_public=False)
             run.stop.exit(run, metrics_file, args.out_dir, step + 1, "step", stopping)
     if master:

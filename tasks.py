@@ -19,8 +19,9 @@ builds them. tokenizer.prompt_ids() is the only place a user message becomes tok
 docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
 disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH tokens is prompt_ids' max_length.
 
-Files are read from local paths only (no hub, no network); see ../shared/data/README.md. d1 itself
-loads GSM8K/MATH/Countdown train sets from the HF hub; we take the same rows from jsonl/csv files.
+Every loader reads lib/records.py's records: local jsonl / json / csv / parquet files, or hub dataset ids
+(owner/name[:config][:split], through the optional `datasets`), with the hub's column names, as d1 loads
+its GSM8K / MATH / Countdown train sets from the hub (docs/training.md).
 The code sets' readers are lib/code_data.py, the record reading under every loader lib/records.py;
 the procedural Sudoku / toy / Countdown makers are puzzles.py; d1's eval parsers are parsers.py.
 
@@ -342,14 +343,16 @@ def d1_eval_subset(n_items, k=256, seed=42):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="print rendered RL and eval prompts of every d1 task")
-    parser.add_argument("--model-dir", type=str, default=None, help="tokenizer dir (default: a fresh tiny one)")
+    parser.add_argument("--model-dir", type=str, default=None, help="tokenizer: a model directory or hub id "
+                        "(default: a fresh tiny one)")
     parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
     # imported here, not at the top: only this demo needs a tokenizer
     from lib.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
-    tok = load_tokenizer(args.model_dir) if args.model_dir else make_tiny_tokenizer()
+    from lib.hub import resolve_model  # a directory, a hub cache or a hub id
+    tok = load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)
     # hand-written stand-ins for missing files (the generated sets are lib/puzzles.py's): a valid grid
     # with six blanks, d1's own Countdown example, and two short questions

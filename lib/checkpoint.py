@@ -7,33 +7,39 @@ The layout (docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
     model-0000i-of-0000N.safetensors     bf16 tensors, keys "model.transformer.…"
     model.safetensors.index.json         {"metadata": {"total_size"}, "weight_map": key -> shard}
     tokenizer.json, tokenizer_config.json, generation_config.json
+    configuration_llada.py, modeling_llada.py    remote code, named by config.json's auto_map
 
 Our state-dict keys are the official ones minus KEY_PREFIX, so reading and writing is a rename.
   from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key or shape
       mismatch in one error) and streamed: built on the meta device, then each tensor goes from its
       shard straight into place, so the weights exist once (8B bf16: 16 GB); optional NF4 base.
   save_pretrained(model, path): shards + index + config.json, LoRA merged on the fly, crash-safe.
-  save_merged(model, base_dir, out_dir): the same for a LoRA model on a 4-bit base: adapters go
-      onto the ORIGINAL bf16 weights re-read from base_dir.
+  save_merged(model, base_dir, out_dir): what a training run saves: the base's other files copied
+      byte for byte (copy_model_files: remote code, tokenizer, generation config), then the weights;
+      on a 4-bit base the adapters go onto the ORIGINAL bf16 weights re-read from base_dir.
   make_tiny(path): a 0.9M-parameter random LLaDA + byte-level tokenizer in exactly this layout,
       so the CPU pipeline and the tests load it through the same code as the 8B.
-  load(path) -> (model, tokenizer): what every script calls; creates the default tiny model.
+  load(path) -> (model, tokenizer): what every script calls; a hub id or hub cache is resolved to its
+      snapshot first (lib/hub.py); creates the default tiny model.
 
     from lib.checkpoint import from_pretrained, save_pretrained, load
     model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
     qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
 
-`python model.py` writes the tiny model to out/tiny-llada with make_tiny.
+`python -m lib.checkpoint` writes the tiny model to out/tiny-llada with make_tiny.
 """
 
+import fnmatch
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
+from lib.hub import resolve_model
 from lib.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
@@ -199,7 +205,8 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
     LoRA adapters are merged on the fly, tensor by tensor (W + (alpha/r) B A), without touching
     the model, so a training run can checkpoint and keep training its adapters. Shards are
     written to a temporary name and renamed, and the index is written last, so a crash never
-    leaves a directory whose index points at half-written files."""
+    leaves a directory whose index points at half-written files. config.json's auto_map keeps only
+    the remote code that is in `path` already (local_auto_map)."""
     from safetensors.torch import save_file
     # dequantized NF4 is not the original bf16 weights: refuse rather than write a lossy copy
     for name, m in model.named_modules():
@@ -243,7 +250,7 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
         del tensors
     # config.json records the stored dtype the way transformers does ("torch_dtype": "bfloat16")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    _write_json(path / CONFIG_FILE, {**model.config.to_dict(), "torch_dtype": dtype})
+    _write_json(path / CONFIG_FILE, local_auto_map({**model.config.to_dict(), "torch_dtype": dtype}, path))
     # the index last, so it never names a shard that is not complete on disk
     _write_json(path / INDEX_FILE, {"metadata": {"total_size": total},
                                     "weight_map": dict(sorted(weight_map.items()))})
@@ -276,25 +283,76 @@ def _write_json(file, obj):
 
 
 def save_merged(model, base_dir, out_dir):
-    """save_pretrained for a model that may have a 4-bit base: the official layout stores the
-    full-precision weights, so adapters trained on an NF4 base are merged onto the ORIGINAL weights
-    re-read from base_dir (on CPU, streamed), never onto dequantized ones (d1 likewise evaluates its
-    QLoRA adapters on the bf16 base). Without 4-bit this is plain save_pretrained(model, out_dir)."""
-    if not any(is_4bit(m) for m in model.modules()):
-        return save_pretrained(model, out_dir)
-    # only the small lora_A / lora_B tensors are taken from the trained model
-    adapters = lora_state_dict(model)
-    full = from_pretrained(base_dir)  # stored dtype, CPU: 16 GB of RAM for LLaDA-8B
-    # wrap the same layers of the full-precision copy, load the trained adapters into them, and let
-    # save_pretrained merge them (alpha is recovered as scaling * r)
-    for block, name, path in block_linears(full, BLOCK_LINEARS):
-        layer = model.get_submodule(path)
-        if isinstance(layer, LoRALinear):  # same rank / alpha as the trained adapter
-            setattr(block, name, LoRALinear(getattr(block, name), layer.lora_A.shape[0],
-                                            layer.scaling * layer.lora_A.shape[0]))
-    # strict=False: the dict holds only adapter keys; every base weight stays as read from disk
-    full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
-    save_pretrained(full, out_dir)
+    """A model trained from base_dir, saved so that every tool that reads the base reads it too: the
+    base's other files byte for byte (copy_model_files), then save_pretrained. With a 4-bit base the
+    official layout still stores full-precision weights, so adapters trained on an NF4 base are merged
+    onto the ORIGINAL weights re-read from base_dir (on CPU, streamed), never onto dequantized ones
+    (d1 likewise evaluates its QLoRA adapters on the bf16 base)."""
+    # the copy first: config.json, written next, keeps the auto_map entries whose code is now there
+    copy_model_files(base_dir, out_dir)
+    if any(is_4bit(m) for m in model.modules()):
+        # only the small lora_A / lora_B tensors are taken from the trained model
+        adapters = lora_state_dict(model)
+        full = from_pretrained(base_dir)  # stored dtype, CPU: 16 GB of RAM for LLaDA-8B
+        # wrap the same layers of the full-precision copy, load the trained adapters into them, and
+        # let save_pretrained merge them (alpha is recovered as scaling * r)
+        for block, name, path in block_linears(full, BLOCK_LINEARS):
+            layer = model.get_submodule(path)
+            if isinstance(layer, LoRALinear):  # same rank / alpha as the trained adapter
+                setattr(block, name, LoRALinear(getattr(block, name), layer.lora_A.shape[0],
+                                                layer.scaling * layer.lora_A.shape[0]))
+        # strict=False: the dict holds only adapter keys; every base weight stays as read from disk
+        full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
+        model = full
+    save_pretrained(model, out_dir)
+
+
+# -----------------------------------------------------------------------------
+# The base model's other files
+
+# What every save carries over from its base byte for byte, beside the weights and config.json we
+# write: the remote code (configuration_llada.py, modeling_llada.py), generation_config.json, the
+# tokenizer (tokenizer.json / tokenizer_config.json with the chat template, special_tokens_map.json,
+# tokenizer.model, added_tokens.json, vocab.json, merges.txt) and chat_template.jinja. Top-level files,
+# matched by name. A list of what to take, so everything else stays out: config.json (ours, from
+# model.config, which keeps the base's own keys), the weights, a nano-d1 run's own files when the base
+# is one (save_info.json, train_args.json, metrics.jsonl, STOPPED, saves/, trainer_state.pt), and the
+# model card README.md and .gitattributes: a card that says "LLaDA-8B-Instruct" is false for a fine-tune.
+MODEL_FILES = ("*.py", "generation_config.json", "*token*", "chat_template*", "vocab.*", "merges.txt")
+# never, even where a name above matches: weights, their index, a copy or publish cut short
+NOT_MODEL_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.index.json", "*.tmp")
+
+
+def model_files(base_dir):
+    """The files of base_dir that every save carries (MODEL_FILES less NOT_MODEL_FILES), sorted."""
+    match = lambda name, patterns: any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return sorted(f for f in Path(base_dir).iterdir()
+                  if f.is_file() and match(f.name, MODEL_FILES) and not match(f.name, NOT_MODEL_FILES))
+
+
+def copy_model_files(base_dir, out_dir):
+    """Copy model_files(base_dir) into out_dir byte for byte -> their names. A hub snapshot's files
+    are symlinks into its blobs/ folder: the content is copied, never the link (which would tie the
+    save to a cache that may be cleaned). Each goes through a temporary name, so a crash never
+    leaves half a file under its real name."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for src in (files := model_files(base_dir)):
+        tmp = out_dir / (src.name + ".tmp")
+        shutil.copyfile(src, tmp)  # follows a symlink: the bytes, not the link
+        os.replace(tmp, out_dir / src.name)
+    return [f.name for f in files]
+
+
+def local_auto_map(config, path):
+    """config.json's dict with its auto_map cut to the entries whose remote code is in `path`: an
+    entry naming an absent module sends transformers (trust_remote_code) to a missing file; with
+    none left the key goes, and the directory reads as what it is, a model without remote code."""
+    def here(ref):  # "modeling_llada.LLaDAModelLM" needs modeling_llada.py; "repo--mod.Cls" is another repo's
+        return ref is None or "--" in ref or (Path(path) / (ref.rsplit(".", 1)[0] + ".py")).is_file()
+    kept = {k: v for k, v in config.get("auto_map", {}).items()
+            if all(here(r) for r in (v if isinstance(v, list) else [v]))}
+    return {k: (kept if k == "auto_map" else v) for k, v in config.items() if k != "auto_map" or kept}
 
 
 # -----------------------------------------------------------------------------
@@ -303,13 +361,11 @@ def save_merged(model, base_dir, out_dir):
 # A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
 # 4 layers of 4 heads x 32 dims, MLP 3x wide; LLaDA-8B's own rope_theta, eps and init_std, so the
 # same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny.
-OFFICIAL_EXTRAS = {  # carried so the saved config.json looks like LLaDA-8B's own
-    "model_type": "llada", "architectures": ["LLaDAModelLM"],
-    "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig",
-                 "AutoModel": "modeling_llada.LLaDAModelLM",
-                 "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"},
-    "use_cache": False,
-}
+# Carried so the saved config.json looks like LLaDA-8B's own, without its auto_map: the tiny model
+# has no remote code to ship (nano-d1 has none, and a stand-in would be a second model to keep
+# right), and an auto_map naming absent modules sends transformers to a missing file instead of
+# saying "unknown model type" (save_pretrained would drop it anyway: local_auto_map).
+OFFICIAL_EXTRAS = {"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False}
 TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
 
 
@@ -340,11 +396,14 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, **overr
 
 
 def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
-    """(model, tokenizer) from a checkpoint directory. Only the default tiny directory is created
-    when missing: a mistyped path to real weights must fail, not silently give a random model."""
+    """(model, tokenizer) from a checkpoint directory, a hub cache or a hub id. Only the default tiny
+    directory is created when missing: a mistyped path to real weights must fail, not silently give
+    a random model."""
     # the scripts' default: a fresh clone runs end to end without downloading anything
     if str(path) == TINY_DIR and not Path(path).exists():
         make_tiny(path)
+    else:  # a hub id or a hub cache: its local snapshot (lib/hub.py); a directory stays as it is
+        path = resolve_model(path).path
     model = from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
     return model, load_tokenizer(path)
 

@@ -10,8 +10,8 @@ They are NOT the RL rewards of rewards.py:
 so eval accuracy and training reward can disagree on the same text. Both read answers with the same
 helpers (answers.py: tags, \\boxed{}, MATH equality, numbers; arith.py: Countdown arithmetic). Each
 parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct generations
-(../shared/data/d1_eval_baselines) with these reproduces Table 1's LLaDA row exactly
-(tests/test_parsers.py; `python eval.py --rescore ../shared/data/d1_eval_baselines/*.json` prints it).
+(eval/eval_baselines/ of github.com/dllm-reasoning/d1) with these reproduces Table 1's LLaDA row exactly
+(tests/test_parsers.py; `python eval.py --rescore d1/eval/eval_baselines/` in a clone of d1 prints it).
 
     from lib.parsers import score_eval
     score_eval("math", r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}

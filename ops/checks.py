@@ -17,10 +17,13 @@ same exceptions later, in the loop, keep their traceback: there they would be bu
 The other half of "runs that say what happened" is in ddp.py (a lost rank, a non-finite step) and
 resume.py (saves that a crash cannot spoil).
 """
+import argparse
 import importlib.util
+import json
 import os
 import shutil
 import sys
+import time
 from contextlib import contextmanager
 
 USAGE_EXIT = 2  # what argparse exits with for a bad flag: our checks are the flags' second line
@@ -28,6 +31,14 @@ USAGE_EXIT = 2  # what argparse exits with for a bad flag: our checks are the fl
 
 class InputError(ValueError):
     """Bad input: the message alone says what is wrong and what to do."""
+
+
+class ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """--help with every flag's default, except where the help text says it itself or there is none
+    (an empty or None default means "chosen by the task": the help says how)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default in (None, "") else super()._get_help_string(action)
 
 
 def require(ok, message):
@@ -46,7 +57,11 @@ def upfront(script=None):
         script = script or os.path.basename(sys.argv[0])
         rank = f" [rank {os.environ['RANK']}]" if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ""
         # one line: a multi-line message (e.g. a key mismatch list) is joined, never cut
-        print(f"{script}{rank}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        line = f"{script}{rank}: error: {' '.join(str(e).split())}"
+        print(line, file=sys.stderr)
+        if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # torchrun's summary then ends with this line as the
+            with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:  # root cause, not a pointer to its docs
+                json.dump({"message": line, "timestamp": int(time.time())}, f)
         sys.exit(USAGE_EXIT)
 
 
@@ -72,9 +87,35 @@ def check_model_dir(path, default_dir=None):
         raise InputError(f"model directory {path} is not a usable LLaDA checkpoint: {e}") from None
 
 
+def check_model(args, toy_default=None, missing_hint="", revision=None):
+    """--model-dir as typed (a directory, a hub cache, a hub id: lib/hub.py) -> args.model_dir, a
+    local directory that loads; args.model_spec keeps what was typed and args.model_revision the hub
+    commit (None for a plain directory), so train_args.json and eval's manifests say where the weights
+    came from. No --model-dir: a toy task gets `toy_default` (the tiny model is written there on first
+    use); a real task (toy_default None) is refused before anything is written: it would otherwise
+    train a random 0.9M-parameter model and end with "done". `missing_hint`: what writes a missing
+    default; `revision`: the commit a hub id resolves to (a resume keeps its run's)."""
+    from lib.hub import ModelSource, resolve_model
+    require(args.model_dir or toy_default is not None, f"--task {args.task} is a real task: give --model-dir (a "
+            "directory in the official layout, a hub cache snapshot, or a hub id such as GSAI-ML/LLaDA-8B-Instruct); "
+            "the tiny random model is only for the toy tasks")
+    if args.model_dir in ("", toy_default):  # the toy's own default: a local path, perhaps not written yet
+        source = ModelSource(toy_default, toy_default)
+        require(not missing_hint or os.path.isdir(toy_default), f"no model in {toy_default}: {missing_hint}")
+    else:
+        source = resolve_model(args.model_dir, revision=revision)
+    args.model_spec, args.model_dir, args.model_revision = source.spec, source.path, source.revision
+    check_model_dir(args.model_dir, default_dir=toy_default)
+
+
 def check_data_paths(paths, flag="--data"):
-    """Each comma-listed data file exists and is a file (its records are checked by its loader)."""
+    """Each comma-listed data file exists and is a file, or is a hub dataset id (lib/records.py): the
+    loader reads and checks the records of both. A missing path ending like a data file is a typo,
+    never a hub id."""
+    from lib.records import is_hub_dataset
     for p in paths:
+        if is_hub_dataset(p):
+            continue  # nothing to see before it is read: the loader says what the hub answered
         require(os.path.isfile(p), f"{flag}: {p} is not a file" if os.path.exists(p) else f"{flag}: {p} does not exist")
 
 

@@ -9,10 +9,11 @@ A run directory (--out-dir):
       saves/step-000020/               one complete save: the policy in LLaDA's official layout
                                        (config.json + safetensors, LoRA merged) + trainer_state.pt
       saves/step-000030/               ... the last --keep-last of them
-      config.json, model-*.safetensors, tokenizer files, save_info.json
-                                       the run's model: the latest save (grpo.py) or the best by
-                                       eval loss (sft.py), hard links into its save; what eval.py
-                                       and the next stage read with --model-dir out/grpo
+      config.json, model-*.safetensors the run's model: the latest save (grpo.py) or the best by
+      save_info.json, the start        eval loss (sft.py), hard links into its save; what eval.py
+      model's tokenizer, remote code   and the next stage (or another tool) read with --model-dir
+      and generation_config.json       out/grpo. The start model's files are copied byte for byte
+                                       into every save (checkpoint.copy_model_files)
 
 One unit, never half of one. A save is written into saves/step-000030.partial/, every file
 fsynced, and then renamed: a directory under its final name is complete by construction, and the
@@ -97,6 +98,16 @@ def resolve_auto_resume(args):
     args.resume, args.force = bool(saves), not saves
 
 
+def recorded_revision(args):
+    """With --resume (or `--resume auto`): the hub commit that this run's newest save started from,
+    when --model-dir is the same hub id without @revision, so that a resumed run keeps its base even
+    after the hub's main has moved on; else None."""
+    saves = complete_saves(args.out_dir) if args.resume else []
+    info = os.path.join(saves[-1][1], INFO_FILE) if saves else ""
+    saved = read_json(info)["args"] if os.path.isfile(info) else {}
+    return saved.get("model_revision") if saved.get("model_spec") == args.model_dir else None
+
+
 def check_run_dir(args):
     """sft.py's and grpo.py's --out-dir, checked up front (inside checks.upfront): another run there
     is refused unless --resume continues it or --force starts over (checks.check_out_dir, which
@@ -153,14 +164,15 @@ def trainable_finite(model, run):
     return everywhere(all(bool(torch.isfinite(t).all()) for t in local), run)
 
 
-def save_checkpoint(args, run, model, optimizer, tokenizer, step, extras=None, make_public=True):
+def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=True):
     """Write save `step` (official-layout weights, LoRA merged on the fly, + trainer_state.pt) as
     one unit, keep the last args.keep_last saves, and (make_public) publish it as the run's model.
     Called on EVERY rank: under FSDP the weights and the optimizer state are gathered first
     (collectives), then rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on
     GPU, as LLaDA ships); the fp32 masters go to the state file, so a resume continues exactly.
     `extras`: the script's own resume state (tensors and numbers), also in save_info.json where it
-    is plain numbers. Refuses non-finite weights: a NaN never reaches a save."""
+    is plain numbers. Refuses non-finite weights: a NaN never reaches a save. The tokenizer, remote
+    code and generation config are args.model_dir's files, copied as they are (checkpoint.save_merged)."""
     if not trainable_finite(model, run):  # the trainers skip non-finite steps, so this is a bug guard
         raise RuntimeError(f"refusing to save step {step}: the model holds non-finite weights")
     if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
@@ -176,8 +188,9 @@ def save_checkpoint(args, run, model, optimizer, tokenizer, step, extras=None, m
     for old in (partial, final):  # a crashed earlier attempt at this step, or a re-run of it
         shutil.rmtree(old, ignore_errors=True)
     os.makedirs(partial)
-    save_merged(to_save, args.model_dir, partial)  # a 4-bit base: merged onto the bf16 weights
-    tokenizer.save_pretrained(partial)
+    # the weights (a 4-bit base: merged onto the bf16 ones) and, byte for byte, the base's remote code,
+    # tokenizer and generation config: args.model_dir's own files, where load() read the tokenizer from
+    save_merged(to_save, args.model_dir, partial)
     extras = extras or {}
     # what --resume needs beyond the official-layout weights (the step, the optimizer, the flags, the
     # script's extras, and the fp32 masters under FSDP or the adapters under LoRA)

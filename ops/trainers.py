@@ -15,10 +15,11 @@ import torch
 from lib.adapters import add_lora, lora_disabled
 from lib.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
-from ops.checks import check_model_dir, require
+from ops.checks import ShowDefaults, check_model, require
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
-from ops.resume import RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, restore_optimizer, resume_weights
+from ops.resume import (RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, recorded_revision,
+                        restore_optimizer, resume_weights)
 from ops.stop import Stopper
 
 
@@ -37,7 +38,9 @@ def add_training_flags(parser):
     d.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | countdown_toy (the testbed) | "
                    "a task of tasks.py: s1k for SFT; gsm8k, math, countdown, sudoku, code (KodCode), leetcode, ... for "
                    "RL (a comma list)")
-    d.add_argument("--data", type=str, default="", help="local data file(s), a comma list matching --task")
+    d.add_argument("--data", type=str, default="", help="data file(s) (jsonl, json, csv, parquet; .gz too) or hub "
+                   "dataset ids owner/name[:config][:split] (needs `pip install datasets`), a comma list matching "
+                   "--task (default: none, which only the toys, generating their own, may have)")
     d.add_argument("--num-examples", type=int, help="toy / pbe / countdown_toy: generated items (labelled for SFT, "
                    "not for RL)")
     d.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
@@ -50,7 +53,8 @@ def add_training_flags(parser):
     g.add_argument("--lora-targets", type=str, help=f"comma list of {BLOCK_LINEARS}")
     g.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, default=False,
                    help="NF4 base weights (QLoRA; needs --lora-r > 0)")
-    g.add_argument("--gradient-checkpointing", action="store_true", help="recompute blocks in backward")
+    g.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=False,
+                   help="recompute blocks in backward")
     g.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and AdamW "
                    "state sharded over ranks, fp32 masters, bf16 compute on GPU (needs --lora-r 0, no 4-bit)")
     g.add_argument("--lr", type=float, help="AdamW learning rate")
@@ -61,9 +65,10 @@ def add_training_flags(parser):
                    "--out-dir from its newest complete save; `--resume auto`: continue if --out-dir holds a save of "
                    "this same command, else start it (a requeued job's command; another run is still refused)")
     g.add_argument("--max-hours", type=float, default=0.0, help="stop with a complete save and exit 75 before this "
-                   "many hours (a job's time limit; 0 = none). SIGTERM and SIGUSR1 do the same (ops/stop.py)")
+                   "many hours (a job's time limit; 0 = none). SIGTERM, SIGUSR1 and Ctrl-C do the same (ops/stop.py)")
     g.add_argument("--wandb", type=str, default="", metavar="PROJECT", help="also stream metrics.jsonl's records "
-                   "to this Weights & Biases project (pip install wandb; WANDB_MODE=offline works without network)")
+                   "to this Weights & Biases project (pip install wandb; WANDB_MODE=offline works without network; "
+                   "default: off)")
     g.add_argument("--force", action="store_true", help="start over in an --out-dir that holds another run "
                    "(deletes its saves, log and model)")
     g.add_argument("--max-bad-steps", type=int, default=3, help="stop after this many optimizer steps in a row "
@@ -79,12 +84,52 @@ def add_training_flags(parser):
                    "rank before this one stops with a message")
 
 
-def check_model_and_out_dir(args, missing_hint="", default_dir=None):
-    """The last up-front checks of a run: the start model's headers (no weights loaded), and what
-    --out-dir already holds (another run is refused unless --resume or --force)."""
-    if missing_hint:  # a missing start model, named with what writes it
-        require(os.path.isdir(args.model_dir), f"no model in {args.model_dir}: {missing_hint}")
-    check_model_dir(args.model_dir, default_dir=default_dir)
+def add_rollout_flags(parser):
+    """grpo.py's Fast-dLLM rollout options (sample.generate's cache and threshold); off by default,
+    which is d1's exact sampler."""
+    from sample import THRESHOLD_RULES
+    r = parser.add_argument_group("fast rollouts (docs/fast-rollouts.md)")
+    r.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
+                   help="Fast-dLLM key-value cache; none = d1's exact sampler")
+    r.add_argument("--rollout-threshold", type=float, default=0.0, help="0 = off; else also write every token the "
+                   "model is this sure of at once (Fast-dLLM: 0.9)")
+    r.add_argument("--rollout-threshold-rule", type=str, default="certainty", choices=THRESHOLD_RULES,
+                   help="sure: the position's sampling peak (ours) or its draw's probability (Fast-dLLM)")
+    r.add_argument("--rollout-agree-every", type=int, default=10, help="fast rollouts: every N rounds, log the share "
+                   "of tokens the exact sampler writes alike under the same noise (0 = never)")
+
+
+def toy_only(task):
+    """True when every task of --task (a comma list) is a CPU toy, whose model may be the tiny one."""
+    import tasks
+    return all(name in tasks.TOY_TASKS for name in task.split(","))
+
+
+def parse_with_preset(parser, presets, choose, argv=None):
+    """Parse the flags with a preset's values as their defaults: --preset as given, else
+    choose(--task), the toys' preset for a toy task and d1's recipe for a real one, so that a flag
+    dropped from a job script falls back to d1's value, never to the CPU toy's. --help then shows
+    every default and what each preset sets a flag to."""
+    pre = argparse.ArgumentParser(add_help=False)  # reads --preset and --task alone, before the full parse
+    pre.add_argument("--preset", choices=sorted(presets))
+    pre.add_argument("--task", default=parser.get_default("task"))
+    known = pre.parse_known_args(argv)[0]
+    name = known.preset or choose(known.task)
+    parser.set_defaults(preset=name, **presets[name])
+    for action in parser._actions:  # "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)"
+        values = {p: v[action.dest] for p, v in presets.items() if action.dest in v}
+        if values and action.help:
+            others = ", ".join(f"{p}: {v}" for p, v in values.items() if p != name)
+            action.help += f" (default: %(default)s from --preset {name}{'; ' + others if others else ''})"
+    parser.formatter_class = ShowDefaults
+    return parser.parse_args(argv)
+
+
+def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
+    """The last up-front checks of a run: the start model (resolved, ops/checks.check_model; a
+    resume keeps the hub commit its run started from) and its headers (no weights loaded), and
+    what --out-dir already holds (another run is refused unless --resume or --force)."""
+    check_model(args, toy_default, missing_hint, recorded_revision(args))
     check_run_dir(args)  # last: --force deletes
 
 

@@ -45,6 +45,26 @@ def run(cmd, cwd):
     return res.stdout
 
 
+def write_hub_cache(cache, repo_id, src, commit):
+    """Lay the model directory `src` out as `huggingface-cli download` leaves it in a hub cache (written
+    here from the cache's documented layout, not by huggingface_hub): models--owner--name/blobs/<sha256>
+    holds each file's bytes, snapshots/<commit>/<file> links to its blob, refs/main names the commit.
+    Another commit of the same repo adds its snapshot and moves refs/main. -> the snapshot folder."""
+    import hashlib
+    repo = Path(cache) / f"models--{repo_id.replace('/', '--')}"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "blobs").mkdir(exist_ok=True)
+    for f in sorted(Path(src).iterdir()):
+        data = f.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snap / f.name).symlink_to(os.path.relpath(blob, snap))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snap
+
+
 def torchrun(n):
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}"]
 

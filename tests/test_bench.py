@@ -210,7 +210,7 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
              "--block-length", "2", "--diffusion-steps", "2", "--num-iterations", "3", "--beta", "0.04",
-             "--rounds", "5", "--task", "sudoku"]
+             "--rounds", "5", "--task", "sudoku", "--preset", "tiny"]  # a real task: its default preset is 8b
     res = preflight(grpo.parse_args(flags))
     assert res["model"] == str(tmp_path / "m")
     # the batch is groups_per_micro x G; the prompt is the longest the left cut lets through

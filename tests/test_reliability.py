@@ -228,7 +228,7 @@ def test_a_save_refuses_nonfinite_weights(tmp_path):
         model.weight[0, 0] = float("nan")
     run_ = argparse.Namespace(distributed=False, master=True)
     with pytest.raises(RuntimeError, match="non-finite"):
-        resume.save_checkpoint(argparse.Namespace(out_dir=str(tmp_path)), run_, model, None, None, 1)
+        resume.save_checkpoint(argparse.Namespace(out_dir=str(tmp_path)), run_, model, None, 1)
     assert not (tmp_path / "saves").exists()
 
 

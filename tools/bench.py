@@ -21,16 +21,16 @@ embedding lookup) and L = prompt + gen_length tokens per sequence:
   forward  ≈ 2·N·L + 4·L²·d·n_layers  per sequence (QKᵀ and AV; small below ~2k tokens)
   fwd+bwd  ≈ 3 × forward for full fine-tuning (backward = 2× forward: grads of activations and of
            weights); ≈ 2 × forward with LoRA (frozen base: no weight grads; adapters are negligible).
-MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsity).
-Weights are random: the numbers are about speed, never about quality.
+MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsity). Weights are random
+unless --model-dir names a checkpoint: the numbers are about speed, never about quality.
 
 More modes:
   --samplers     the exact sampler against sample.generate's Fast-dLLM options (tools/samplers.py).
   --policy-mfu   the policy forward + backward alone, all weights with gradients, eager and compiled.
-  --memory-plan  for the preset's real layer widths: one policy forward's saved activations,
-                 MEASURED (saved_tensors_hooks) on 1- and 2-block models, which runs on a laptop
-                 even for the 8B shape, extrapolated to the full depth (exact: blocks are identical),
-                 plus counted weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
+  --memory-plan  for the preset's real layer widths: one policy forward's saved activations, MEASURED
+                 (saved_tensors_hooks) on 1- and 2-block models (a laptop does it even for the 8B
+                 shape), extrapolated to the full depth (exact: blocks are identical), plus counted
+                 weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
   --sandbox      the code reward's cost (tools/sandbox_cost.py, no model).
 
 Run (one micro-batch of one group of G unless --groups-per-micro says otherwise):
@@ -60,6 +60,7 @@ import grpo
 from grpo import MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref
 from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
+from lib.hub import resolve_model
 from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
@@ -345,7 +346,11 @@ def preset_config(preset):
 def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
     """The model a benchmark measures: the checkpoint in model_dir if it holds one, else random
     weights of the preset's shape (tiny: the toy's; 8b: LLaDA-8B's), n_layers > 0: that many blocks.
-    -> (model, what it is), or (None, why not) for the 8B shape on a CPU."""
+    -> (model, what it is: the checkpoint's local directory), or (None, why not) for the 8B shape on a CPU."""
+    try:  # a hub id or a hub cache: its local snapshot (lib/hub.py); "" or "none": random weights
+        model_dir = resolve_model(model_dir).path if model_dir else ""
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: error: {e}") from None
     if model_dir and os.path.exists(os.path.join(model_dir, "config.json")):
         return load(model_dir, device=device, dtype=dtype)[0], model_dir
     if gargs.preset == "8b" and not str(device).startswith("cuda"):
@@ -364,16 +369,16 @@ def main(argv=None):
     own is grpo.py's, parsed by grpo.parse_args, so the round measured is the one those flags run.
     One micro-batch of ONE group (--groups-per-micro 1, as on each of d1's GPUs) unless given."""
     p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round; every other flag is grpo.py's")
-    p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint (default: random weights of --preset)")
+    p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint, hub cache or hub id "
+                   "(default: random weights of --preset)")
     p.add_argument("--prompt-len", type=int, default=0, help="prompt tokens (default: 47 for tiny, --max-prompt-length for 8b)")
     p.add_argument("--repeats", type=int, default=1, help="rounds; times are medians")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
     p.add_argument("--samplers", action="store_true", help="instead of a round: exact vs cached samplers, greedy")
     p.add_argument("--policy-mfu", action="store_true", help="instead of a round: the policy forward + backward "
                    "alone, all weights with grads (full fine-tuning's compute), eager and, with --compile, compiled")
-    p.add_argument("--memory-plan", action="store_true",
-                   help="instead of a round: measure one policy forward's saved activations for the preset's "
-                        "layer shapes (1- and 2-layer models, runs on CPU) and print the peak-memory plan")
+    p.add_argument("--memory-plan", action="store_true", help="instead of a round: measure one policy forward's "
+                   "saved activations for the preset's layer shapes (1- and 2-layer models, on CPU): the memory plan")
     p.add_argument("--world-size", type=int, default=8, help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
     p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by lib/sandbox.py, "
                    "a G = 6 group with 10 tests each, one by one vs batched")
@@ -400,8 +405,8 @@ def main(argv=None):
             plan = memory_plan(config, B, gargs.gen_length, probe, gargs.lora_r, gargs.load_in_4bit, ckpt,
                                args.world_size, gargs.beta)
             res[f"plan_checkpointing_{ckpt}"] = plan
-            what = f"LoRA r {gargs.lora_r}" + (" on NF4" if gargs.load_in_4bit else "") if gargs.lora_r \
-                else f"full fine-tuning, FSDP2 over {args.world_size} GPUs"
+            what = f"LoRA r {gargs.lora_r}{' on NF4' * gargs.load_in_4bit}" if gargs.lora_r else \
+                f"full fine-tuning, FSDP2 over {args.world_size} GPUs"
             print(f"\npeak memory per GPU, {what}, {config.n_layers} layers, gradient checkpointing "
                   f"{'on' if ckpt else 'off'} (GiB):")
             print("\n".join(f"  {k:<48} {v:6.2f}" for k, v in plan.items()))
@@ -409,8 +414,7 @@ def main(argv=None):
         model, source = preset_model(gargs, device, dtype, args.model_dir)
         if model is None:
             sys.exit(f"tools.bench --preset 8b: {source}")
-        if args.policy_mfu:
-            # the policy pass alone, eager first: compile_blocks compiles the model in place
+        if args.policy_mfu:  # the policy pass alone, eager first: compile_blocks compiles the model in place
             res = {"device": device_label(device), "batch_size": B, "seq_len": P + gargs.gen_length,
                    "eager": policy_mfu(model, B, P, gargs.gen_length, peak_tflops=args.peak_tflops)}
             if gargs.compile:
@@ -420,9 +424,7 @@ def main(argv=None):
                 print(f"policy fwd+bwd {k}, B {B}, L {res['seq_len']}: {r['seconds']:.3f} s, "
                       f"{r['tflops']:.1f} TFLOP/s, MFU {100 * r['mfu']:.1f} % of {args.peak_tflops:g}"
                       + (f", peak {r['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in r else ""))
-        elif args.samplers:
-            # eval mode and greedy: every output is deterministic, so a disagreement with the exact sampler is
-            # the cache / threshold's doing
+        elif args.samplers:  # eval mode and greedy: deterministic, so a disagreement is the cache / threshold's
             model.eval()
             if gargs.compile:
                 compile_blocks(model)

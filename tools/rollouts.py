@@ -22,6 +22,7 @@ Run:
 import argparse
 import copy
 import json
+import os
 import sys
 
 import torch
@@ -83,8 +84,8 @@ def format_rollout_table(rows, device, setup):
 def main(argv=None):
     """`python -m tools.rollouts [grpo.py flags] [--model-dir D --task-prompts --repeats R --json F]`."""
     p = argparse.ArgumentParser(description="a diffu-GRPO round per rollout mode; every other flag is grpo.py's")
-    p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint (default: random weights "
-                   "of --preset)")
+    p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint, hub cache or hub id "
+                   "(default: random weights of --preset)")
     p.add_argument("--task-prompts", action="store_true", help="grpo.py's own first prompts (--task, --data) with "
                    "the tokenizer in --model-dir, instead of random ids")
     p.add_argument("--repeats", type=int, default=3, help="rounds per mode; times are medians")
@@ -95,9 +96,9 @@ def main(argv=None):
     model, source = preset_model(gargs, device, default_dtype(gargs.dtype, device.split(":")[0]), args.model_dir)
     if model is None:
         sys.exit(f"tools.rollouts --preset 8b: {source}")
-    if args.task_prompts and source != args.model_dir:
+    if args.task_prompts and not os.path.isdir(source):  # source: the checkpoint's directory, when there is one
         sys.exit("tools.rollouts --task-prompts reads the tokenizer beside the weights: give --model-dir a checkpoint")
-    prompt = task_prompt(gargs, args.model_dir, model.config.eos_token_id) if args.task_prompts else None
+    prompt = task_prompt(gargs, source, model.config.eos_token_id) if args.task_prompts else None
     if gargs.load_in_4bit:  # QLoRA, as a bench.py round: NF4 blocks here, bench() adds the adapters
         quantize_blocks(model)
     P = prompt.shape[1] if prompt is not None else default_prompt_len(gargs)
