@@ -3,7 +3,7 @@ Stopping politely, for long runs on shared clusters. A cluster ends a job with a
 sends SIGTERM when it preempts or cancels a job, the signal `#SBATCH --signal` names (SIGUSR1 in
 ops/slurm/) ahead of the time limit, and SIGKILL once the grace period is over.
 
-On SIGTERM or SIGUSR1, or when --max-hours is about to run out, sft.py and grpo.py
+On SIGTERM, SIGUSR1 or SIGINT (Ctrl-C), or when --max-hours is about to run out, sft.py and grpo.py
 
   1. finish the step in progress (grpo.py: the round, μ optimizer steps on one rollout, the unit
      a save holds) on every rank;
@@ -27,10 +27,13 @@ its --resume continues (eval.py).
   eval a step made included) are left before H hours after the process started; model loading
   counts, as it does in a job's time limit.
 - torchrun reports any worker's non-zero exit as its own exit 1 (each worker's 75 is in its
-  summary), so under torchrun a requeue script reads STOPPED (ops/slurm/*.sbatch). torchrun passes
-  SIGTERM on to its workers; SIGUSR1 only when TORCHELASTIC_SIGNALS_TO_HANDLE lists it, and it
-  kills them TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 by default; read from torch 2.12 on) after:
-  the sbatch scripts set both.
+  summary), so under torchrun a requeue script reads STOPPED (ops/slurm/*.sbatch). torchrun starts
+  its workers in sessions of their own, so Ctrl-C reaches torchrun alone, which passes SIGINT (and
+  SIGTERM; SIGUSR1 only when TORCHELASTIC_SIGNALS_TO_HANDLE lists it) on to them and kills them
+  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds later (30 by default; read from torch 2.12 on; older
+  torchruns wait 30 s whatever it says). A round and an 8B save need more: the README's torchrun
+  lines and the sbatch scripts set it, and the first signal's message says how long the launcher
+  waits and how long a step has taken (launcher_wait).
 
 Used by sft.py, grpo.py and eval.py; not a script.
 """
@@ -45,10 +48,32 @@ from ops.ddp import everywhere, finish
 from ops.resume import save_dir
 
 EXIT_STOPPED = 75  # sysexits.h's EX_TEMPFAIL, "try again later": a requeue, not a failure (1) or bad input (2)
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)  # SLURM's preemption / scancel, and its --signal of choice
+# SLURM's preemption / scancel, its --signal of choice, and Ctrl-C (directly, or passed on by torchrun)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+SHUTDOWN_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"  # torchrun's wait between passing a signal on and SIGKILL
+SHUTDOWN_DEFAULT_S = 30  # torchrun's default for it, and the fixed wait of torchruns older than 2.12
 STOPPED_FILE = "STOPPED"  # in --out-dir once a run stopped early: what a requeue script looks for
 BUDGET_STEPS = 2  # --max-hours keeps room for this many of the longest steps seen (one to finish, one spare)
 T_PROCESS = time.time()  # the process's start, near enough: when the script imported this module
+
+
+def launcher_wait(longest):
+    """What the stop message adds under torchrun: how long the launcher waits before it kills this
+    process, against the longest step so far (`longest` seconds; the save comes on top), and what to
+    set when that is too short. "" outside torchrun, where no launcher kills the process."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # set by torchrun for its workers
+        return ""
+    import torch  # its version says whether torchrun reads SHUTDOWN_ENV
+    reads = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 12)
+    wait = int(os.environ.get(SHUTDOWN_ENV, SHUTDOWN_DEFAULT_S)) if reads else SHUTDOWN_DEFAULT_S
+    how = f"{SHUTDOWN_ENV}, default {SHUTDOWN_DEFAULT_S}" if reads else f"torch {torch.__version__} ignores {SHUTDOWN_ENV}"
+    note = f"; torchrun kills this process {wait} s after it passed the signal on ({how}); the longest step so " \
+           f"far took {longest:.0f} s, and the save comes on top"
+    if BUDGET_STEPS * longest < wait:  # room for this step and a save as long again, as --max-hours keeps
+        return note
+    fix = f"export {SHUTDOWN_ENV}=<seconds> before torchrun" if reads else \
+        "signal the workers, not torchrun (kill -TERM <their pids>), or use torch >= 2.12"
+    return note + f": this step may be lost (the previous save stays). Next time: {fix}"
 
 
 class Stopper:
@@ -68,8 +93,8 @@ class Stopper:
     def _on_signal(self, signum, frame):
         if self.signal is None:  # the first one only: a second signal must not disturb the save
             self.signal = signal.Signals(signum).name
-            print(f"[pid {os.getpid()}] {self.signal} received: stopping at the end of this step, after a save",
-                  file=sys.stderr, flush=True)
+            print(f"[pid {os.getpid()}] {self.signal} received: stopping at the end of this step, after a save"
+                  f"{launcher_wait(self.longest)}", file=sys.stderr, flush=True)
 
     def requested(self, run=None):
         """At the end of a step, on every rank (a collective under torchrun): why the run must stop

@@ -22,6 +22,9 @@ FAULT is one of (K counts from 1; RANK is the torchrun rank, 0 without torchrun)
     term-after-step:K[:R]   SIGTERM (a cluster's stop) right after the K-th optimizer step, on rank R only if given
     term-in-save:K          SIGTERM during the K-th save, after the weights are written
     term-in-generate:K      SIGTERM at the K-th call of the sampler, before it samples (eval.py: the K-th batch)
+    int-launcher-after-step:K   rank 0 sends SIGINT to its parent, the launcher, right after its K-th optimizer
+                            step: Ctrl-C in the terminal of a torchrun, whose workers run in sessions of their own
+    slow-save:S             every save sleeps S seconds once its weights are written (an 8B save takes minutes)
     none                    no fault (the same code path, for the uninterrupted reference run)
 Faults joined by "+" are all injected (term-after-step:3+term-in-save:1: a second SIGTERM during the stop's save).
 """
@@ -119,7 +122,26 @@ def inject(fault, rank):
     elif kind == "term-in-generate":
         import sample
         sample.generate = counting_before(sample.generate, nums[0], lambda: die(signal.SIGTERM))
-    elif kind not in ("none", "rank-kill", "rank-stop", "term-after-step"):
+    elif kind == "int-launcher-after-step" and rank == 0:
+        def ctrl_c(_):
+            import time
+            os.kill(os.getppid(), signal.SIGINT)
+            # on until the launcher has passed it on: ops/stop.Stopper, the SIGINT handler, has noted it. Then the
+            # step's end (the collective stop decision) is certain to see it, on every rank
+            stopper, deadline = signal.getsignal(signal.SIGINT).__self__, time.time() + 120
+            while stopper.signal is None and time.time() < deadline:
+                time.sleep(0.01)
+        ddp.step_if_finite = counting(ddp.step_if_finite, nums[0], ctrl_c)
+    elif kind == "slow-save":
+        import time
+        save_merged = resume.save_merged
+
+        def slow(*a, **kw):
+            out = save_merged(*a, **kw)
+            time.sleep(nums[0])
+            return out
+        resume.save_merged = slow
+    elif kind not in ("none", "rank-kill", "rank-stop", "term-after-step", "int-launcher-after-step"):
         raise SystemExit(f"unknown fault {fault!r}")
 
 

@@ -20,11 +20,13 @@ Run: python -m pytest tests/test_stop.py -q
 """
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import grpo
 from conftest import REPO, run, torchrun
@@ -173,6 +175,42 @@ def test_sft_stopped_between_evals_resumes_bit_identical(tmp_path):
     assert requeue_until_done(FAULTS + ["none", *cmd, "--out-dir", str(tmp_path / "run")]) == [0]
     same_weights(tmp_path / "run", tmp_path / "straight")
     same_metrics(tmp_path / "run", tmp_path / "straight")
+
+
+def readme_shutdown_timeout():
+    """The TORCH_ELASTIC_SHUTDOWN_TIMEOUT that the README's recipe exports before its torchrun lines."""
+    found = re.findall(rf"export {stop.SHUTDOWN_ENV}=(\d+)", (REPO / "README.md").read_text())
+    assert found, f"the README's torchrun recipe does not export {stop.SHUTDOWN_ENV}"
+    return int(found[0])
+
+
+@pytest.mark.skipif(tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 12),
+                    reason="torchrun reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT from torch 2.12 on")
+def test_ctrl_c_on_a_plain_node_keeps_the_step_under_the_readmes_torchrun_and_loses_it_under_a_short_wait(tmp_path):
+    """Ctrl-C in the terminal of a 2-rank torchrun (its workers run in sessions of their own, so the
+    launcher alone gets it and passes it on): step 3 finishes, and its save, made 5 s slow here as an 8B
+    save is minutes long, completes under the README's launcher wait. The control, the same run under a 1 s
+    wait, is killed in that save: the setting is what keeps the step."""
+    from lib.checkpoint import make_tiny
+    model = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
+    cmd = ["int-launcher-after-step:3+slow-save:5", "sft.py", "--model-dir", str(model), *SFT, "--grad-accum", "2",
+           "--max-steps", "40", "--eval-every", "40"]  # no save before the stop's own
+
+    def launch(out, wait):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", stop.SHUTDOWN_ENV: str(wait)}
+        return subprocess.run(torchrun(2) + [str(REPO / "tests" / "faults.py"), *cmd, "--out-dir", str(out)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+    wait = readme_shutdown_timeout()
+    res = launch(tmp_path / "readme", wait)
+    assert res.returncode != 0  # torchrun ends on the signal; STOPPED says what happened
+    assert stopped(tmp_path / "readme")["step"] == 3 and saves_are_whole(tmp_path / "readme") == [3], res.stderr[-3000:]
+    assert [r["step"] for r in read_metrics(str(tmp_path / "readme"))] == [1, 2, 3]
+    assert res.stderr.count("SIGINT received: stopping at the end of this step") == 2  # each rank, once
+    assert f"torchrun kills this process {wait} s after it passed the signal on" in res.stderr
+    control = launch(tmp_path / "short", 1)
+    assert not (tmp_path / "short" / stop.STOPPED_FILE).exists() and saves_are_whole(tmp_path / "short") == [], \
+        control.stderr[-3000:]
 
 
 # -----------------------------------------------------------------------------
