@@ -225,12 +225,16 @@ def _hub_records(spec):
                          f"--data, which needs nothing more)") from None
     except Exception as e:  # installed but broken (e.g. a pyarrow it does not support)
         raise ValueError(f"{head} the `datasets` package failed to import ({_first_line(e)})") from None
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity_error()  # its offline notes ("using the latest cached version") are not ours
     try:
         rows = [(f"{spec} row {i}", dict(row)) for i, row in
                 enumerate(datasets.load_dataset(repo, config, split=split, revision=revision))]
     except Exception as e:  # datasets raises many types (FileNotFoundError, ValueError, ConnectionError, ...)
         raise ValueError(f"{head} the hub dataset {repo} (config {config}, split {split}, revision "
                          f"{revision or 'default'}) could not be read: {_first_line(e)}") from None
+    finally:
+        datasets.logging.set_verbosity(verbosity)
     return _nonempty(rows, spec)
 
 

@@ -82,16 +82,21 @@ def write_jsonl(path, rows):
 
 
 def stand_in_datasets(monkeypatch, rows=(), error=None):
-    """A `datasets` module whose load_dataset records its arguments and returns `rows` (or raises)."""
-    calls = []
+    """A `datasets` module whose load_dataset records its arguments and the logging verbosity it ran at,
+    and returns `rows` (or raises). Its logging is datasets' API: get / set_verbosity, set_verbosity_error."""
+    calls, level = [], {"now": 30}  # datasets' default: WARNING
 
     def load_dataset(path, name=None, split=None, revision=None):
-        calls.append((path, name, split, revision))
+        calls.append((path, name, split, revision, level["now"]))
         if error is not None:
             raise error
         return [dict(r) for r in rows]
     module = types.ModuleType("datasets")
     module.load_dataset = load_dataset
+    module.logging = types.SimpleNamespace(get_verbosity=lambda: level["now"],
+                                           set_verbosity=lambda v: level.update(now=v),
+                                           set_verbosity_error=lambda: level.update(now=40))
+    module.level = level
     monkeypatch.setitem(sys.modules, "datasets", module)
     return calls
 
@@ -197,7 +202,8 @@ def test_hub_spec_reaches_load_dataset_parsed(tmp_path, monkeypatch, spec, parse
     calls = stand_in_datasets(monkeypatch, rows)
     assert is_hub_dataset(spec) and parse_hub_spec(spec) == (repo, config, split, revision)
     assert read_records(spec) == [(f"{spec} row 0", rows[0]), (f"{spec} row 1", rows[1])]
-    assert calls == [(repo, config, split, revision)]
+    # read with datasets' own notes silenced (ERROR, 40), its verbosity put back (WARNING, 30) afterwards
+    assert calls == [(repo, config, split, revision, 40)] and sys.modules["datasets"].level["now"] == 30
 
 
 @pytest.mark.parametrize("spec", ["gsm8k/tset.jsonl", "data/train.parquet", "x/y.jsonl.gz", "gsm8k", "./a/b",
@@ -250,6 +256,7 @@ def test_hub_failure_is_one_line_with_its_type(tmp_path, monkeypatch):
     stand_in_datasets(monkeypatch, error=error)
     with pytest.raises(ValueError) as info:  # a ValueError, so the scripts' up-front block says it in one line
         read_records("nobody/nothing:test")
+    assert sys.modules["datasets"].level["now"] == 30  # put back after a failure too
     assert type(info.value) is ValueError and str(info.value) == (
         "nobody/nothing:test: no local file of that name, and the hub dataset nobody/nothing (config None, "
         "split test, revision default) could not be read: FileNotFoundError: Dataset 'nobody/nothing' "
