@@ -262,8 +262,8 @@ if __name__ == "__main__":
     parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | "
                         "countdown_toy | humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
     parser.add_argument("--data", type=str, default="", help="the task's test set: a file (jsonl, json, csv, "
-                        "parquet) or a hub dataset id owner/name[:config][:split] (needs `pip install datasets`); default: none, "
-                        "the toys generate theirs")
+                        "parquet) or a hub dataset id owner/name[:config][:split] (needs `pip install datasets`); "
+                        "default: none, the toys generate theirs")
     parser.add_argument("--full", action="store_true", help="all items instead of d1's 256 (Countdown, Sudoku)")
     parser.add_argument("--toy-items", type=int, default=200, help="toy / pbe / countdown_toy: held-out items")
     parser.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells of the held-out puzzles")
@@ -299,8 +299,8 @@ if __name__ == "__main__":
                         "(default: nowhere)")
     parser.add_argument("--rescore", type=str, nargs="+", help="re-score result dirs / d1 *_generations.json files "
                         "(or folders of them); default: evaluate instead")
-    parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A (default: evaluate "
-                        "instead)")
+    parser.add_argument("--compare", type=str, nargs=2, metavar=("A", "B"), help="paired bootstrap CI of B - A "
+                        "(default: evaluate instead)")
     parser.add_argument("--summarize", type=str, default="", help="print the table of lab/runs/toy.sh's run dir "
                         "(default: evaluate instead)")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")

@@ -45,8 +45,8 @@ from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, report_round, round_cost, round_metrics
 from ops.resume import save_checkpoint
-from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset, stop_if_stalled,
-                          toy_only)
+from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir,
+                          parse_with_preset, stop_if_stalled, toy_only)
 from rewards import REWARDS, total_rewards
 from sample import generate
 
@@ -335,8 +335,8 @@ if __name__ == "__main__":
         require(args.prompts_per_step <= len(examples), f"--prompts-per-step {args.prompts_per_step} is more than "
                 f"the {len(examples)} prompts in the data")
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
-        check_model_and_out_dir(args, TOY_START if toy_only(args.task) else None, "diffu-GRPO starts from the SFT "
-                                "model: run `python sft.py` first, or pass --model-dir (`make run` writes out/toy/seed0/sft)")
+        check_model_and_out_dir(args, TOY_START if toy_only(args.task) else None, "diffu-GRPO starts from the "
+                                "SFT model: run `python sft.py` first, or pass --model-dir (make run: out/toy/seed0/sft)")
     comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})  # one log column each, as d1
 
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ops/ddp.py)

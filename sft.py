@@ -60,8 +60,8 @@ from ops.checks import check_sft_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, open_metrics, progress
 from ops.resume import save_checkpoint
-from ops.trainers import (add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset, stop_if_stalled,
-                          toy_only)
+from ops.trainers import (add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset,
+                          stop_if_stalled, toy_only)
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 # The defaults (a flag given on the command line overrides its preset value): the CPU toy's full fine-tuning of

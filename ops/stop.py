@@ -66,7 +66,8 @@ def launcher_wait(longest):
     import torch  # its version says whether torchrun reads SHUTDOWN_ENV
     reads = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 12)
     wait = int(os.environ.get(SHUTDOWN_ENV, SHUTDOWN_DEFAULT_S)) if reads else SHUTDOWN_DEFAULT_S
-    how = f"{SHUTDOWN_ENV}, default {SHUTDOWN_DEFAULT_S}" if reads else f"torch {torch.__version__} ignores {SHUTDOWN_ENV}"
+    how = f"{SHUTDOWN_ENV}, default {SHUTDOWN_DEFAULT_S}" if reads else \
+        f"torch {torch.__version__} ignores {SHUTDOWN_ENV}"
     note = f"; torchrun kills this process {wait} s after it passed the signal on ({how}); the longest step so " \
            f"far took {longest:.0f} s, and the save comes on top"
     if BUDGET_STEPS * longest < wait:  # room for this step and a save as long again, as --max-hours keeps
