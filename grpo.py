@@ -18,8 +18,8 @@ One round, as written out in the loop below:
        L = mean over completion tokens of  -min(ρ A, clip(ρ, 1-ε, 1+ε) A) + β (e^(ℓref-ℓθ) - (ℓref-ℓθ) - 1)
      where "completion tokens" are those up to and including the first EOS, and the mean runs over
      all tokens of the micro-batch (token-level, as d1 does: longer answers weigh more).
-The objective of step 5 is one entry of OBJECTIVES: d1's (above), or wd1's ratio-free weighted
-likelihood (arXiv 2507.08838), which needs no old or reference pass at all.
+The objective of step 5 is one entry of OBJECTIVES: d1's (above), or one of objectives/ (wd1, JustGRPO,
+SPG, ESPO, the trajectory likelihood of d2 / TraceRL), each with the likelihood and passes it needs.
 
 Deliberate differences from d1 (docs/differences.md) are noted where they happen. Runs survive crashes and
 preemption (--resume continues bit for bit, docs/reliability.md); scale is torchrun DDP (LoRA, as d1) or --fsdp.
@@ -33,14 +33,15 @@ Run:
 import argparse
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from lib.data import group_prompts, load_rl_data
 from lib.evaluate import ToyCurve
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
+from objectives import espo, justgrpo, spg, trajectory, wd1
+from objectives.common import Objective, clipped_surrogate, k3, masked_mean
 from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, report_round, round_cost, round_metrics
@@ -51,8 +52,9 @@ from rewards import REWARDS, total_rewards
 from sample import generate
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
-# paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml). A flag given on the command line overrides its
-# preset value. The toy's lr is 1e-4: 3e-4 peaked mid-run, then decayed on all 3 seeds (docs/findings.md)
+# paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml), and the other objectives' papers' (objectives/). A flag
+# given on the command line overrides its preset value. The toy's lr is 1e-4: 3e-4 peaked mid-run, then decayed on
+# all 3 seeds (docs/findings.md)
 PRESETS = {
     "tiny": dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
                  epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
@@ -66,6 +68,7 @@ PRESETS = {
                epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
                gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
                max_prompt_length=200, lora_r=128, lora_alpha=64.0, load_in_4bit=True, rounds=700),
+    "justgrpo": justgrpo.PRESET, "spg": spg.PRESET, "espo": espo.PRESET,
 }
 
 TOY_START = "out/sft"  # the toys' start model without --model-dir: what `python sft.py` writes
@@ -100,77 +103,52 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     """diffu-GRPO's clipped surrogate + β·k3 KL, averaged over the micro-batch's completion tokens.
     logp (B, N) with grad; old_logp, ref_logp (B, N) without (ref may be None when β = 0);
     advantages (B,); mask (B, N). Returns (loss, stats dict of floats)."""
-    adv = advantages[:, None]  # (B, 1): every token of a completion shares its advantage
     ratio = torch.exp(logp - old_logp)  # (B, N); exactly 1 at the first step after the rollout
-    # PPO's clipped surrogate (docs/d1.md §4.2; d1 trains with ε = 0.5). For A > 0 the clip removes any gain
-    # from raising ρ above 1 + ε; for A < 0, from lowering it below 1 - ε
-    unclipped = ratio * adv  # (B, N)
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv  # (B, N)
-    per_token = -torch.min(unclipped, clipped)  # (B, N) the pessimistic PPO bound
+    # PPO's clipped surrogate -min(ρA, clip(ρ, 1 - ε, 1 + ε)A) per token, every token of a completion sharing
+    # its advantage (docs/d1.md §4.2; d1 trains with ε = 0.5); `clipped`: where the clip binds
+    per_token, clipped = clipped_surrogate(ratio, advantages[:, None], epsilon)  # (B, N) each
     kl = torch.zeros_like(logp)  # β = 0: no reference pass at all, and the logged KL is 0
     if beta != 0.0:
-        # Schulman's k3 estimator of KL(π_θ || π_ref): e^(ref - θ) - (ref - θ) - 1 >= 0, evaluated at samples
-        # of π_old with no importance weight, as TRL does (docs/d1.md §4.2)
-        d = ref_logp - logp  # (B, N)
-        kl = torch.exp(d) - d - 1  # (B, N)
+        # Schulman's k3 estimator of KL(π_θ || π_ref), evaluated at samples of π_old with no importance weight, as
+        # TRL does (docs/d1.md §4.2)
+        kl = k3(ref_logp, logp)  # (B, N), >= 0
         per_token = per_token + beta * kl
     # ONE token count for the whole micro-batch, not a mean per sequence (TRL's choice at d1's commit): a
-    # longer answer weighs more (d1 issue #1). clamp: never 0 / 0
-    n = mask.sum().clamp(min=1)
-    loss = (per_token * mask).sum() / n  # scalar
+    # longer answer weighs more (d1 issue #1)
+    loss = masked_mean(per_token, mask)  # scalar
     with torch.no_grad():
-        # clip_frac: tokens where the clip binds (min picks the clipped term: no gradient). Deviation, in logging
-        # only: TRL at d1's commit logs the share with ρA < clip(ρ)A (docs/d1.md §4.2), the other side
-        stats = {"kl": ((kl * mask).sum() / n).item(),
-                 "clip_frac": (((unclipped > clipped).float() * mask).sum() / n).item(),
-                 # how far the policy has moved from θ_old on these tokens: mean ρ and mean |ρ - 1|
-                 "ratio_mean": ((ratio * mask).sum() / n).item(),
-                 "ratio_dev": (((ratio - 1).abs() * mask).sum() / n).item()}
+        # clip_frac: tokens where the clip binds (no gradient). Deviation, in logging only: TRL at d1's commit logs
+        # the share with ρA < clip(ρ)A (docs/d1.md §4.2), the other side. ratio_mean / ratio_dev: how far the
+        # policy has moved from θ_old on these tokens, mean ρ and mean |ρ - 1|
+        stats = {"kl": masked_mean(kl, mask).item(), "clip_frac": masked_mean(clipped.float(), mask).item(),
+                 "ratio_mean": masked_mean(ratio, mask).item(), "ratio_dev": masked_mean((ratio - 1).abs(), mask).item()}
     return loss, stats
 
 
-def wd1_loss(logp, advantages, mask, group_size):
-    """wd1's ratio-free objective (arXiv 2507.08838): per group of G, with ℓ_i the completion's
-    one-step log-likelihood summed over its tokens,
-        L = -Σ_i softmax(A)_i ℓ_i + Σ_i softmax(-A)_i ℓ_i
-    i.e. raise the likelihood of completions weighted by how much better than their siblings they
-    did, lower it weighted by how much worse. No ratio, no clip, no KL: it reads neither θ_old nor
-    θ_ref. logp, mask (B, N); advantages (B,). Returns (loss, stats)."""
-    seq_logp = (logp * mask).sum(dim=1).view(-1, group_size)  # (groups, G) ℓ_i, summed, not averaged
-    a = advantages.view(-1, group_size)  # (groups, G)
-    w_pos, w_neg = torch.softmax(a, dim=1), torch.softmax(-a, dim=1)  # (groups, G), each row sums to 1
-    # a group of equal rewards has w_pos = w_neg = 1/G: the two terms cancel, no signal (as in GRPO).
-    # Summed over a group as wd1 does (one group per micro-batch), then a mean over the micro-batch's groups
-    loss = ((w_neg - w_pos) * seq_logp).sum(dim=1).mean()
-    return loss, {"seq_logp": seq_logp.detach().mean().item()}
+# Every objective, registered in one place: d1's, written out above, and the others of objectives/, one file each
+# (README "Adding an objective"). An entry says what the objective reads of a round (common.Objective).
+D1 = Objective(lambda logp, b, j, args: grpo_loss(logp, b.old[j], b.ref[j] if args.beta else None, b.adv, b.mask,
+                                                  args.epsilon, args.beta))
+OBJECTIVES = {"diffu_grpo": D1, "wd1": wd1.OBJECTIVE, "justgrpo": justgrpo.OBJECTIVE, "spg": spg.OBJECTIVE,
+              "espo": espo.OBJECTIVE, "trajectory": replace(D1, **trajectory.LIKELIHOOD)}  # d1's loss, another ℓ
 
 
-@dataclass(frozen=True)
-class Objective:
-    """An RL objective for step 5: `loss(logp, b, j, args) -> (loss, stats)` reads micro-batch b at
-    inner step j; needs_old / needs_ref: whether step 4 must score θ_old and (β > 0) θ_ref for it."""
-    loss: Callable
-    needs_old: bool = True
-    needs_ref: bool = True
+def scoring_cost(args):
+    """(forward rows per scored sequence, model calls per micro-batch) of one scoring (θ, θ_old or θ_ref of a
+    micro-batch): d1's one batched forward of --estimator's rows, or the objective's own."""
+    obj = OBJECTIVES[args.objective]
+    return (obj.rows(args) if obj.rows else ESTIMATOR_ROWS[args.estimator]), (obj.calls(args) if obj.calls else 1)
 
 
-# Every objective, registered in one place (a new one: a pure function above, one line here).
-OBJECTIVES = {
-    "diffu_grpo": Objective(lambda logp, b, j, args: grpo_loss(
-        logp, b.old[j], b.ref[j] if args.beta else None, b.adv, b.mask, args.epsilon, args.beta)),
-    "wd1": Objective(lambda logp, b, j, args: wd1_loss(logp, b.adv, b.mask, args.num_generations),
-                     needs_old=False, needs_ref=False),
-}
-
-
-def analytic_passes(steps, num_iterations, beta, objective="diffu_grpo"):
-    """Model calls of one round (one rollout + μ inner steps, one micro-batch)."""
-    mu, obj = num_iterations, OBJECTIVES[objective]
-    # each call is one batched forward over the B completions, so none of these scales with B. rollout: one per
-    # denoising step (the exact sampler never stops early); old / ref: one no-grad forward per mask seed, when the
-    # objective reads them (ref only when β > 0); policy: one forward and one backward per inner step
-    return {"rollout_fwd": steps, "old_fwd": mu if obj.needs_old else 0,
-            "ref_fwd": mu if obj.needs_ref and beta > 0 else 0, "policy_fwd": mu, "policy_bwd": mu}
+def analytic_passes(args):
+    """Model calls of one round (one rollout + μ inner steps, one micro-batch), from grpo.py's flags."""
+    obj, mu, calls = OBJECTIVES[args.objective], args.num_iterations, scoring_cost(args)[1]
+    scorings = mu if obj.seeded else 1  # old / ref: once per mask seed, or once when the likelihood draws no mask
+    # none of these scales with B. rollout: one per denoising step (the exact sampler never stops early); old /
+    # ref: no-grad, when the objective reads them (ref only when β > 0); policy: forward and backward per inner step
+    return {"rollout_fwd": args.diffusion_steps, "old_fwd": scorings * calls if obj.needs_old else 0,
+            "ref_fwd": scorings * calls if obj.needs_ref and args.beta > 0 else 0,
+            "policy_fwd": mu * calls, "policy_bwd": mu * calls}
 
 
 # -----------------------------------------------------------------------------
@@ -198,6 +176,7 @@ class MicroBatch:
     completion: torch.Tensor  # (b, N) sampled completion ids
     mask: torch.Tensor        # (b, N) 1 up to and including the first EOS (completion_mask)
     calls: int = 0            # the sampler's model calls for this rollout (fewer than steps only with threshold)
+    trace: dict = None        # the sampler's record (objective.trace): commit_step, token_logp (b, N) each
     rewards: torch.Tensor = None  # (b,) summed task rewards (step 2)
     adv: torch.Tensor = None      # (b,) group-relative advantages (step 3)
     old: list = field(default_factory=list)  # μ x (b, N) log-probs under θ_old, one per mask seed (step 4)
@@ -211,8 +190,9 @@ class MicroBatch:
 
 def rollout(model, prompt, generator, amp, args, exact=False, stats=None):
     """Step 1: one completion per prompt row, (b, P) -> (b, N), by d1's exact sampler or (unless exact)
-    the Fast-dLLM options of `args` (grpo.py's flags); `stats` receives the model calls made. Eval
-    mode: no LoRA dropout in the sampler (d1 leaves it on): the old policy is the sampling one."""
+    the Fast-dLLM options of `args` (grpo.py's flags); `stats` receives the model calls made and, when
+    the objective asks for it, each token's commit step and log-prob. Eval mode: no LoRA dropout in
+    the sampler (d1 leaves it on): the old policy is the sampling one."""
     model.eval()
     # a fast rollout changes only WHICH completions are sampled: the estimator scores them, so ρ = 1 still (tested)
     fast = {} if exact else dict(cache=None if args.rollout_cache == "none" else args.rollout_cache,
@@ -221,29 +201,38 @@ def rollout(model, prompt, generator, amp, args, exact=False, stats=None):
         # generate's defaults are d1's rollout sampler: low-confidence remasking, no CFG (docs/d1.md §2.3)
         out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                        steps=args.diffusion_steps, temperature=args.temperature, generator=generator, stats=stats,
-                       **fast)  # (b, P + N); no grad inside
+                       record=OBJECTIVES[args.objective].trace, **fast)  # (b, P + N); no grad inside
     return out[:, prompt.shape[1]:]  # (b, N): the sampler never changes the prompt
+
+
+def score(model, b, seed, args, mask_id=None):
+    """Micro-batch b's likelihood under mask seed `seed`, as the objective reads it: d1's per-token one-step
+    estimate (b, N) by default (--estimator), else the objective's own. The masks come from a generator
+    rebuilt from (seed, b.index), so θ, θ_old and θ_ref see the very same masked inputs."""
+    obj, g = OBJECTIVES[args.objective], mask_generator(seed, b.index)
+    if obj.logprobs is not None:
+        return obj.logprobs(model, b, g, args, mask_id)
+    return estimate_logprobs(model, b.prompt, b.completion, args.estimator, args.p_mask, g, mask_id)
 
 
 @torch.no_grad()
 def score_old_ref(model, ref_model, ref_context, batches, seeds, args, amp):
-    """Step 4: per mask seed and micro-batch, θ_old's per-token log-probs and, when β > 0, θ_ref's,
-    under the very same masked prompt q' (a generator rebuilt from the same key), as the objective
-    needs them; ref_model None: `model` inside ref_context. Appends (b, N) to each .old / .ref."""
+    """Step 4: per mask seed and micro-batch, θ_old's likelihood and, when β > 0, θ_ref's, under the very
+    same masks, as the objective needs them (a likelihood that draws no mask: once, for every seed);
+    ref_model None: `model` inside ref_context. Appends one entry per seed to each .old / .ref."""
     obj = OBJECTIVES[args.objective]
     model.eval()
     for b in batches:
-        for s in seeds:
+        for s in seeds if obj.seeded else seeds[:1]:
             # one seed at a time: d1's masks (one no-grad μ·b-row forward, docs/d1.md §3.2) at 1/μ of its memory
             with amp():
                 if obj.needs_old:
-                    b.old.append(estimate_logprobs(model, b.prompt, b.completion, args.estimator, args.p_mask,
-                                                   mask_generator(s, b.index)))  # (b, N)
+                    b.old.append(score(model, b, s, args))  # (b, N) for d1's estimator
                 if obj.needs_ref and args.beta:
-                    with ref_context():  # a fresh generator from the same key: exactly the q' the old policy saw
-                        b.ref.append(estimate_logprobs(ref_model if ref_model is not None else model, b.prompt,
-                                                       b.completion, args.estimator, args.p_mask,
-                                                       mask_generator(s, b.index)))  # (b, N)
+                    with ref_context():  # a fresh generator from the same key: exactly the masks θ_old saw
+                        b.ref.append(score(ref_model if ref_model is not None else model, b, s, args))
+        if not obj.seeded:  # the same likelihood serves every inner step
+            b.old, b.ref = b.old * len(seeds), b.ref * len(seeds)
 
 
 def policy_step(model, batches, j, seed, optimizer, params, args, amp, mask_id, accum, run=None):
@@ -252,20 +241,23 @@ def policy_step(model, batches, j, seed, optimizer, params, args, amp, mask_id, 
     then one clipped optimizer step. `model`: the wrapped policy (no .config under DDP: mask_id).
     -> loss and statistics (means over this rank's micro-batches), grad_norm, skipped (1.0: a
     non-finite loss or gradient on some rank of `run`, the step not taken)."""
-    objective = OBJECTIVES[args.objective].loss
+    obj = OBJECTIVES[args.objective]
     model.train()  # LoRA dropout (if any) only in the policy pass
     stats = {}
     for i, b in enumerate(batches):
         set_grad_sync(model, i == len(batches) - 1)  # reduce only on the last micro-batch
-        with amp():
-            # the key of the old/ref passes of seed j, so ρ compares the same masked view (docs/d1.md §3.2).
-            # Deviation: step j uses seed j for every micro-batch; d1's `_step % μ` gives each only μ/2 masks
-            logp = estimate_logprobs(model, b.prompt, b.completion, args.estimator, args.p_mask,
-                                     mask_generator(seed, b.index), mask_id)  # (b, N)
-        loss, st = objective(logp, b, j, args)  # (b, N) tensors in, a scalar out
-        # HF divides each micro-batch loss by the accumulation steps in d1 too (docs/d1.md §4.2)
-        (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
-        for k, v in {"loss": loss.item(), **st}.items():
+        if obj.policy_pass is not None:  # its own forwards and backwards (JustGRPO: chunks of positions)
+            st = obj.policy_pass(model, b, j, mask_generator(seed, b.index), args, mask_id, accum, amp, obj.loss)
+        else:
+            with amp():
+                # the key of the old/ref passes of seed j, so ρ compares the same masked view (docs/d1.md §3.2).
+                # Deviation: step j uses seed j for every micro-batch; d1's `_step % μ` gives each only μ/2 masks
+                logp = score(model, b, seed, args, mask_id)  # (b, N) for d1's estimator
+            loss, st = obj.loss(logp, b, j, args)  # tensors in, a scalar out
+            # HF divides each micro-batch loss by the accumulation steps in d1 too (docs/d1.md §4.2)
+            (loss / accum).backward()  # mean over micro-batches; DDP / FSDP average over ranks
+            st = {"loss": loss.item(), **st}
+        for k, v in st.items():
             stats[k] = stats.get(k, 0.0) + v / accum
     stats["grad_norm"] = clip_grad_norm(params, args.grad_clip)  # d1: max_grad_norm 0.2
     # a NaN or inf anywhere skips the step on every rank, weights and AdamW state untouched
@@ -289,8 +281,8 @@ def parse_args(argv=None):
                         "the latest save as the run's model")
     parser.add_argument("--compile", action="store_true", help="torch.compile each block (docs/performance.md)")
     # GRPO
-    parser.add_argument("--objective", type=str, default="diffu_grpo", choices=sorted(OBJECTIVES),
-                        help="the loss of step 5: diffu_grpo (d1) or wd1 (ratio-free, no old / reference passes)")
+    parser.add_argument("--objective", type=str, default="diffu_grpo", choices=sorted(OBJECTIVES), help="step 5's "
+                        "loss: diffu_grpo (d1) or one of objectives/ (docs/objectives.md)")
     parser.add_argument("--rounds", type=int, help="rollout rounds; each gives num_iterations optimizer steps")
     parser.add_argument("--prompts-per-step", type=int, help="prompts per round over all ranks (d1: 16)")
     parser.add_argument("--num-generations", type=int, help="G, completions per prompt (d1: 6)")
@@ -316,6 +308,8 @@ def parse_args(argv=None):
                         "N rounds (and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
     parser.add_argument("--eval-items", type=int, default=200, help="toy, testbed: held-out items for --eval-every")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags sft.py shares (ops/trainers.py)
+    for add in dict.fromkeys(o.flags for o in OBJECTIVES.values() if o.flags):  # each objective's own flags
+        add(parser)
     # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
     parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000)
     return parse_with_preset(parser, PRESETS, lambda task: "testbed" if task == "countdown_toy" else
@@ -330,7 +324,7 @@ if __name__ == "__main__":
     # bad input is one line and exit 2 before anything is loaded or written (ops/checks.py)
     with upfront():
         world_size = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's; the process group comes after
-        check_grpo_args(args, world_size)
+        check_grpo_args(args, world_size, OBJECTIVES[args.objective].check)  # and the objective's own checks
         examples = load_rl_data(args)  # every task's prompts, shuffled once (d1: seed 42); bad lines as file:line
         require(args.prompts_per_step <= len(examples), f"--prompts-per-step {args.prompts_per_step} is more than "
                 f"the {len(examples)} prompts in the data")
@@ -365,8 +359,8 @@ if __name__ == "__main__":
         log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})
     bar = progress(range(start_round, args.rounds), master, desc="grpo", initial=start_round, total=args.rounds)
     bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
-    cost = round_cost(analytic_passes(args.diffusion_steps, args.num_iterations, args.beta, args.objective),
-                      args.prompts_per_step * G, ESTIMATOR_ROWS[args.estimator])  # sequences through the model a round
+    # sequences through the model in a round: rollout, then each scoring of the objective's likelihood
+    cost = round_cost(analytic_passes(args), args.prompts_per_step * G, *scoring_cost(args))
     for rnd in bar:
         reseed(args.seed, rnd, rank)  # LoRA dropout's draws, keyed by round: a resume draws the same
         for group in optimizer.param_groups:  # constant after --warmup-rounds (d1: 0; docs/testbed.md)
@@ -386,7 +380,7 @@ if __name__ == "__main__":
             completion = rollout(raw_model, prompt, rollout_generator(args.seed, rnd, m, device), run.amp, args,
                                  stats=(sampler := {}))  # sampler: the model calls made
             batches.append(MicroBatch(m, [ex for ex in exs for _ in range(G)], prompt, completion,
-                                      completion_mask(completion, eos_id), sampler["model_calls"]))  # (b, N) each
+                                      completion_mask(completion, eos_id), sampler["model_calls"], sampler))
         timing["rollout"], agree = time.time() - t0, {}
         if (args.rollout_cache != "none" or args.rollout_threshold) and args.rollout_agree_every and \
                 rnd % args.rollout_agree_every == 0:  # what a fast rollout changed: d1's sampler, the same noise key

@@ -306,7 +306,7 @@ class LLaDA(nn.Module):
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, input_ids, attention_mask=None, past_kv=None, start=0, return_kv=False):
+    def forward(self, input_ids, attention_mask=None, past_kv=None, start=0, return_kv=False, logits_at=None):
         """input_ids (B, T) long; attention_mask (B, L) of 1 = real token, 0 = padding, or None.
         Returns logits (B, T, V) in the weights' dtype. With a mask, padded KEYS are hidden from
         every query (pad queries still produce logits), as in LLaDA's Oct-2025 modelling file;
@@ -318,7 +318,11 @@ class LLaDA(nn.Module):
         whole canvas of L columns; then input_ids are canvas columns [start, start + T) only, they
         attend to all L keys (cached outside the window, fresh inside), and attention_mask still
         covers all L columns. If the canvas has not changed since past_kv was made, the result
-        equals columns [start, start + T) of a full forward (tested)."""
+        equals columns [start, start + T) of a full forward (tested).
+
+        logits_at (B, K) long: only these columns of each row go through the final norm and the head,
+        -> (B, K, V) (HF's logits_to_keep, per row): a likelihood that reads one column per row
+        (objectives/justgrpo.py) skips the (B, T, V) logits of the others."""
         B, T = input_ids.shape
         # no sqrt(d) scaling (input_emb_norm false) and no position table: positions enter via RoPE only
         x = self.transformer.wte(input_ids)  # (B, T, C)
@@ -350,9 +354,11 @@ class LLaDA(nn.Module):
                 out, fresh = out
                 kv.append(fresh)
             x = out  # (B, T, C)
+        if logits_at is not None:  # the requested columns only, (B, K, C)
+            x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))
         # final RMSNorm and the untied head. Raw logits in the weights' dtype (bf16 for the 8B); the
         # sampler and logprob.py cast their slice to fp32 themselves. No shift: position i predicts i
-        logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V)
+        logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V), or (B, K, V)
         return (logits, kv) if return_kv else logits
 
 

@@ -167,7 +167,8 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
 @torch.no_grad()
 def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32, steps=64,
              temperature=0.0, cfg_scale=0.0, remasking="low_confidence", mask_id=None,
-             generator=None, progress=False, cache=None, threshold=None, threshold_rule="certainty", stats=None):
+             generator=None, progress=False, cache=None, threshold=None, threshold_rule="certainty", stats=None,
+             record=False):
     """Fill gen_length masked positions after `prompt` (B, P) long -> (B, P + gen_length) long.
     Prompts in a batch should be left-padded; attention_mask (B, P) is an optional 1/0 key-padding
     mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept.
@@ -191,7 +192,11 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
           otherwise, which pulls the samples toward the mode (docs/fast-rollouts.md).
     The number of forward passes under `threshold` depends on the data: under FSDP every rank must
     make the same calls, so do not combine it with sharded models. `stats`, a dict, receives
-    "model_calls": the forward passes made (grpo.py logs it per rollout)."""
+    "model_calls": the forward passes made (grpo.py logs it per rollout); with record=True also the
+    trajectory, what the trajectory objectives score (objectives/): "commit_step" (B, gen_length) long,
+    the step (0 .. steps-1, counted over all blocks) at which each position was written, and
+    "token_logp" (B, gen_length) fp32, the log-prob of the written token under that step's logits
+    (temperature 1, the whole vocabulary): the model's conditional at the canvas it was written on."""
     # the mask id comes from the model's config.json, never from a literal 126336
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     num_blocks, steps_per_block = check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
@@ -211,6 +216,9 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 
     mask_token = torch.tensor([mask_id], device=x.device)  # (1,) index for banning it from x0
 
+    if record:  # filled as positions are written; -1 / 0 never survive (every position is written)
+        commit = torch.full((B, gen_length), -1, dtype=torch.long, device=x.device)  # (B, gen_length)
+        token_logp = torch.zeros((B, gen_length), device=x.device)  # (B, gen_length) fp32
     bar = progress_bar(total=num_blocks * steps_per_block, show=progress, desc="sampling")  # TQDM_DISABLE wins
     calls = 0  # forward passes made: num_blocks * steps_per_block unless `threshold` ends blocks early
     for b in range(num_blocks):
@@ -270,11 +278,19 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                 transfer |= (sure >= threshold) & block_mask                # (B, K)
             # write the chosen predictions; everything else stays masked for a later step
             x[:, start:end] = torch.where(transfer, x0, x[:, start:end])    # (B, K)
+            if record:  # the step each position is written at, and its token's log-prob there (log_softmax, as
+                # logprob.token_logprobs computes it, so a recomputation on the same canvas gives the same value)
+                lp = torch.log_softmax(logits, dim=-1).gather(-1, x0[..., None]).squeeze(-1)  # (B, K)
+                cols = slice(start - P, end - P)
+                commit[:, cols] = torch.where(transfer, b * steps_per_block + i, commit[:, cols])
+                token_logp[:, cols] = torch.where(transfer, lp, token_logp[:, cols])
             calls += 1
             bar.update(1)
     bar.close()
     if stats is not None:
         stats["model_calls"] = calls
+        if record:
+            stats["commit_step"], stats["token_logp"] = commit, token_logp
     # the whole canvas; callers slice [:, P:] and decode with skip_special_tokens=True
     return x                                                                # (B, P + gen_length)
 

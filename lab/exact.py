@@ -29,7 +29,12 @@ non-empty masks give the whole table in 2^N - 1 forward rows (255 for N = 8).
    Jensen ELBO = E_σ log Π ≤ log E_σ Π = log p(o | q): the bound, with equality iff every order
    gives the same product (e.g. a model whose conditionals ignore the context).
 
-Both are differentiable in θ (the table is one batched forward with the graph kept), which is
+3) SPG's evidence upper bound (objectives/spg.py) with every mask enumerated (exact_eubo): per token a
+   power mean of order β of its conditionals under the ELBO's mask weights, so it lies above the ELBO
+   and rises with β. The paper's claim that it also lies above log p needs a θ-free constant that the
+   trained objective drops; without it the claim can fail (tests/test_objectives.py has a case).
+
+All are differentiable in θ (the table is one batched forward with the graph kept), which is
 how study_estimators.py gets the gradient of diffu-GRPO's objective with exact log-likelihoods.
 
 Run:  python -m lab.exact       (tiny random model, a few completions of 6 tokens, CPU, seconds)
@@ -74,6 +79,21 @@ def exact_elbo(table):
     comb = torch.tensor([math.comb(N, l) for l in range(N + 1)], dtype=table.dtype, device=table.device)
     w = 1.0 / (size.clamp(min=1) * comb[size])  # (2^N,)
     return (table.sum(1) * w).sum()
+
+
+def exact_eubo(table, beta):
+    """SPG's evidence upper bound (arXiv 2510.09541, Corollary 1, its θ-free constant dropped) with every
+    mask enumerated, from a conditional table (2^N, N) -> scalar:
+        EUBO(β) = Σ_i (1/β) log Σ_{S ∋ i} w(S) p_θ(o_i | o with S masked)^β,   w(S) = 1 / (|S| C(N, |S|))
+    the weights of exact_elbo, which over the masks holding i sum to 1: per token a power mean of order
+    β of its conditionals, so ELBO <= EUBO(1) <= EUBO(β) for β >= 1 (the ELBO is the mean of the logs)."""
+    N = table.shape[1]
+    masks = subset_masks(N, table.device)  # (2^N, N)
+    size = masks.sum(1)  # (2^N,)
+    comb = torch.tensor([math.comb(N, l) for l in range(N + 1)], dtype=table.dtype, device=table.device)
+    logw = -torch.log(size.clamp(min=1) * comb[size])  # (2^N,); the empty mask holds no i and is dropped below
+    terms = (logw[:, None] + beta * table).masked_fill(~masks, float("-inf"))  # (2^N, N)
+    return (torch.logsumexp(terms, dim=0) / beta).sum()
 
 
 def exact_logprob(table):

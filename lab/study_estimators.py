@@ -30,6 +30,7 @@ import json
 import os
 import time
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import torch
 from tqdm import tqdm
@@ -40,18 +41,45 @@ from lib.checkpoint import load, make_tiny
 from lib.puzzles import make_toy, split_grids
 from lib.tokenizer import prompt_ids
 from logprob import elbo_token_logprobs, one_step_logprobs
+from objectives.espo import coupled_elbo
+from objectives.justgrpo import ar_logprobs
+from objectives.spg import block_logprobs, bounds
+from objectives.trajectory import stepmerge_logprobs
 from rewards import toy_reward
 
-# name -> (per-token estimate (1, N) of one pair, forward rows per estimate); `g` is a torch.Generator
+# name -> (the sequence log-likelihood estimate of one pair, a scalar with its graph, forward rows per estimate).
+# `p` is a pair (sample_pairs): p.q context (1, P'), p.o completion (1, N), p.commit the steps the sampler wrote
+# o at (1, N), p.a its advantage; `g` a torch.Generator. d1's estimators and the field's likelihoods of objectives/
 ESTIMATORS = {
-    "one-step, p_mask 0": (lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.0, generator=g), 1),
-    "one-step, p_mask 0.15 (d1)": (lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.15, generator=g), 1),
+    "one-step, p_mask 0": (lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g).sum(), 1),
+    "one-step, p_mask 0.15 (d1)": (
+        lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.15, generator=g).sum(), 1),
     "coupled (DiffuCoder), p_mask 0": (
-        lambda m, q, o, g: one_step_logprobs(m, q, o, p_mask_prompt=0.0, generator=g, coupled=True), 2),
-    "MC ELBO, k = 1": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=1, generator=g), 1),
-    "MC ELBO, k = 4": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=4, generator=g), 4),
-    "MC ELBO, k = 16": (lambda m, q, o, g: elbo_token_logprobs(m, q, o, k=16, generator=g), 16),
+        lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g, coupled=True).sum(), 2),
+    "MC ELBO, k = 1": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=1, generator=g).sum(), 1),
+    "MC ELBO, k = 4": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=4, generator=g).sum(), 4),
+    "MC ELBO, k = 16": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=16, generator=g).sum(), 16),
+    # JustGRPO: the exact likelihood of its own, left-to-right policy; here against the any-order one
+    "AR order (JustGRPO)": (lambda m, p, g: ar_logprobs(m, p.q, p.o).sum(), "N"),
+    # the trajectory (d2 StepMerge, p_mask 0 as TraceRL): the sampler's 8 steps in N segments
+    **{f"trajectory, N = {n}": (lambda m, p, g, n=n: stepmerge_logprobs(m, p.q, p.o, p.commit, TOY_STEPS, n, 0.0,
+                                                                         g).sum(), n) for n in (1, 2, 4, 8)},
+    # SPG (its settings: 2 block-wise views, blocks of half the scored completion, light masks at 0.15, β 1.5, ω 0.5)
+    "SPG ELBO, 2 block views": (lambda m, p, g: spg_bounds(m, p, g)[0], 2),
+    "SPG EUBO, β 1.5": (lambda m, p, g: spg_bounds(m, p, g)[1], 2),
+    "SPG objective (A > 0: ELBO, else ½ EUBO + ½ ELBO)": (
+        lambda m, p, g: (lambda e, u: e if p.a > 0 else 0.5 * u + 0.5 * e)(*spg_bounds(m, p, g)), 2),
+    "ESPO coupled ELBO, M = 2": (lambda m, p, g: coupled_elbo(m, p.q, p.o, 2, g)[0], 4),
 }
+TOY_STEPS = 8  # the toy preset's sampler steps (grpo.py --preset tiny)
+
+
+def spg_bounds(model, p, g):
+    """SPG's (ELBO, EUBO) of one pair, as its objective computes them (objectives/spg.py)."""
+    N = p.o.shape[1]
+    lp, scored = block_logprobs(model, p.q, p.o, torch.tensor([N]), N // 2, 2, 0.15, g)
+    elbo, eubo = bounds(lp, scored, torch.tensor([N]), 1.5)
+    return elbo[0], eubo[0]
 
 
 def flat_grad(value, params):
@@ -80,69 +108,64 @@ def spearman(x, y):
     return (rx @ ry / (rx.norm() * ry.norm())).item()
 
 
-TOY_FLAGS = grpo.parse_args([])  # grpo.py's defaults: the tiny preset, d1's exact sampler
-
-
-def toy_rollout(model, prompt, generator):
-    """grpo.rollout with the toy preset's sampler: what grpo.py's tiny preset samples."""
-    return grpo.rollout(model, prompt, generator, nullcontext, TOY_FLAGS)
+# grpo.py's defaults (the tiny preset, d1's exact sampler) with an objective that has the sampler record its trajectory
+TRACE_FLAGS = grpo.parse_args(["--objective", "trajectory"])
 
 
 def sample_pairs(model, tok, exs, G, N, seed):
-    """[(context ids (P',), completion ids (N,), reward, group index)] for G samples per example."""
+    """[pair] for G samples per example: q the context ids (1, P'), o the completion ids (1, N), commit the
+    sampler steps that wrote o (1, N), r its reward, gi its group, a its advantage (r - the group's mean)."""
     pairs = []
     for gi, ex in enumerate(exs):
         q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
-        # a rollout as grpo.py's toy preset draws it: (G, 16)
-        out = toy_rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi))
-        for o in out:
-            r = toy_reward(tok.decode(o, skip_special_tokens=True), ex)
+        # a rollout as grpo.py's toy preset draws it: (G, 16), with the step each token was written at
+        out = grpo.rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi), nullcontext, TRACE_FLAGS,
+                           stats=(trace := {}))
+        rs = [toy_reward(tok.decode(o, skip_special_tokens=True), ex) for o in out]
+        for o, c, r in zip(out, trace["commit_step"], rs):
             # the first 16 - N sampled tokens become revealed context, the last N the scored completion
-            pairs.append((torch.cat([q, o[:-N]]), o[-N:], r, gi))
+            pairs.append(SimpleNamespace(q=torch.cat([q, o[:-N]])[None], o=o[-N:][None], commit=c[-N:][None], r=r,
+                                         gi=gi, a=r - sum(rs) / len(rs)))
     return pairs
 
 
 def study(model, pairs, draws, seed):
     """Per estimator: the metrics described at the top, and the exact values themselves."""
     params = [p for p in model.parameters() if p.requires_grad]
-    exact, elbo = [], []
+    exact, elbo, ar_gap = [], [], 0.0
     est = {name: [] for name in ESTIMATORS}  # name -> per pair (draws,) values
     cos_seq = {name: [] for name in ESTIMATORS}
     group_grads = {}  # group -> {name or "exact": Σ_i A_i ∇ℓ_i}
-    rewards = {}
-    for q, o, r, gi in pairs:
-        rewards.setdefault(gi, []).append(r)
-    adv = {gi: [r - sum(rs) / len(rs) for r in rs] for gi, rs in rewards.items()}  # A_i = r_i - mean
-    seen = {}
-    for q, o, r, gi in tqdm(pairs, desc="pairs", mininterval=5):
-        a = adv[gi][seen.setdefault(gi, 0)]
-        seen[gi] += 1
-        table = conditional_table(model, q, o)  # (2^N, N) fp64, with the graph
+    for p in tqdm(pairs, desc="pairs", mininterval=5):
+        table = conditional_table(model, p.q[0], p.o[0])  # (2^N, N) fp64, with the graph
         ll = exact_logprob(table)
         exact.append(ll.item())
         elbo.append(exact_elbo(table).item())
         g_exact = flat_grad(ll, params)  # (D,)
-        gg = group_grads.setdefault(gi, {})
-        gg["exact"] = gg.get("exact", 0) + a * g_exact
+        gg = group_grads.setdefault(p.gi, {})
+        gg["exact"] = gg.get("exact", 0) + p.a * g_exact
+        with torch.no_grad():  # JustGRPO's likelihood is exact for its own (AR) policy: against a plain loop
+            ar_gap = max(ar_gap, abs(ESTIMATORS["AR order (JustGRPO)"][0](model, p, None).item() - ar_loop(model, p)))
         for name, (fn, _) in ESTIMATORS.items():
             g = torch.Generator().manual_seed(seed)
             # draw 0 keeps the graph (the gradient a training step would use); the rest only values
-            v0 = fn(model, q[None], o[None], g).sum()
+            v0 = fn(model, p, g)
             g_est = flat_grad(v0, params)
             cos_seq[name].append(cosine(g_est, g_exact))
-            gg[name] = gg.get(name, 0) + a * g_est
+            gg[name] = gg.get(name, 0) + p.a * g_est
             with torch.no_grad():
-                rest = [fn(model, q[None], o[None], g).sum().item() for _ in range(draws - 1)]
+                rest = [fn(model, p, g).item() for _ in range(draws - 1)]
             est[name].append(torch.tensor([v0.item()] + rest, dtype=torch.float64))
         seed += 1
     exact_t = torch.tensor(exact, dtype=torch.float64)  # (pairs,)
+    informative = [gg for gi, gg in group_grads.items() if any(p.a != 0 for p in pairs if p.gi == gi)]
+    N = pairs[0].o.shape[1]
     rows = {}
     for name, (_, cost) in ESTIMATORS.items():
         e = torch.stack(est[name])  # (pairs, draws)
         err = e - exact_t[:, None]
-        informative = [gg for gi, gg in group_grads.items() if any(x != 0 for x in adv[gi])]
         rows[name] = {
-            "rows": cost,
+            "rows": N if cost == "N" else cost,
             "bias": err.mean().item(),
             "sd": e.var(dim=1).mean().sqrt().item() if e.shape[1] > 1 else 0.0,
             "rmse": err.pow(2).mean().sqrt().item(),
@@ -155,11 +178,20 @@ def study(model, pairs, draws, seed):
         }
     elbo_t = torch.tensor(elbo, dtype=torch.float64)
     # the exact ELBO as one more row: the bias every MC ELBO estimate inherits, at 2^N - 1 rows
-    rows["exact ELBO (reference)"] = {"rows": 2 ** pairs[0][1].numel() - 1, "bias": (elbo_t - exact_t).mean().item(),
+    rows["exact ELBO (reference)"] = {"rows": 2 ** N - 1, "bias": (elbo_t - exact_t).mean().item(),
                                       "sd": 0.0, "rmse": (elbo_t - exact_t).pow(2).mean().sqrt().item(),
                                       "rank": spearman(elbo_t, exact_t), "cos_seq": None, "cos_seq_ci": None,
                                       "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None}
-    return rows, exact, elbo
+    return rows, exact, elbo, ar_gap
+
+
+def ar_loop(model, p):
+    """Σ_t log p(o_t | q, o_<t, M...) of one pair by a plain loop: one full forward per position."""
+    mask_id, (P, N), total = model.config.mask_token_id, (p.q.shape[1], p.o.shape[1]), 0.0
+    for t in range(N):
+        x = torch.cat([p.q[0], p.o[0, :t], torch.full((N - t,), mask_id)])[None]
+        total += torch.log_softmax(model(x)[0, P + t].double(), -1)[p.o[0, t]].item()
+    return total
 
 
 def fmt(v, ci, n=None):
@@ -207,11 +239,13 @@ if __name__ == "__main__":
         model, tok = load(path)
         model.eval()  # no dropout; gradients still flow
         pairs = sample_pairs(model, tok, exs, args.group, args.n, args.seed)
-        rows, exact, elbo = study(model, pairs, args.draws, args.seed)
+        rows, exact, elbo, ar_gap = study(model, pairs, args.draws, args.seed)
         results[model_name] = {"checkpoint": path, "pairs": len(pairs), "exact_logp": exact, "exact_elbo": elbo,
-                               "mean_reward": sum(p[2] for p in pairs) / len(pairs), "estimators": rows}
+                               "mean_reward": sum(p.r for p in pairs) / len(pairs), "estimators": rows,
+                               "ar_vs_loop_max_abs": ar_gap}
         print(f"{model_name}: {len(pairs)} pairs, mean exact log p {sum(exact) / len(exact):.3f}, "
-              f"mean reward {results[model_name]['mean_reward']:.3f}")
+              f"mean reward {results[model_name]['mean_reward']:.3f}; JustGRPO's AR likelihood against a plain "
+              f"loop (its own policy's exact value): max |difference| {ar_gap:.1e}")
     out = {"args": vars(args), "seconds": time.time() - start, "results": results}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

@@ -5,7 +5,8 @@ independent rollout batches, for a checkpoint on the toy.
 For K independent batches of --prompts toy prompts (from the training grids, as grpo.py draws
 them) × G completions (rollouts with grpo.py's own `rollout`), take the gradient of the diffu-GRPO
 objective at its first inner step (ρ = 1, β = 0: the token mean of -A_i log π(o_ik), d1 Eq. 3) with
-the chosen estimator (logprob.estimate_logprobs) and objective (grpo.OBJECTIVES), and report the mean pairwise cosine between the K
+the objective's likelihood (grpo.score: d1's estimator of --estimator, or the objective's own) and loss
+(grpo.OBJECTIVES), and report the mean pairwise cosine between the K
 gradients. If it is near 1, every round pushes the same way and training follows the signal. If
 it is near 0, each round's gradient is mostly sampling noise: Adam normalises its steps, so the
 weights random-walk at the learning rate, and a model that had nothing consistent left to learn
@@ -33,7 +34,6 @@ import grpo
 from lib import countdown_toy, pbe, puzzles
 from lib.checkpoint import load
 from lib.data import group_prompts, toy_blanks
-from logprob import estimate_logprobs
 from rewards import coding_rewards, countdown_reward, toy_reward
 
 
@@ -48,7 +48,8 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     exs × G rollouts; mean reward). The batch goes through grpo.py's own functions and registry."""
     eos, G = model.config.eos_token_id, gargs.num_generations
     prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
-    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs)  # (b, N)
+    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs,
+                              stats=(trace := {}))  # (b, N); trace: the sampler's record, when the objective reads it
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
     if gargs.task == "toy":
         rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, rows)])
@@ -56,13 +57,13 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
         rewards = torch.tensor([countdown_reward(t, ex) for t, ex in zip(texts, rows)])
     else:  # the code toy: d1's coding reward, the programs run in lib/sandbox.py
         rewards = torch.tensor(coding_rewards(texts, rows))
-    b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos),
+    b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), trace=trace,
                         adv=grpo.group_advantages(rewards, G, gargs.scale_std))
-    logp = estimate_logprobs(model, prompt, completion, gargs.estimator, gargs.p_mask,
-                             grpo.mask_generator(seed, 0))  # (b, N)
+    # the objective's likelihood (d1's: the per-token estimate of --estimator, (b, N)) under mask seed `seed`
+    logp = grpo.score(model, b, seed, gargs)
     # θ_old = θ_ref = θ (the first inner step): ρ = 1, the clip is inactive and the KL has no gradient, so for
-    # diffu_grpo this is the plain policy gradient, the token mean of -A_i log π(o_ik) (d1 Eq. 3)
-    b.old, b.ref = [logp.detach()], [logp.detach()]
+    # diffu_grpo this is the plain policy gradient, the token mean of -A_i log π(o_ik) (d1 Eq. 3). SPG reads neither
+    b.old = b.ref = [logp.detach()] if torch.is_tensor(logp) else []
     loss, _ = grpo.OBJECTIVES[gargs.objective].loss(logp, b, 0, gargs)
     grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
     return torch.cat([g.reshape(-1) for g in grads]).double(), rewards.mean().item()

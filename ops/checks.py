@@ -173,8 +173,9 @@ def check_training_flags(args):
     train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_grpo_args(args, world_size):
-    """grpo.py's flags, then its data files (their records are checked by the loaders)."""
+def check_grpo_args(args, world_size, objective_check=None):
+    """grpo.py's flags, the objective's own (objective_check, raising ValueError), then its data files
+    (their records are checked by the loaders)."""
     from rewards import REWARDS
     from sample import check_schedule
     for name in args.task.split(","):
@@ -212,6 +213,8 @@ def check_grpo_args(args, world_size):
     require(not args.eval_every or (args.task in ("toy", "countdown_toy") and not args.fsdp),
             "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
     require(args.eval_every >= 0, f"--eval-every must be >= 0, got {args.eval_every}")
+    if objective_check is not None:
+        objective_check(args)
     check_data_paths([p for p in args.data.split(",") if p])
 
 

@@ -55,7 +55,7 @@ def round_metrics(batches, G, update_stats, reward_parts):
     # every micro-batch holds the same number of groups, so the mean of their means is the mean over groups
     distinct = sum(distinct_share(b.completion, b.mask, G) for b in batches) / len(batches)
     nll = {}
-    if batches[0].old:  # the old log-probs of mask seed 0, (b, N) per micro-batch (wd1 reads none)
+    if batches[0].old and batches[0].old[0].dim() == 2:  # per-token old log-probs of mask seed 0, (b, N) each
         tokens = sum(b.mask.sum() for b in batches).clamp(min=1)
         nll = {"token_nll": (-sum((b.old[0] * b.mask).sum() for b in batches) / tokens).item()}
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
@@ -65,13 +65,14 @@ def round_metrics(batches, G, update_stats, reward_parts):
             **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
 
 
-def round_cost(calls, rows, estimator_rows):
-    """The round's cost in sequences through the model, all ranks: each analytic model call of a
-    round (grpo.analytic_passes) times the round's rows, the scoring calls (old, ref, policy) times
-    the estimator's rows per sequence (logprob.ESTIMATOR_ROWS: coupled and ELBO run 2)."""
-    scoring = calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]
-    return {"fwd_rows": rows * (calls["rollout_fwd"] + estimator_rows * scoring),
-            "bwd_rows": rows * estimator_rows * calls["policy_bwd"]}
+def round_cost(calls, rows, scoring_rows, scoring_calls=1):
+    """The round's cost in sequences through the model, all ranks: each rollout call of a round
+    (grpo.analytic_passes) times the round's rows, and each scoring (old, ref, policy: scoring_calls
+    model calls each) times the rows it runs per sequence (grpo.scoring_cost: d1's estimator 1, the
+    coupled and ELBO estimators 2, JustGRPO one per completion position)."""
+    scorings = (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]) / scoring_calls
+    return {"fwd_rows": rows * (calls["rollout_fwd"] + scoring_rows * scorings),
+            "bwd_rows": rows * scoring_rows * calls["policy_bwd"] / scoring_calls}
 
 
 def report_round(bar, f, step, metrics, timing, cost, curve, elapsed, n_cut=0):

@@ -119,8 +119,9 @@ def parse_with_preset(parser, presets, choose, argv=None):
     for action in parser._actions:  # "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)"
         values = {p: v[action.dest] for p, v in presets.items() if action.dest in v}
         if values and action.help:
+            here = f" from --preset {name}" if name in values else ""
             others = ", ".join(f"{p}: {v}" for p, v in values.items() if p != name)
-            action.help += f" (default: %(default)s from --preset {name}{'; ' + others if others else ''})"
+            action.help += f" (default: %(default)s{here}{'; ' + others if others else ''})"
     parser.formatter_class = ShowDefaults
     return parser.parse_args(argv)
 

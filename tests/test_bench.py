@@ -19,10 +19,27 @@ def micro_model():
                              mask_token_id=63, max_sequence_length=64))
 
 
+def passes(*flags):
+    """grpo.analytic_passes of the round these grpo.py flags describe."""
+    return analytic_passes(grpo.parse_args(list(flags)))
+
+
 def test_analytic_passes_table():
-    assert analytic_passes(128, 12, 0.04) == dict(rollout_fwd=128, old_fwd=12, ref_fwd=12, policy_fwd=12, policy_bwd=12)
-    assert analytic_passes(8, 2, 0.0) == dict(rollout_fwd=8, old_fwd=2, ref_fwd=0, policy_fwd=2, policy_bwd=2)
-    assert analytic_passes(4, 1, 0.1)["ref_fwd"] == 1
+    d1 = ["--diffusion-steps", "128", "--num-iterations", "12", "--beta", "0.04"]
+    assert passes(*d1) == dict(rollout_fwd=128, old_fwd=12, ref_fwd=12, policy_fwd=12, policy_bwd=12)
+    assert passes("--diffusion-steps", "8", "--num-iterations", "2", "--beta", "0") == \
+        dict(rollout_fwd=8, old_fwd=2, ref_fwd=0, policy_fwd=2, policy_bwd=2)
+    assert passes("--diffusion-steps", "4", "--num-iterations", "1", "--beta", "0.1")["ref_fwd"] == 1
+    # the objectives of objectives/, by hand: wd1 and SPG score neither θ_old nor θ_ref; ESPO as d1; JustGRPO's
+    # policy runs gen_length / --ar-chunk calls per inner step and no old pass (the sampler records θ_old); the
+    # trajectory scores each of its N segments in a call, for θ_old, θ_ref and the policy
+    assert passes(*d1, "--objective", "wd1") == dict(rollout_fwd=128, old_fwd=0, ref_fwd=0, policy_fwd=12, policy_bwd=12)
+    assert passes(*d1[:4], "--beta", "0", "--objective", "spg")["old_fwd"] == 0
+    assert passes(*d1, "--objective", "espo") == passes(*d1)
+    assert passes("--preset", "justgrpo", "--ar-chunk", "32") == dict(rollout_fwd=256, old_fwd=0, ref_fwd=0,
+                                                                      policy_fwd=8, policy_bwd=8)
+    assert passes(*d1, "--objective", "trajectory", "--trajectory-segments", "8") == \
+        dict(rollout_fwd=128, old_fwd=96, ref_fwd=96, policy_fwd=96, policy_bwd=96)
 
 
 # full fine-tuning (reference = frozen copy) over the β × μ grid; one LoRA case (reference = adapters
@@ -31,17 +48,21 @@ def test_analytic_passes_table():
 @pytest.mark.parametrize("beta,mu,lora_r,objective", [(0.0, 1, 0, "diffu_grpo"), (0.04, 1, 0, "diffu_grpo"),
                                                       (0.0, 3, 0, "diffu_grpo"), (0.04, 3, 0, "diffu_grpo"),
                                                       (0.04, 2, 4, "diffu_grpo"), (0.04, 2, 0, "wd1"),
-                                                      (0.04, 2, 4, "wd1")])
+                                                      (0.04, 2, 4, "wd1"), (0.0, 2, 0, "justgrpo"), (0.0, 2, 4, "spg"),
+                                                      (0.04, 2, 0, "espo"), (0.04, 2, 4, "trajectory")])
 def test_counted_passes_equal_analytic(beta, mu, lora_r, objective):
-    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "4",
-                             "--block-length", "2", "--diffusion-steps", "2", "--num-iterations", str(mu),
-                             "--beta", str(beta), "--lora-r", str(lora_r), "--objective", objective])
+    # JustGRPO samples one token per step, so 4 steps, and its likelihood runs in chunks of 3 positions: 2 calls
+    sampler = ["--block-length", "1", "--diffusion-steps", "4", "--ar-chunk", "3"] if objective == "justgrpo" else \
+        ["--block-length", "2", "--diffusion-steps", "2", "--trajectory-segments", "2"]
+    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "4", *sampler,
+                             "--num-iterations", str(mu), "--beta", str(beta), "--lora-r", str(lora_r),
+                             "--objective", objective])
     res = bench(micro_model(), gargs, prompt_len=4, repeats=1)
-    assert res["passes"] == analytic_passes(2, mu, beta, objective) == res["analytic"]
+    assert res["passes"] == analytic_passes(gargs) == res["analytic"]
     if objective == "wd1":  # fewer model calls: only the rollout and the policy's own passes
         assert res["passes"]["old_fwd"] == res["passes"]["ref_fwd"] == 0
         assert sum(res["passes"].values()) == 2 + 2 * mu
-    assert res["sampler_tokens_per_s"] > 0 and res["forward_passes_per_sample"] == 2
+    assert res["sampler_tokens_per_s"] > 0 and res["forward_passes_per_sample"] == gargs.diffusion_steps
 
 
 def run_cli(*argv):
@@ -92,7 +113,7 @@ def test_a_round_with_a_cached_rollout_counts_the_analytic_calls_and_columns(cac
     res = bench(micro_model(), gargs, prompt_len=4, repeats=2)
     # the cache keeps the number of calls (one per step) and narrows them: by hand, 2 blocks of 2 steps on a
     # 12-column canvas; prefix's second step forwards block + suffix (8, then 4), dual's the block (4)
-    assert res["passes"] == analytic_passes(4, 1, gargs.beta)
+    assert res["passes"] == analytic_passes(gargs)
     assert res["rollout_columns"] == res["analytic_columns"] == {"none": 48, "prefix": 36, "dual": 32}[cache]
 
 
@@ -215,7 +236,7 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     assert res["model"] == str(tmp_path / "m")
     # the batch is groups_per_micro x G; the prompt is the longest the left cut lets through
     assert (res["batch_size"], res["prompt_len"], res["gen_length"]) == (6, 6, 4)
-    assert res["passes"] == analytic_passes(2, 3, 0.04)
+    assert res["passes"] == analytic_passes(grpo.parse_args(flags))
     round_s = sum(res["seconds"].values())
     hours = res["projection_hours"]
     assert abs(hours["this run (15 steps), 1 CPU process"] - project_hours(round_s, 15, 3, 4, 2, 1)) < 1e-12
@@ -224,7 +245,7 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     assert "projected wall-clock, d1's sudoku" in report and "WARNING" not in report
     # every grpo.py flag reaches the measured round: a new objective is measured, not silently the old loss
     wd1 = preflight(grpo.parse_args(flags + ["--objective", "wd1"]))
-    assert wd1["config"]["objective"] == "wd1" and wd1["passes"] == analytic_passes(2, 3, 0.04, "wd1") != res["passes"]
+    assert wd1["config"]["objective"] == "wd1" and wd1["passes"] == passes(*flags, "--objective", "wd1") != res["passes"]
     # and the rollout mode too: a dual cache forwards the block alone at a block's later steps
     dual = preflight(grpo.parse_args(flags + ["--rollout-cache", "dual", "--diffusion-steps", "4"]))
     assert dual["config"]["rollout_cache"] == "dual" and dual["rollout_columns"] == 2 * (10 + 2)  # (P + N) + block

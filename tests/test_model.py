@@ -136,3 +136,16 @@ def test_gradient_checkpointing_gives_the_same_gradients(ckpt):
         model(ids).logsumexp(-1).sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_logits_at_reads_the_same_columns_as_the_full_forward(ckpt):
+    # only the requested columns of each row go through the final norm and the head (JustGRPO reads one per row)
+    path, _ = ckpt
+    model = from_pretrained(path).eval()
+    x = torch.randint(0, 38, (3, 9), generator=torch.Generator().manual_seed(4))
+    cols = torch.tensor([[0, 8], [4, 4], [7, 2]])  # (B, K), any order, repeats allowed
+    with torch.no_grad():
+        full = model(x)  # (3, 9, V)
+        some = model(x, logits_at=cols)  # (3, 2, V)
+    assert some.shape == (3, 2, full.shape[-1])
+    assert torch.allclose(some, full.gather(1, cols[..., None].expand(-1, -1, full.shape[-1])), atol=1e-6)

@@ -57,11 +57,12 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from grpo import MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref
+from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref,
+                  scoring_cost)
 from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
 from lib.hub import resolve_model
-from logprob import ESTIMATOR_ROWS, mask_generator, one_step_logprobs
+from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
 from tools.memplan import memory_plan, probe_activations
@@ -163,10 +164,8 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
         # full fine-tuning: a frozen copy is the reference (as grpo.py), only when β > 0
         ref_model = copy.deepcopy(model).eval().requires_grad_(False) if gargs.beta > 0 else None
         ref_ctx = nullcontext
-    if gargs.compile:
-        # after add_lora / the 4-bit swap, so the compiled blocks are the ones that run. There is no
-        # warm-up round: the first round's times include the compilation
-        compile_blocks(model)
+    if gargs.compile:  # after add_lora / the 4-bit swap, so the compiled blocks run; no warm-up round: the
+        compile_blocks(model)  # first round's times include the compilation
     # a real AdamW, as grpo.py: its two moments per trainable parameter are part of the measured peak
     opt = torch.optim.AdamW(params, lr=gargs.lr, betas=(0.9, 0.99), weight_decay=gargs.weight_decay)
     counter = PassCounter(model, ref_model)
@@ -188,14 +187,15 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
         # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
         counter.phase = "rollout"
-        completion = rollout(model, prompt, rollout_g, amp, gargs)  # (B, N)
+        completion = rollout(model, prompt, rollout_g, amp, gargs, stats=(trace := {}))  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         if completions is not None:
             completions.append(completion)
         # random rewards stand in for step 2; their group advantages for step 3
         adv = group_advantages(torch.randn(batch_size, generator=g), G, gargs.scale_std).to(device)  # (B,)
         # micro-batch index 0 keys the mask generators; no examples, since the rewards are random anyway
-        batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, cfg.eos_token_id), adv=adv)
+        mask = completion_mask(completion, cfg.eos_token_id)  # (B, N)
+        batch = MicroBatch(0, [], prompt, completion, mask, trace=trace, adv=adv)
         # μ mask seeds, new ones every round (any seed costs the same, so consecutive integers do)
         seeds = list(range(r * gargs.num_iterations, (r + 1) * gargs.num_iterations))
         # 2. old (and ref) log-probs for every mask seed, once, no grad: those the objective reads
@@ -231,7 +231,7 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
            "rollout_cache": gargs.rollout_cache, "rollout_threshold": gargs.rollout_threshold,
            # the mean over rounds: only a threshold rollout's count changes from round to round
            "passes": {k: statistics.mean(c.get(k, 0) for c in per_round) for k in keys},
-           "analytic": analytic_passes(gargs.diffusion_steps, gargs.num_iterations, gargs.beta, gargs.objective),
+           "analytic": analytic_passes(gargs),
            # the rollout's canvas columns per sample, counted and analytic (an upper bound with a threshold)
            "rollout_columns": statistics.mean(c["rollout_columns"] for c in per_round),  # every row shares a width
            "analytic_columns": analytic_columns(prompt_len, gargs.gen_length, gargs.block_length,
@@ -252,8 +252,8 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
         # forward for full fine-tuning (activation and weight gradients) -> 3x; with LoRA the frozen base
         # needs activation gradients only -> 2x (adapter FLOPs are negligible). The update time also holds
         # clipping and AdamW, so this MFU slightly understates the passes' own
-        # the estimator's rows per scored sequence (coupled and ELBO run 2) multiply the policy pass's batch
-        rows = batch_size * ESTIMATOR_ROWS[gargs.estimator]
+        # the objective's rows per scored sequence (coupled and ELBO run 2, JustGRPO N) multiply the policy's batch
+        rows = batch_size * scoring_cost(gargs)[0]
         fwdbwd = (2 if gargs.lora_r > 0 else 3) * forward_flops(model, rows, L) * gargs.num_iterations
         res["policy_tflops"] = fwdbwd / res["seconds"]["update"] / 1e12
         res["mfu"] = res["policy_tflops"] / peak_tflops

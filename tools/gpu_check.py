@@ -12,8 +12,10 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
                   block 32, 128 steps, μ 12, LoRA r 128 on NF4), the bf16 LoRA round (compiled),
                   a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
                   the policy forward + backward alone for MFU (eager and compiled), the exact
-                  vs cached samplers at gen 256 (compiled), and d1's round once per rollout mode
-                  (exact, prefix / dual cache, threshold 0.9; eager QLoRA and compiled bf16 LoRA)
+                  vs cached samplers at gen 256 (compiled), d1's round once per rollout mode
+                  (exact, prefix / dual cache, threshold 0.9; eager QLoRA and compiled bf16 LoRA), and
+                  the QLoRA round under every objective of objectives/ (wd1, JustGRPO with its AR
+                  rollout, SPG, ESPO, the trajectory at 8 segments): passes, seconds, memory
   4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
                   on this one GPU and on 8
 Prints one line per check as it finishes, then a table; writes every log and JSON under
@@ -42,6 +44,11 @@ from tools.preflight import D1_STEPS, project_hours
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
+# the objectives of objectives/ measured at the 8B shape on d1's QLoRA round, with the flags each needs there
+# (JustGRPO at its paper's μ 1: its policy pass is 256 rows per completion, μ 12 of them would take ~20 min)
+OBJECTIVE_ROUNDS = [("wd1", []), ("justgrpo", ["--block-length", "1", "--diffusion-steps", "256", "--beta", "0",
+                                               "--num-iterations", "1"]),
+                    ("spg", ["--beta", "0"]), ("espo", []), ("trajectory", ["--trajectory-segments", "8"])]
 
 
 def start(name, cmd, log_dir):
@@ -229,6 +236,10 @@ if __name__ == "__main__":
             ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
                                             out("8b_rollouts_compiled.json")],
              summarize_rollouts(out("8b_rollouts_compiled.json"))),
+            # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
+            # seconds per phase, peak memory (JustGRPO: AR rollouts of 256 steps, 256 / 16 chunked policy calls)
+            *[(f"8b {name} round", [*pre, "--objective", name, *extra, "--json", out(f"8b_{name}.json")],
+               summarize_round(out(f"8b_{name}.json"))) for name, extra in OBJECTIVE_ROUNDS],
         ]:
             rows.append(finish(start(name, cmd, args.out_dir), summarize))
 

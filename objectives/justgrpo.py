@@ -1,0 +1,128 @@
+"""
+JustGRPO (Ni et al., "The Flexibility Trap", arXiv 2601.15165, ICML 2026; code LeapLabTHU/JustGRPO at
+eebe50e): plain GRPO on a diffusion LM that is made to write left to right during RL, so that the
+likelihood of a rollout is exact. Parallel decoding stays for inference.
+
+Rollout: the semi-AR sampler with blocks of ONE token and one step each (sample.generate with
+block_length=1, steps=gen_length), temperature 1: at step t the canvas is [q | o_<t | M^(N-t)] and
+position t is drawn from the model's conditional there.
+
+Likelihood: exact for that policy, one forward per completion position,
+
+    log π_θ(o | q) = Σ_t log p_θ(o_t | q, o_<t, M^(N-t))        (the canvas the sampler wrote o_t on)
+
+Loss (their logprob_loss): token-level PPO with the group-normalised advantage, no KL,
+
+    A_i = (r_i - mean_G r) / (std_G r + 1e-4)                   (grpo.py --scale-std)
+    L = Σ_i Σ_{t<N} -min(ρ_it A_i, clip(ρ_it, 1-ε, 1+ε) A_i) / (N · V̄),   ε = 0.2
+
+summed over EVERY position of the canvas, the EOS padding after the answer included (their code has
+no completion mask), and divided by the constant N times V̄, the number of completions of the
+micro-batch whose advantage is not 0 (their `valid_samples`).
+
+θ_old: the sampler records each token's log-prob as it writes it (sample.generate, record=True), which
+IS log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs. Deviation: their code trains with μ = 1
+and uses the detached current log-prob as θ_old (ρ ≡ 1, the clip never binds); the recorded values
+are equal at the first inner step (tested) and stay the right θ_old for μ > 1.
+
+Memory: the policy pass runs --ar-chunk positions per forward (b × chunk rows) and backpropagates each
+chunk at once, so activation memory stays flat in N (theirs: one position per forward and backward).
+
+Cost per round, per micro-batch: rollout N forwards (b rows); old, ref: none; policy μ × N/chunk
+forwards + backwards of b × chunk rows, i.e. N rows per sequence per inner step (d1: 1).
+
+The paper's settings are PRESET (grpo.py --preset justgrpo); check() refuses a sampler that does not
+write one token per step left to right (a cache or a threshold, blocks > 1), and a KL term.
+"""
+import math
+
+import torch
+
+from logprob import token_logprobs
+from objectives.common import Objective, clipped_surrogate
+
+# LeapLabTHU/JustGRPO's run (train.py: TrainConfig), for LLaDA-8B-Instruct on GSM8K / MATH-500 / code:
+# 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6. Their prompts are the bare
+# question (no d1 system prompt) and their math reward is ±1; nano-d1 keeps d1's prompts and rewards
+PRESET = dict(objective="justgrpo", num_generations=16, prompts_per_step=64, groups_per_micro=1, num_iterations=1,
+              epsilon=0.2, beta=0.0, scale_std=True, p_mask=0.0, lr=5e-6, weight_decay=0.0, grad_clip=1.0,
+              gen_length=256, block_length=1, diffusion_steps=256, temperature=1.0, max_prompt_length=200,
+              lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=125)
+
+
+def ar_logprobs(model, prompt, completion, positions=None, mask_id=None):
+    """log p_θ(o_t | q, o_<t, M^(N-t)) for each t of `positions` (default: all N), in ONE forward of
+    len(positions) · b rows, each the canvas the AR sampler wrote o_t on, with only column P + t going
+    through the head. prompt (b, P), completion (b, N) -> (b, len(positions)) fp32."""
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    (b, P), N = prompt.shape, completion.shape[1]
+    pos = torch.arange(N, device=completion.device) if positions is None else \
+        torch.as_tensor(positions, device=completion.device)  # (C,)
+    later = torch.arange(N, device=completion.device)[None, :] >= pos[:, None]  # (C, N): t and after are masked
+    canvas = torch.where(later[:, None, :], mask_id, completion[None])  # (C, b, N)
+    x = torch.cat([prompt[None].expand(len(pos), b, P), canvas], dim=2).reshape(-1, P + N)  # (C·b, P+N)
+    cols = (P + pos).repeat_interleave(b)[:, None]  # (C·b, 1): row (t, i) reads column P + t
+    logits = model(x, logits_at=cols)  # (C·b, 1, V)
+    targets = completion[:, pos].T.reshape(-1, 1)  # (C·b, 1): o_t of sequence i
+    return token_logprobs(logits, targets).view(len(pos), b).T  # (b, C)
+
+
+def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None):
+    """Σ over the given positions of -min(ρA, clip(ρ)A), / (N · V̄). logp, old_logp (b, C) for positions
+    (default: all N of the canvas); advantages (b,). Additive over chunks of positions. -> (loss, stats)."""
+    n_total = old_logp.shape[1]  # N: the constant per-sequence normaliser
+    valid = (advantages != 0).sum().clamp(min=1)  # V̄: completions that carry a signal
+    old = old_logp if positions is None else old_logp[:, positions]
+    ratio = torch.exp(logp - old)  # (b, C)
+    per_token, clipped = clipped_surrogate(ratio, advantages[:, None], epsilon)
+    loss = per_token.sum() / (n_total * valid)
+    with torch.no_grad():
+        share = logp.numel() / (old_logp.numel())  # this part's share of the positions, for the means below
+        stats = {"clip_frac": clipped.float().mean().item() * share, "ratio_mean": ratio.mean().item() * share,
+                 "ratio_dev": (ratio - 1).abs().mean().item() * share}
+    return loss, stats
+
+
+def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss=None):
+    """The policy's forwards and backwards for micro-batch b: --ar-chunk positions at a time, each chunk's
+    share of the loss (justgrpo_loss, additive over positions) backpropagated at once, so memory stays
+    flat in N. -> the stats of the whole pass."""
+    N, stats = b.completion.shape[1], {}
+    for t0 in range(0, N, args.ar_chunk):
+        positions = list(range(t0, min(N, t0 + args.ar_chunk)))
+        with amp():
+            logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id)  # (b, C)
+        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, args.epsilon, positions)
+        (loss / accum).backward()
+        for k, v in {"loss": loss.item(), **st}.items():
+            stats[k] = stats.get(k, 0.0) + v
+    return stats
+
+
+def check(args):
+    """JustGRPO's likelihood is the sampler's only if it writes one token per step, left to right."""
+    if args.block_length != 1 or args.diffusion_steps != args.gen_length:
+        raise ValueError(f"--objective justgrpo samples left to right, one token per step: give --block-length 1 "
+                         f"--diffusion-steps {args.gen_length} (or --preset justgrpo), not --block-length "
+                         f"{args.block_length} --diffusion-steps {args.diffusion_steps}")
+    if args.rollout_cache != "none" or args.rollout_threshold:
+        raise ValueError("--objective justgrpo: a cached or threshold rollout is not the AR policy it scores; "
+                         "drop --rollout-cache / --rollout-threshold")
+    if args.beta:
+        raise ValueError(f"--objective justgrpo has no KL term (β = 0 in the paper's code), got --beta {args.beta}")
+    if args.ar_chunk < 1:
+        raise ValueError(f"--ar-chunk must be >= 1, got {args.ar_chunk}")
+
+
+def add_flags(parser):
+    g = parser.add_argument_group("justgrpo (objectives/justgrpo.py)")
+    g.add_argument("--ar-chunk", type=int, default=16, help="completion positions per forward of the exact AR "
+                   "likelihood (rows = micro-batch x chunk); its memory, not its result")
+
+
+OBJECTIVE = Objective(
+    lambda logp, b, j, args: justgrpo_loss(logp, b.trace["token_logp"], b.adv, args.epsilon),
+    logprobs=lambda model, b, g, args, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id),
+    needs_old=False, needs_ref=False, seeded=False, trace=True, policy_pass=policy_pass,
+    calls=lambda args: math.ceil(args.gen_length / args.ar_chunk), rows=lambda args: args.gen_length,
+    flags=add_flags, check=check)

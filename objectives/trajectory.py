@@ -1,0 +1,109 @@
+"""
+Trajectory likelihoods: d2's StepMerge (Wang et al., arXiv 2509.21474; code kuleshov-group/d2 at
+381b9f1, d2StepMergeTrainer) and TraceRL's for full-attention models (arXiv 2509.06949; code
+Gen-Verse/dLLM-RL at 10b4fd1, its "shrink"). d1 scores a completion as if every token were predicted
+at once from a fully masked canvas; the sampler wrote it over S steps, each token on the canvas of its
+step. These score each token on the canvas the sampler actually wrote it on, merged into N segments:
+
+    segment n holds the steps b_n <= s < b_{n+1},  b_n = floor(n S / N)   (d2's boundaries; S = --diffusion-steps)
+    log π(o | q) ≈ Σ_n Σ_{k written in segment n} log p_θ(o_k | q', o_<segment n, the rest masked)
+
+one forward per segment, on [q' | the tokens written before the segment's first step, the others
+masked], read only at the segment's own tokens. q' is d1's masked prompt (--p-mask, 0.15: d2 masks the
+prompt for every N, one q' shared by all segments and by θ, θ_old, θ_ref). N = 1 is d1's one-step
+estimator exactly (tested bit for bit); N = S scores every token on its own step's canvas, the
+sampler's own conditionals (tested against the log-probs it records). TraceRL's shrink s is N = S / s
+with --p-mask 0 (it never masks the prompt); its loss differs from d2's (a clip of 0.2, a mean per
+merged step, the KL to θ_old, z-scored advantages), which is not reproduced here.
+
+The sampler records each token's commit step (sample.generate, record=True); the canvases are rebuilt
+from it. The loss on top is d1's diffu-GRPO, unchanged (grpo.py registers d1's loss with this
+likelihood), as d2's is: its token mean summed over the segments equals d1's exactly.
+
+Memory: the policy pass runs one segment at a time, forward and backward, so activations are d1's
+(d2: one segment per micro-step). Cost per round, per micro-batch: rollout S forwards; old and ref
+μ × N forwards of b rows (no grad); policy μ × N forwards + backwards: N times d1's.
+"""
+from dataclasses import replace
+
+import torch
+
+from logprob import prompt_mask, token_logprobs
+
+
+def segments(commit_step, steps, n_segments):
+    """(b, N) segment index of each token: d2's boundaries floor(n S / N), n = 1..N-1, the step that
+    reaches a boundary opening the next segment."""
+    bounds = torch.tensor([n * steps // n_segments for n in range(1, n_segments)], device=commit_step.device)
+    return torch.searchsorted(bounds, commit_step, right=True)  # (b, N) in 0..N-1
+
+
+def segment_logprobs(model, prompt, completion, segment, n, noisy_prompt, mask_id):
+    """log p of the tokens of segment n on the canvas at its start (b, N); other entries are meaningless."""
+    P = prompt.shape[1]
+    canvas = torch.where(segment < n, completion, mask_id)  # written before segment n: visible
+    logits = model(torch.cat([noisy_prompt, canvas], dim=1))[:, P:]  # (b, N, V), as d1's estimator reads it
+    return token_logprobs(logits, completion)  # (b, N)
+
+
+def noisy(prompt, p_mask, generator, mask_id):
+    """d1's masked prompt q', drawn first from the keyed generator, as logprob.one_step_logprobs draws it."""
+    return torch.where(prompt_mask(prompt.shape, p_mask, generator, prompt.device), mask_id, prompt)
+
+
+def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments, p_mask=0.15, generator=None,
+                       mask_id=None):
+    """(b, N) per-token log-probs, each token scored in its segment of the `steps` sampler steps it was
+    written in (commit_step (b, N), sample.generate's record): n_segments forwards of b rows."""
+    mask_id = model.config.mask_token_id if mask_id is None else mask_id
+    seg = segments(commit_step, steps, n_segments)  # (b, N)
+    q = noisy(prompt, p_mask, generator, mask_id)
+    out = torch.zeros(completion.shape, device=completion.device)
+    for n in range(n_segments):
+        out = torch.where(seg == n, segment_logprobs(model, prompt, completion, seg, n, q, mask_id), out)
+    return out
+
+
+def trajectory_logprobs(model, b, generator, args, mask_id=None):
+    """The objective's likelihood of micro-batch b: stepmerge_logprobs under grpo.py's flags."""
+    return stepmerge_logprobs(model, b.prompt, b.completion, b.trace["commit_step"], args.diffusion_steps,
+                              args.trajectory_segments, args.p_mask, generator, mask_id)
+
+
+def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss):
+    """One segment at a time: its tokens' share of d1's token-mean loss, backpropagated at once.
+    `loss` is the registered objective's (d1's); masked_mean over the segment's tokens times their
+    share of the micro-batch's tokens adds up to d1's loss over all of them."""
+    seg = segments(b.trace["commit_step"], args.diffusion_steps, args.trajectory_segments)
+    q = noisy(b.prompt, args.p_mask, generator, mask_id)
+    total, stats = b.mask.sum().clamp(min=1), {}
+    for n in range(args.trajectory_segments):
+        part = b.mask * (seg == n)  # (b, N) this segment's tokens that the loss counts
+        if not part.any():  # every call must still run under FSDP: a forward of nothing is skipped only here
+            continue
+        with amp():
+            logp = segment_logprobs(model, b.prompt, b.completion, seg, n, q, mask_id)
+        share = part.sum() / total
+        value, st = loss(logp, replace(b, mask=part), j, args)
+        ((value * share) / accum).backward()
+        for k, v in {"loss": value.item(), **st}.items():
+            stats[k] = stats.get(k, 0.0) + v * share.item()
+    return stats
+
+
+def add_flags(parser):
+    g = parser.add_argument_group("trajectory (objectives/trajectory.py)")
+    g.add_argument("--trajectory-segments", type=int, default=8, help="N: segments of the sampler's steps, one "
+                   "forward each (d2: 8 for GSM8K, 16 for MATH and Countdown; 1 = d1's estimator)")
+
+
+def check(args):
+    if not 1 <= args.trajectory_segments <= args.diffusion_steps:
+        raise ValueError(f"--trajectory-segments must be in [1, --diffusion-steps {args.diffusion_steps}], got "
+                         f"{args.trajectory_segments}")
+
+
+# what grpo.py puts on d1's objective (common.Objective's fields): this likelihood instead of d1's one-step estimate
+LIKELIHOOD = dict(logprobs=trajectory_logprobs, trace=True, policy_pass=policy_pass,
+                  calls=lambda args: args.trajectory_segments, rows=lambda args: args.trajectory_segments,
+                  flags=add_flags, check=check)

@@ -1,0 +1,334 @@
+"""
+Tests for the objectives beside d1's (objectives/): each loss against a hand computation in python
+floats, each likelihood against an independent one (a plain loop over positions or steps, the sampler's
+own record, exact enumeration through lab/exact.py), ρ = 1 at the first inner step, and each memory-
+flat policy pass against the one-forward gradient. Tiny random models, CPU, seconds.
+
+Run: python -m pytest tests/test_objectives.py -q
+"""
+import math
+from contextlib import nullcontext
+
+import pytest
+import torch
+
+import grpo
+from conftest import tiny_model
+from grpo import MicroBatch, completion_mask, group_advantages, policy_step, score_old_ref
+from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
+from logprob import one_step_logprobs
+from objectives import espo, justgrpo, spg, trajectory
+from objectives.wd1 import wd1_loss
+from sample import generate
+
+MASK = 49  # tiny_model's mask id (EOS 48)
+
+
+def rollout_batch(model, flags, b=4, P=5, seed=0):
+    """A micro-batch sampled as grpo.py samples it, under `flags`, with the sampler's record and random
+    rewards' advantages. -> (MicroBatch, parsed flags)."""
+    args = grpo.parse_args(["--num-generations", "2", *flags])
+    g = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, 48, (b // 2, P), generator=g).repeat_interleave(2, 0)  # (b, P): groups of 2
+    completion = grpo.rollout(model, prompt, g, nullcontext, args, stats=(trace := {}))  # (b, N)
+    adv = group_advantages(torch.tensor([1.0, 0.0, 0.5, 2.0])[:b], 2, args.scale_std)
+    return MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), trace=trace, adv=adv), args
+
+
+def flat_grad(model):
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+# -----------------------------------------------------------------------------
+# wd1
+
+
+def test_wd1_loss_matches_hand_computation():
+    # wd1 (arXiv 2507.08838): per group, -Σ softmax(A)_i ℓ_i + Σ softmax(-A)_i ℓ_i with ℓ_i the completion's summed
+    # token log-probs; a mean over the groups of the micro-batch. Written out with python floats
+    g = torch.Generator().manual_seed(1)
+    logp = (-torch.rand(6, 5, generator=g) * 2).requires_grad_()
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1] * 5, [1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1] * 5, [1, 1, 1, 1, 0]]).float()
+    adv = torch.tensor([0.5, -1.0, 0.5, 2.0, -1.0, -1.0])
+    loss, stats = wd1_loss(logp, adv, mask, 3)
+    ell = [sum(l * m for l, m in zip(lr, mr)) for lr, mr in zip(logp.tolist(), mask.tolist())]
+    expected = 0.0
+    for grp in (range(0, 3), range(3, 6)):
+        pos = [math.exp(adv[i].item()) for i in grp]
+        neg = [math.exp(-adv[i].item()) for i in grp]
+        expected += sum((neg[k] / sum(neg) - pos[k] / sum(pos)) * ell[i] for k, i in enumerate(grp)) / 2
+    assert abs(loss.item() - expected) < 1e-5 and abs(stats["seq_logp"] - sum(ell) / 6) < 1e-5
+    loss.backward()
+    # the best completion of each group is pushed up (negative gradient), the worst down; masked tokens get none
+    assert torch.all(logp.grad[3][:2] < 0) and torch.all(logp.grad[4][:5] > 0)
+    assert torch.all(logp.grad[mask == 0] == 0)
+    # a group of equal rewards: the two softmaxes are equal and the loss has no gradient
+    flat = logp.detach().requires_grad_()
+    wd1_loss(flat, torch.zeros(6), mask, 3)[0].backward()
+    assert torch.all(flat.grad == 0)
+
+
+# -----------------------------------------------------------------------------
+# JustGRPO
+
+AR = ["--objective", "justgrpo", "--gen-length", "6", "--block-length", "1", "--diffusion-steps", "6",
+      "--temperature", "1.0", "--scale-std", "--epsilon", "0.2"]
+
+
+def test_ar_likelihood_is_the_brute_force_product_of_left_to_right_conditionals():
+    model = tiny_model(3).eval()
+    g = torch.Generator().manual_seed(0)
+    prompt, completion = torch.randint(0, 48, (3, 4), generator=g), torch.randint(0, 48, (3, 6), generator=g)
+    with torch.no_grad():
+        lp = justgrpo.ar_logprobs(model, prompt, completion)  # (3, 6)
+        for i in range(3):
+            total = 0.0
+            for t in range(6):  # one full forward per position, the canvas [q | o_<t | M ...], its whole logits
+                x = torch.cat([prompt[i], completion[i, :t], torch.full((6 - t,), MASK)])[None]
+                p = torch.softmax(model(x)[0, 4 + t].double(), -1)[completion[i, t]].item()
+                assert abs(lp[i, t].item() - math.log(p)) < 1e-5
+                total += math.log(p)
+            assert abs(lp[i].sum().item() - total) < 1e-4
+        # a subset of positions reads the same numbers
+        assert torch.allclose(justgrpo.ar_logprobs(model, prompt, completion, [4, 1]), lp[:, [4, 1]], atol=1e-6)
+
+
+def test_the_sampler_records_the_ar_likelihood_so_rho_is_one_at_the_first_step():
+    model = tiny_model(4)
+    b, args = rollout_batch(model, AR)
+    with torch.no_grad():
+        recomputed = justgrpo.ar_logprobs(model.eval(), b.prompt, b.completion)
+    assert torch.allclose(b.trace["token_logp"], recomputed, atol=1e-5)
+    assert torch.equal(b.trace["commit_step"], torch.arange(6).expand(4, 6))  # position t written at step t
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    st = policy_step(model, [b], 0, 5, opt, list(model.parameters()), args, nullcontext, MASK, accum=1)
+    assert abs(st["ratio_mean"] - 1) < 1e-5 and st["ratio_dev"] < 1e-5 and st["clip_frac"] == 0.0
+
+
+def test_justgrpo_loss_matches_hand_computation():
+    logp = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.1, -2.5], [-1.2, -0.7, -0.9]])
+    old = torch.tensor([[-1.1, -1.0, -0.5], [-0.3, -0.4, -2.0], [-1.0, -0.7, -1.9]])
+    adv = torch.tensor([1.5, -0.5, 0.0])
+    loss, st = justgrpo.justgrpo_loss(logp, old, adv, 0.2)
+    total = 0.0
+    for i in range(3):
+        for t in range(3):
+            r = math.exp(logp[i, t].item() - old[i, t].item())
+            a = adv[i].item()
+            total += -min(r * a, min(max(r, 0.8), 1.2) * a)
+    assert abs(loss.item() - total / (3 * 2)) < 1e-6  # N = 3 positions, V̄ = 2 completions with A != 0
+    # additive over chunks of positions: the parts sum to the whole
+    parts = [justgrpo.justgrpo_loss(logp[:, c], old, adv, 0.2, c)[0].item() for c in ([0, 1], [2])]
+    assert abs(sum(parts) - loss.item()) < 1e-6
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 6])
+def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
+    model = tiny_model(5)
+    b, args = rollout_batch(model, AR + ["--ar-chunk", str(chunk)])
+    model.train()
+    loss, _ = justgrpo.OBJECTIVE.loss(justgrpo.ar_logprobs(model, b.prompt, b.completion), b, 0, args)
+    loss.backward()
+    whole = flat_grad(model)
+    model.zero_grad()
+    st = justgrpo.policy_pass(model, b, 0, None, args, MASK, 1, nullcontext)
+    assert torch.allclose(flat_grad(model), whole, atol=1e-6) and abs(st["loss"] - loss.item()) < 1e-6
+
+
+def test_justgrpo_refuses_a_sampler_that_is_not_left_to_right():
+    with pytest.raises(ValueError, match="--block-length 1 --diffusion-steps 16"):
+        justgrpo.check(grpo.parse_args(["--objective", "justgrpo"]))
+    with pytest.raises(ValueError, match="no KL term"):
+        justgrpo.check(grpo.parse_args(AR + ["--beta", "0.04"]))
+    justgrpo.check(grpo.parse_args(["--preset", "justgrpo"]))  # the paper's own settings pass
+
+
+# -----------------------------------------------------------------------------
+# SPG
+
+
+def test_spg_bounds_and_loss_match_hand_computation():
+    # 2 sequences, m = 2 views, N = 4, lengths 4 and 3 (the second's last position is after its EOS)
+    lp = torch.tensor([[[-1.0, -2.0, -0.5, -1.5], [-0.8, -1.9, -0.6, -1.4]],
+                       [[-0.2, -0.3, -0.4, -9.0], [-0.25, -0.35, -0.45, -9.0]]])
+    scored = torch.tensor([[[1, 1, 0, 0], [0, 1, 1, 1]], [[1, 0, 0, 0], [1, 1, 1, 0]]], dtype=torch.bool)
+    lengths, beta = torch.tensor([4, 3]), 1.5
+    elbo, eubo = spg.bounds(lp, scored, lengths, beta)
+    for i in range(2):
+        L = lengths[i].item()
+        t = [scored[i, j].sum().item() / L for j in range(2)]
+        e = sum(sum(lp[i, j, k].item() for k in range(4) if scored[i, j, k]) / t[j] for j in range(2)) / 2
+        assert abs(elbo[i].item() - e) < 1e-5
+        logs = []
+        for k in range(4):
+            a = sum(math.exp(beta * lp[i, j, k].item()) / t[j] for j in range(2) if scored[i, j, k]) / 2
+            if a > 0:
+                logs.append(math.log(a) / beta)
+        assert abs(eubo[i].item() - L * sum(logs) / len(logs)) < 1e-5
+    adv = torch.tensor([0.7, -0.7])
+    loss, _ = spg.spg_loss(lp, scored, lengths, adv, beta, 0.5)
+    ell = [elbo[0].item(), 0.5 * eubo[1].item() + 0.5 * elbo[1].item()]  # ELBO for A > 0, the mixture for A < 0
+    assert abs(loss.item() - (-(0.7 * ell[0] - 0.7 * ell[1]) / 7)) < 1e-5
+
+
+def test_spg_block_views_follow_the_semi_ar_blocks():
+    g = torch.Generator().manual_seed(0)
+    prompt, completion = torch.randint(0, 48, (3, 5), generator=g), torch.randint(0, 48, (3, 12), generator=g)
+    lengths = torch.tensor([12, 7, 2])
+    for _ in range(20):
+        x, scored = spg.block_views(prompt, completion, lengths, 4, 2, 0.0, MASK, g)  # no light perturbation
+        for i, L in enumerate(lengths.tolist()):
+            for j in range(2):
+                m = x[i, j, 5:] == MASK
+                assert not (x[i, j, :5] == MASK).any()  # p_mask 0: the prompt untouched
+                first = int(m.nonzero()[0])  # the chosen block: clean before it, k >= 1 of it masked
+                start = first // 4 * 4
+                assert not m[:start].any() and start < L
+                end = min(start + 4, L)  # the block's completion tokens; everything after them is masked
+                assert m[end:].all() and 1 <= m[start:end].sum() <= end - start
+                assert torch.equal(scored[i, j], m & (torch.arange(12) < L))  # after the EOS: masked, never scored
+    # with p_mask 0.15 the visible positions (prompt and clean blocks) are masked at that rate, and scored
+    x, scored = spg.block_views(prompt.repeat(200, 1), completion.repeat(200, 1), torch.full((600,), 12), 4, 2, 0.15,
+                                MASK, g)
+    rate = (x[:, :, :5] == MASK).float().mean().item()
+    assert abs(rate - 0.15) < 0.02
+
+
+@pytest.mark.parametrize("scale", [1.0, 5.0, 20.0])
+def test_spg_exact_bounds_sandwich_the_elbo_side(scale):
+    # with every mask enumerated (lab/exact.py): ELBO <= log p (Jensen), and the EUBO, a power mean of order β of each
+    # token's conditionals, lies above the ELBO and rises with β; on models whose conditionals depend on the context
+    model = tiny_model(6)
+    with torch.no_grad():
+        model.transformer.ff_out.weight *= scale
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        q, o = torch.randint(0, 48, (4,), generator=g), torch.randint(0, 48, (6,), generator=g)
+        with torch.no_grad():
+            table = conditional_table(model, q, o)
+        logp, elbo = exact_logprob(table).item(), exact_elbo(table).item()
+        eubo = [exact_eubo(table, beta).item() for beta in (1.0, 1.5, 2.0)]
+        assert elbo <= logp + 1e-9 and elbo <= eubo[0] <= eubo[1] <= eubo[2]
+
+
+def test_the_practical_eubo_is_not_an_upper_bound():
+    # The paper's EUBO >= log p (β >= 1) needs its θ-free constant C(T); the EUBO it trains with drops it. Two tokens,
+    # each certain given the other but one of them unlikely alone: p(o) = (p(o1) p(o2|o1) + p(o2) p(o1|o2)) / 2
+    # = (1 · 1 + 0.01 · 0.01) / 2 ≈ 0.5, while EUBO(1) = log((1 + 0.01)/2) + log((0.01 + 1)/2) = log 0.255
+    table = torch.zeros(4, 2, dtype=torch.float64)  # rows: the masked set as a bitmask, ∅, {0}, {1}, {0, 1}
+    table[1, 0] = math.log(0.01)  # token 0 with token 1 visible
+    table[2, 1] = math.log(1.0)  # token 1 with token 0 visible
+    table[3, 0], table[3, 1] = math.log(1.0), math.log(0.01)  # both masked
+    assert exact_eubo(table, 1.0).item() < exact_logprob(table).item() - 0.6  # -1.37 < -0.69
+
+
+# -----------------------------------------------------------------------------
+# ESPO
+
+
+def test_espo_coupled_elbo_is_unbiased_for_the_exact_elbo():
+    # each draw is a complementary pair: every token scored once, weights (N+1)/x and (N+1)/(N-x); averaged over
+    # draws the estimate is the exact ELBO (lab/exact.py), within 4 standard errors
+    model = tiny_model(7).eval()
+    g = torch.Generator().manual_seed(2)
+    q, o = torch.randint(0, 48, (4,), generator=g), torch.randint(0, 48, (5,), generator=g)
+    with torch.no_grad():
+        exact = exact_elbo(conditional_table(model, q, o)).item()
+        draws = torch.stack([espo.coupled_elbo(model, q[None], o[None], 1, g)[0] for _ in range(600)]).double()
+    assert abs(draws.mean().item() - exact) < 4 * draws.std().item() / 600 ** 0.5
+
+
+def test_espo_counts_are_stratified_over_the_micro_batch():
+    g = torch.Generator().manual_seed(0)
+    counts = torch.stack([espo.coupled_counts(4, 9, g) for _ in range(3000)])  # (3000, 4), values in 0..9
+    assert counts.min() >= 0 and counts.max() <= 9
+    assert torch.equal((counts[:, 1] - counts[:, 0]) % 10, torch.full((3000,), 3))  # offsets round(r · 10 / 4)
+    freq = torch.bincount(counts[:, 2], minlength=10).double() / 3000
+    assert (freq - 0.1).abs().max() < 0.025  # each row uniform on 0..N
+
+
+def test_espo_loss_matches_hand_computation():
+    seq, old, ref = torch.tensor([-10.0, -12.0, -8.0]), torch.tensor([-10.5, -11.0, -8.0]), torch.tensor([-9.0, -12.5, -8.2])
+    adv, N, eps, beta = torch.tensor([1.0, -1.0, 0.5]), 4, 0.2, 0.1
+    loss, st = espo.espo_loss(seq, old, ref, adv, N, eps, beta)
+    pg, kl = 0.0, 0.0
+    for i in range(3):
+        r = math.exp((seq[i].item() - old[i].item()) / N)
+        a = adv[i].item()
+        pg += -min(r * a, min(max(r, 1 - eps), 1 + eps) * a) / 3
+        kl += 0.5 * (seq[i].item() - ref[i].item()) ** 2 / (3 * N)
+    assert abs(loss.item() - (pg + beta * kl)) < 1e-6 and abs(st["kl"] - kl) < 1e-6
+
+
+# -----------------------------------------------------------------------------
+# the trajectory
+
+
+def test_recording_the_trajectory_changes_no_sample():
+    model = tiny_model(11).eval()
+    prompt = torch.randint(0, 48, (3, 4), generator=torch.Generator().manual_seed(0))
+    run = lambda record, stats: generate(model, prompt, gen_length=8, block_length=4, steps=4, temperature=1.0,
+                                         generator=torch.Generator().manual_seed(3), stats=stats, record=record)
+    plain, stats = run(False, {}), {}
+    assert torch.equal(run(True, stats), plain) and set(stats) == {"model_calls", "commit_step", "token_logp"}
+    steps = stats["commit_step"]
+    # two tokens a step (4 steps, 8 tokens), the blocks in order: steps 0-1 write block 0, steps 2-3 block 1
+    assert steps.min() >= 0 and (steps[:, :4] < 2).all() and (steps[:, 4:] >= 2).all()
+    assert all(torch.bincount(row, minlength=4).tolist() == [2, 2, 2, 2] for row in steps)
+
+
+def test_segments_follow_d2s_boundaries():
+    steps = torch.arange(8)[None]  # steps 0..7, N = 3: boundaries floor(8/3) = 2 and floor(16/3) = 5
+    assert trajectory.segments(steps, 8, 3).tolist() == [[0, 0, 1, 1, 1, 2, 2, 2]]
+    assert trajectory.segments(steps, 8, 1).tolist() == [[0] * 8] and trajectory.segments(steps, 8, 8).tolist() == [
+        list(range(8))]
+
+
+TRAJ = ["--objective", "trajectory", "--gen-length", "8", "--block-length", "4", "--diffusion-steps", "4"]
+
+
+def test_one_segment_is_d1s_one_step_estimator_bit_for_bit():
+    model = tiny_model(8).eval()
+    b, args = rollout_batch(model, TRAJ + ["--trajectory-segments", "1", "--p-mask", "0.15"])
+    with torch.no_grad():
+        ours = trajectory.trajectory_logprobs(model, b, torch.Generator().manual_seed(11), args)
+        d1 = one_step_logprobs(model, b.prompt, b.completion, p_mask_prompt=0.15, generator=torch.Generator().manual_seed(11))
+    assert torch.equal(ours, d1)
+
+
+def test_one_segment_per_step_is_the_samplers_own_conditionals():
+    # N = S, no prompt mask: each token on the canvas of the step that wrote it. Against the sampler's record, and
+    # against a plain loop that rebuilds each step's canvas from the commit steps
+    model = tiny_model(9).eval()
+    b, args = rollout_batch(model, TRAJ + ["--trajectory-segments", "4", "--p-mask", "0"])
+    commit = b.trace["commit_step"]
+    with torch.no_grad():
+        ours = trajectory.trajectory_logprobs(model, b, None, args)
+        loop = torch.zeros_like(ours)
+        for s in range(4):
+            x = torch.cat([b.prompt, torch.where(commit < s, b.completion, MASK)], dim=1)
+            lp = torch.log_softmax(model(x)[:, 5:].double(), -1).gather(-1, b.completion[..., None])[..., 0]
+            loop = torch.where(commit == s, lp.float(), loop)
+    assert torch.allclose(ours, loop, atol=1e-5) and torch.allclose(ours, b.trace["token_logp"], atol=1e-5)
+
+
+@pytest.mark.parametrize("flags", [TRAJ + ["--trajectory-segments", "3", "--beta", "0.04"],
+                                   ["--objective", "espo", "--gen-length", "8", "--block-length", "4",
+                                    "--diffusion-steps", "4", "--beta", "0.04"]])
+def test_ratio_is_one_at_the_first_step_and_the_segmented_pass_has_the_one_forward_gradient(flags):
+    model = tiny_model(10)
+    b, args = rollout_batch(model, flags)
+    score_old_ref(model, None, nullcontext, [b], [3, 4], args, nullcontext)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    st = policy_step(model, [b], 0, 3, opt, list(model.parameters()), args, nullcontext, MASK, accum=1)
+    assert st["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and st["ratio_dev"] < 1e-6
+    if args.objective == "trajectory":  # one segment at a time adds up to the loss of one forward
+        model.zero_grad()
+        model.train()
+        logp = grpo.score(model, b, 3, args, MASK)
+        grpo.OBJECTIVES["trajectory"].loss(logp, b, 0, args)[0].backward()
+        whole = flat_grad(model)
+        model.zero_grad()
+        trajectory.policy_pass(model, b, 0, grpo.mask_generator(3, b.index), args, MASK, 1, nullcontext,
+                               grpo.OBJECTIVES["trajectory"].loss)
+        assert torch.allclose(flat_grad(model), whole, atol=1e-6)
