@@ -191,8 +191,8 @@ def test_help_shows_every_default(argv):
 def test_help_says_what_each_preset_sets():
     tiny = option_blocks(script(["grpo.py", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
     d1 = option_blocks(script(["grpo.py", "--task", "gsm8k", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
-    assert "(default: 0.0001 from --preset tiny; testbed: 0.0001, 8b: 3e-06)" in tiny["--lr"]
-    assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)" in d1["--lr"]  # a real task: 8b
+    assert "(default: 0.0001 from --preset tiny; testbed: 0.0001, 8b: 3e-06, justgrpo: 5e-06, " in tiny["--lr"]
+    assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001, justgrpo: 5e-06, " in d1["--lr"]  # a real task: 8b
     sft = option_blocks(script(["sft.py", "--task", "s1k", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
     assert "(default: 4096 from --preset 8b; tiny: 63)" in sft["--max-length"]
 
