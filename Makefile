@@ -19,7 +19,7 @@ run: install                   ## the CPU pipeline on the tiny model, 3 seeds: S
 test: install                  ## the whole test suite, CPU, a few minutes on 2 cores
 	$(PY) -m pytest tests -q
 
-lab-estimators: install        ## every likelihood estimator vs exact values on the toy (trains seed 0 first if needed)
+lab-estimators: install        ## every estimator and objective likelihood vs exact values on the toy (trains seed 0 first if needed)
 	[ -f out/toy/seed0/grpo/config.json ] || bash lab/runs/toy.sh 0
 	$(PY) -m lab.study_estimators
 

@@ -1,7 +1,9 @@
 """
-How good is each likelihood estimator? Every estimator of logprob.py measured against the exact
-values of exact.py, on (prompt, completion) pairs sampled from the trained toy model and from a
-random one, with each estimator's cost (forward rows per estimate) beside it.
+How good is each likelihood estimator? Every estimator of logprob.py, and the likelihood of every
+objective of objectives/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
+objective's choice between them, ESPO's coupled ELBO), measured against the exact values of exact.py,
+on (prompt, completion) pairs sampled from the trained toy model and from a random one, with each
+estimator's cost (forward rows per estimate) beside it.
 
 Pairs. Toy Sudoku prompts from the training grids (those diffu-GRPO trains on); G completions per
 prompt sampled as in a rollout (16 tokens, 8 steps, temperature 1). An exact value needs 2^N - 1
@@ -15,12 +17,19 @@ Per estimator and model, over all pairs (sequence level: sums over the N tokens,
   rank    Spearman correlation of one draw with the exact values across all pairs (mean over draws)
   cos seq cosine between the gradient (all weights) of one estimate and of the exact log p(o|q),
           mean over pairs
-  cos grpo cosine between the diffu-GRPO gradient from the estimator and from exact log-likelihoods,
-          mean over groups: at the first inner step (ρ = 1) with β = 0 the clipped objective's
-          gradient is Σ_i A_i ∇ log π(o_i) (d1 Eq. 3, token-level normalisation is a constant here)
-          with A_i = r_i - mean(r) from the toy reward; groups whose rewards are all equal carry no
-          gradient and are skipped (all of them for the random model, whose reward is always 0)
+  cos grpo cosine between the group objective's gradient from the estimator and from exact log-
+          likelihoods, mean over groups: at the first inner step (ρ = 1) with β = 0 the clipped
+          objective's gradient is Σ_i A_i ∇ log π(o_i) (d1 Eq. 3, token-level normalisation is a
+          constant here) with A_i = r_i - mean(r) from the toy reward, and Σ_i A_i ∇ℓ_i for SPG's ℓ;
+          groups whose rewards are all equal carry no gradient and are skipped (all of them for the
+          random model, whose reward is always 0)
 Rows are forward-pass rows per estimate (a row = one sequence of P + N tokens through the model).
+The reference rows: the exact ELBO, and SPG's exact EUBO with the share of pairs where it falls
+below the exact log-likelihood it is meant to bound. JustGRPO's AR likelihood is exact for its own
+(left-to-right) policy: checked against a plain loop on every pair; its row measures how far that is
+from the likelihood of the diffusion policy that sampled the pair. The trajectory rows score the last
+N tokens on the sampler's canvases with the first 16 - N as context from the start (an approximation:
+in the rollout some of them were written later).
 
 Run:  python -m lab.study_estimators     (needs out/toy/seed0/grpo: `bash lab/runs/toy.sh 0`, or `make lab-estimators`)
       writes out/study/estimators.json and prints the README's table
@@ -36,7 +45,7 @@ import torch
 from tqdm import tqdm
 
 import grpo
-from lab.exact import conditional_table, exact_elbo, exact_logprob
+from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from lib.checkpoint import load, make_tiny
 from lib.puzzles import make_toy, split_grids
 from lib.tokenizer import prompt_ids
@@ -66,19 +75,20 @@ ESTIMATORS = {
                                                                          g).sum(), n) for n in (1, 2, 4, 8)},
     # SPG (its settings: 2 block-wise views, blocks of half the scored completion, light masks at 0.15, β 1.5, ω 0.5)
     "SPG ELBO, 2 block views": (lambda m, p, g: spg_bounds(m, p, g)[0], 2),
-    "SPG EUBO, β 1.5": (lambda m, p, g: spg_bounds(m, p, g)[1], 2),
+    "SPG EUBO, β 1.5": (lambda m, p, g: spg_bounds(m, p, g)[1], 2),  # β: SPG_BETA
     "SPG objective (A > 0: ELBO, else ½ EUBO + ½ ELBO)": (
         lambda m, p, g: (lambda e, u: e if p.a > 0 else 0.5 * u + 0.5 * e)(*spg_bounds(m, p, g)), 2),
     "ESPO coupled ELBO, M = 2": (lambda m, p, g: coupled_elbo(m, p.q, p.o, 2, g)[0], 4),
 }
 TOY_STEPS = 8  # the toy preset's sampler steps (grpo.py --preset tiny)
+SPG_BETA = 1.5  # SPG's EUBO order for GSM8K / MATH
 
 
 def spg_bounds(model, p, g):
     """SPG's (ELBO, EUBO) of one pair, as its objective computes them (objectives/spg.py)."""
     N = p.o.shape[1]
     lp, scored = block_logprobs(model, p.q, p.o, torch.tensor([N]), N // 2, 2, 0.15, g)
-    elbo, eubo = bounds(lp, scored, torch.tensor([N]), 1.5)
+    elbo, eubo = bounds(lp, scored, torch.tensor([N]), SPG_BETA)
     return elbo[0], eubo[0]
 
 
@@ -132,7 +142,7 @@ def sample_pairs(model, tok, exs, G, N, seed):
 def study(model, pairs, draws, seed):
     """Per estimator: the metrics described at the top, and the exact values themselves."""
     params = [p for p in model.parameters() if p.requires_grad]
-    exact, elbo, ar_gap = [], [], 0.0
+    exact, elbo, eubo, ar_gap = [], [], [], 0.0
     est = {name: [] for name in ESTIMATORS}  # name -> per pair (draws,) values
     cos_seq = {name: [] for name in ESTIMATORS}
     group_grads = {}  # group -> {name or "exact": Σ_i A_i ∇ℓ_i}
@@ -141,6 +151,7 @@ def study(model, pairs, draws, seed):
         ll = exact_logprob(table)
         exact.append(ll.item())
         elbo.append(exact_elbo(table).item())
+        eubo.append(exact_eubo(table, SPG_BETA).item())
         g_exact = flat_grad(ll, params)  # (D,)
         gg = group_grads.setdefault(p.gi, {})
         gg["exact"] = gg.get("exact", 0) + p.a * g_exact
@@ -182,6 +193,13 @@ def study(model, pairs, draws, seed):
                                       "sd": 0.0, "rmse": (elbo_t - exact_t).pow(2).mean().sqrt().item(),
                                       "rank": spearman(elbo_t, exact_t), "cos_seq": None, "cos_seq_ci": None,
                                       "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None}
+    # SPG's EUBO with every mask enumerated: does the upper bound the objective trains with lie above log p?
+    eubo_t = torch.tensor(eubo, dtype=torch.float64)
+    rows[f"exact EUBO, β {SPG_BETA} (reference)"] = {
+        "rows": 2 ** N - 1, "bias": (eubo_t - exact_t).mean().item(), "sd": 0.0,
+        "rmse": (eubo_t - exact_t).pow(2).mean().sqrt().item(), "rank": spearman(eubo_t, exact_t), "cos_seq": None,
+        "cos_seq_ci": None, "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None,
+        "below_logp": (eubo_t < exact_t).double().mean().item()}
     return rows, exact, elbo, ar_gap
 
 
@@ -202,11 +220,12 @@ def fmt(v, ci, n=None):
 
 
 def table_markdown(results):
-    lines = ["| model | estimator | rows | bias | sd | rmse | rank corr. | cos ∇ seq (95 % CI) | cos ∇ diffu-GRPO (95 % CI) |",
+    lines = ["| model | estimator | rows | bias | sd | rmse | rank corr. | cos ∇ seq (95 % CI) | cos ∇ group objective (95 % CI) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for model_name, res in results.items():
         for name, r in res["estimators"].items():
-            lines.append(f"| {model_name} | {name} | {r['rows']} | {r['bias']:+.3f} | {r['sd']:.3f} | {r['rmse']:.3f} "
+            below = f" (below log p on {100 * r['below_logp']:.0f} % of pairs)" if "below_logp" in r else ""
+            lines.append(f"| {model_name} | {name}{below} | {r['rows']} | {r['bias']:+.3f} | {r['sd']:.3f} | {r['rmse']:.3f} "
                          f"| {r['rank']:.3f} | {fmt(r['cos_seq'], r['cos_seq_ci'])} "
                          f"| {fmt(r['cos_grpo'], r['cos_grpo_ci'], r['groups_with_signal'])} |")
     return "\n".join(lines)

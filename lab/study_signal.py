@@ -105,12 +105,20 @@ if __name__ == "__main__":
         g, r = batch_gradient(model, tokenizer, exs[first:first + n], gargs, 1000 * gargs.seed + k)
         grads.append(g)
         rewards.append(r)
-    result = {**vars(args), "task": gargs.task, "objective": gargs.objective, "estimator": gargs.estimator,
-              "p_mask": gargs.p_mask, "toy_blanks": gargs.toy_blanks, "seed": gargs.seed, "prompts": n,
-              "group": gargs.num_generations, "reward": sum(rewards) / len(rewards), "cosine": mean_pairwise_cosine(grads)}
+    # a batch whose every group has equal rewards has no gradient (A = 0): it has no direction to agree with,
+    # so the cosine is taken over the others and the count of such batches said beside it
+    live = [g for g in grads if g.norm() > 0]
+    if len(live) < 2:
+        raise SystemExit(f"only {len(live)} of {args.batches} batches had a gradient (the rest: every group's rewards "
+                         f"equal): no agreement to measure; give more --batches")
+    result = {**vars(args), "grpo_flags": " ".join(rest), "task": gargs.task, "objective": gargs.objective,
+              "estimator": gargs.estimator, "p_mask": gargs.p_mask, "toy_blanks": gargs.toy_blanks,
+              "seed": gargs.seed, "prompts": n, "group": gargs.num_generations, "reward": sum(rewards) / len(rewards),
+              "cosine": mean_pairwise_cosine(live), "no_gradient_batches": len(grads) - len(live)}
     print(f"{args.model_dir} ({gargs.objective}, {gargs.estimator}, p_mask {gargs.p_mask}): mean reward "
-          f"{result['reward']:.3f}, mean cosine between the gradients of {args.batches} independent batches "
-          f"{result['cosine']:+.3f}")
+          f"{result['reward']:.3f}, mean cosine between the gradients of {len(live)} independent batches "
+          f"{result['cosine']:+.3f} ({len(grads) - len(live)} of {args.batches} had no gradient: all groups' rewards "
+          f"equal)")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "a") as f:
