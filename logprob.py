@@ -44,6 +44,12 @@ def prompt_mask(shape, p, generator=None, device="cpu"):
     return (u < p).to(device)  # p=0 masks nothing, p=1 masks everything
 
 
+def noisy_prompt(prompt, p, generator, mask_id):
+    """d1's masked prompt q' (B, P): each prompt token replaced by mask_id with probability p, drawn
+    first from `generator` (so θ, θ_old and θ_ref, keyed alike, see the same q')."""
+    return torch.where(prompt_mask(prompt.shape, p, generator, prompt.device), mask_id, prompt)
+
+
 def coupled_masks(shape, generator=None, device="cpu", t_min=0.2, t_max=0.8):
     """View-1 completion mask for coupled-GRPO; view 2 is its complement (~mask).
     One t ~ U(t_min, t_max) per sequence, then position k is masked in view 1 iff u_k < t."""
@@ -86,18 +92,17 @@ def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.1
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)], dim=1)  # (B, P+N)
     # same prompt mask for both coupled views; it is drawn first so that, for the same seed,
     # coupled and plain calls see the same q'
-    pm = prompt_mask((B, P), p_mask_prompt, generator, prompt.device)  # (B, P) bool
-    noisy_prompt = torch.where(pm, mask_id, prompt)  # (B, P)
+    q = noisy_prompt(prompt, p_mask_prompt, generator, mask_id)  # (B, P)
     if not coupled:
         # the completion tokens never enter the input: the model only sees N mask tokens,
         # and the completion is used solely to pick which log-prob entry to read
-        x = torch.cat([noisy_prompt, torch.full_like(completion, mask_id)], dim=1)  # (B, P+N)
+        x = torch.cat([q, torch.full_like(completion, mask_id)], dim=1)  # (B, P+N)
         logits = model(x, attention_mask=attention_mask)[:, P:]  # (B, N, V), no shift
         return token_logprobs(logits, completion)  # (B, N)
     # coupled-GRPO: two complementary partial maskings of the completion, run as one 2B batch
     m1 = coupled_masks((B, N), generator, completion.device)  # (B, N) True = masked in view 1
-    x1 = torch.cat([noisy_prompt, torch.where(m1, mask_id, completion)], dim=1)  # (B, P+N)
-    x2 = torch.cat([noisy_prompt, torch.where(m1, completion, mask_id)], dim=1)  # (B, P+N)
+    x1 = torch.cat([q, torch.where(m1, mask_id, completion)], dim=1)  # (B, P+N)
+    x2 = torch.cat([q, torch.where(m1, completion, mask_id)], dim=1)  # (B, P+N)
     am = None if attention_mask is None else attention_mask.repeat(2, 1)  # (2B, P+N)
     logits = model(torch.cat([x1, x2], dim=0), attention_mask=am)[:, P:]  # (2B, N, V)
     lp = token_logprobs(logits, completion.repeat(2, 1))  # (2B, N)
@@ -140,10 +145,16 @@ def stratified_mask(L, b, generator=None):
     gen_device = generator.device if generator is not None else "cpu"
     k = int(torch.randint(1, L + 1, (1,), generator=generator, device=gen_device))
     n = stratified_counts(k, L, b)  # (b,)
-    # the rank of each position under an i.i.d. uniform key is a uniform random permutation;
-    # masking the ranks < n_i picks a uniformly random subset of size n_i
-    rank = torch.rand(b, L, generator=generator, device=gen_device).argsort(-1).argsort(-1)  # (b, L)
-    return rank.cpu() < n.unsqueeze(1), n  # (b, L) bool, (b,)
+    return random_subsets(n, L, generator), n  # (b, L) bool, (b,)
+
+
+def random_subsets(counts, L, generator=None):
+    """(b, L) bool on the CPU: row i True at a uniformly random set of counts[i] positions. The rank of
+    each position under an i.i.d. uniform key is a uniform random permutation; the ranks below n_i are
+    a uniform subset of size n_i. Drawn on the generator's device."""
+    gen_device = generator.device if generator is not None else "cpu"
+    rank = torch.rand(len(counts), L, generator=generator, device=gen_device).argsort(-1).argsort(-1)  # (b, L)
+    return rank.cpu() < counts.unsqueeze(1)
 
 
 def elbo_token_logprobs(model, prompt, completion, k=1, mask_id=None, generator=None, cfg_scale=0.0):

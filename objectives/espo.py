@@ -29,7 +29,7 @@ sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (
 """
 import torch
 
-from logprob import token_logprobs
+from logprob import random_subsets, stratified_counts, token_logprobs
 from objectives.common import Objective, clipped_surrogate, k2
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
@@ -46,21 +46,17 @@ def coupled_counts(b, N, generator=None):
     k ~ U{0..N}, row r gets k + r (N+1) / b rounded half up, mod N+1 (uniform for every row)."""
     gen_device = generator.device if generator is not None else "cpu"
     k = int(torch.randint(0, N + 1, (1,), generator=generator, device=gen_device))
-    r = torch.arange(b)
-    return (k + (2 * r * (N + 1) + b) // (2 * b)) % (N + 1)  # (b,)
+    return stratified_counts(k + 1, N + 1, b) - 1  # (b,): LLaDA's counts over {1..N+1}, shifted to {0..N}
 
 
 def coupled_elbo(model, prompt, completion, draws=2, generator=None, mask_id=None):
     """ESPO's sequence ELBO S (b,): `draws` complementary pairs, 2·draws rows per sequence, one forward."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     (b, P), N = prompt.shape, completion.shape[1]
-    gen_device = generator.device if generator is not None else "cpu"
     views, weights = [], []
     for _ in range(draws):
         x = coupled_counts(b, N, generator)  # (b,)
-        # a uniformly random set of x_r positions per row: the ranks of i.i.d. uniforms below x_r
-        rank = torch.rand(b, N, generator=generator, device=gen_device).argsort(-1).argsort(-1).cpu()  # (b, N)
-        m1 = (rank < x[:, None]).to(completion.device)  # (b, N) True = masked in view 1
+        m1 = random_subsets(x, N, generator).to(completion.device)  # (b, N) True = masked in view 1: x_r positions
         views += [torch.where(m1, mask_id, completion), torch.where(m1, completion, mask_id)]
         x = x.to(completion.device, torch.float32)[:, None]  # (b, 1)
         # (N+1)/x where view 1 masks, (N+1)/(N-x) where view 2 does; a weight never meets a 0 count

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import torch
 
-from logprob import prompt_mask, token_logprobs
+from logprob import noisy_prompt, token_logprobs
 
 
 def segments(commit_step, steps, n_segments):
@@ -38,17 +38,12 @@ def segments(commit_step, steps, n_segments):
     return torch.searchsorted(bounds, commit_step, right=True)  # (b, N) in 0..N-1
 
 
-def segment_logprobs(model, prompt, completion, segment, n, noisy_prompt, mask_id):
+def segment_logprobs(model, prompt, completion, segment, n, q, mask_id):
     """log p of the tokens of segment n on the canvas at its start (b, N); other entries are meaningless."""
     P = prompt.shape[1]
     canvas = torch.where(segment < n, completion, mask_id)  # written before segment n: visible
-    logits = model(torch.cat([noisy_prompt, canvas], dim=1))[:, P:]  # (b, N, V), as d1's estimator reads it
+    logits = model(torch.cat([q, canvas], dim=1))[:, P:]  # (b, N, V), as d1's estimator reads it
     return token_logprobs(logits, completion)  # (b, N)
-
-
-def noisy(prompt, p_mask, generator, mask_id):
-    """d1's masked prompt q', drawn first from the keyed generator, as logprob.one_step_logprobs draws it."""
-    return torch.where(prompt_mask(prompt.shape, p_mask, generator, prompt.device), mask_id, prompt)
 
 
 def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments, p_mask=0.15, generator=None,
@@ -57,7 +52,7 @@ def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments
     written in (commit_step (b, N), sample.generate's record): n_segments forwards of b rows."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     seg = segments(commit_step, steps, n_segments)  # (b, N)
-    q = noisy(prompt, p_mask, generator, mask_id)
+    q = noisy_prompt(prompt, p_mask, generator, mask_id)
     out = torch.zeros(completion.shape, device=completion.device)
     for n in range(n_segments):
         out = torch.where(seg == n, segment_logprobs(model, prompt, completion, seg, n, q, mask_id), out)
@@ -75,7 +70,7 @@ def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss):
     `loss` is the registered objective's (d1's); masked_mean over the segment's tokens times their
     share of the micro-batch's tokens adds up to d1's loss over all of them."""
     seg = segments(b.trace["commit_step"], args.diffusion_steps, args.trajectory_segments)
-    q = noisy(b.prompt, args.p_mask, generator, mask_id)
+    q = noisy_prompt(b.prompt, args.p_mask, generator, mask_id)
     total, stats = b.mask.sum().clamp(min=1), {}
     for n in range(args.trajectory_segments):
         part = b.mask * (seg == n)  # (b, N) this segment's tokens that the loss counts
