@@ -13,7 +13,9 @@ A variant at `--rounds 0` is SFT alone: grpo.py is not run, the SFT model itself
 
 Every step is cached in a directory named by a hash of its recipe, and counts as done only when it
 holds its product (the model's config.json, eval.py's JSON) and the DONE marker written after its
-command exited 0; an unfinished directory is deleted and the step runs again:
+command exited 0. An unfinished trainer step (sft.py, grpo.py) continues from its newest complete save
+(`--resume auto`, bit for bit the uninterrupted run: ops/resume.py), so a comparison longer than one
+sitting goes on where it stopped; any other unfinished directory is deleted and its step runs again:
     <out>/sft-<init+SFT hash>/seed<s>/{init, sft, rl-<hash>, <model>_eval-<hash>, <step>.log}
     <out>/<A hash>_vs_<B hash>.json                the summary (or --json PATH)
 
@@ -52,6 +54,7 @@ RECIPES = {
     "toy": {"init": "", "sft": "", "grpo": "", "eval": "--task toy"},
 }
 DONE = "COMPARE_DONE"  # written into a step's directory once its command succeeded
+RESUME = ["--resume", "auto"]  # on the trainers' commands: continue an unfinished run, else start it
 STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--eval-flags")
 
 
@@ -84,7 +87,7 @@ def seed_plan(seed, root, flags, variants):
     steps = [("init", init, "config.json", [py, "-m", "lib.checkpoint", "--out-dir", init, "--seed", s,
                                             *flags["init"]]),
              ("sft", sft, "config.json", [py, "sft.py", "--model-dir", init, "--out-dir", sft, "--seed", s,
-                                          *flags["sft"]])]
+                                          *RESUME, *flags["sft"]])]
     evals = []
     for name, v in zip("AB", variants):
         model = sft
@@ -92,7 +95,7 @@ def seed_plan(seed, root, flags, variants):
             # grpo.PRESETS in the key: a preset's values can change while its name in the flags does not
             model = os.path.join(sd, f"rl-{key(sft_key, flags['grpo'], v, grpo.PRESETS)}")
             steps.append((f"grpo {name}", model, "config.json", [py, "grpo.py", "--model-dir", sft, "--out-dir",
-                                                                 model, "--seed", s, *flags["grpo"], *v]))
+                                                                 model, "--seed", s, *RESUME, *flags["grpo"], *v]))
         ev = f"{model}_eval-{key(flags['eval'])}"  # keyed by the model's dir (its name) and the eval flags
         if ev not in evals:  # both variants SFT alone: one model, evaluated once
             steps.append((f"eval {name}", ev, "eval.json", [py, "eval.py", "--model-dir", model, "--out-dir", ev,
@@ -110,12 +113,13 @@ def run_step(cmd, out_dir, product, env=None):
     RuntimeError naming the command, with the log's tail."""
     if is_done(out_dir, product):
         return True
-    # an earlier attempt that did not finish: the trainers refuse an --out-dir holding another run, and a
-    # half-written model must not be mistaken for a result, so the step starts over
-    shutil.rmtree(out_dir, ignore_errors=True)
+    resumes = RESUME[0] in cmd  # a trainer: its own --resume auto decides from its saves what to keep
+    if not resumes:
+        # an earlier attempt that did not finish: a half-written product must not be mistaken for a result
+        shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
     log = out_dir + ".log"
-    with open(log, "w") as f:
+    with open(log, "a" if resumes else "w") as f:  # a resumed run's log follows its earlier part
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     if rc != 0 or not os.path.exists(os.path.join(out_dir, product)):
         with open(log) as f:

@@ -95,10 +95,11 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
     sd = out_dir[0].removesuffix("/init")
     assert sd.startswith(str(tmp_path) + "/sft-") and sd.endswith("/seed3") and out_dir[5] == sd[:-1] + "1/init"
     assert lines[0][-3:] == ["--seed", "3", "--tags"]
-    assert lines[1][2:8] == ["--model-dir", sd + "/init", "--out-dir", sd + "/sft", "--seed", "3"]
-    assert lines[1][8:] == shlex.split(compare.RECIPES["testbed"]["sft"])
+    assert lines[1][2:10] == ["--model-dir", sd + "/init", "--out-dir", sd + "/sft", "--seed", "3", *compare.RESUME]
+    assert lines[1][10:] == shlex.split(compare.RECIPES["testbed"]["sft"])
     # the variant's flags come last, after the shared grpo flags
     assert lines[3][2:4] == ["--model-dir", sd + "/sft"] and lines[3][-1] == "--beta=0"
+    assert lines[3][6:10] == ["--seed", "3", *compare.RESUME] and compare.RESUME[0] not in lines[0] + lines[2]
     shared = shlex.split(compare.RECIPES["testbed"]["grpo"])
     assert lines[3][-1 - len(shared):-1] == shared
     assert lines[2][2:4] == ["--model-dir", sd + "/sft"]
@@ -111,8 +112,8 @@ def test_toy_recipe_runs_what_make_run_runs(tmp_path, capsys):
     compare.main(["--dry-run", "--recipe", "toy", "--seeds", "2", "--out", str(tmp_path), "--a", "",
                   "--b", "--rollout-cache dual"])
     lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
-    assert [l[-2:] for l in lines[:2]] == [["--seed", "2"], ["--seed", "2"]]  # no --tags, no SFT flags
-    assert lines[2][1] == "grpo.py" and lines[2][-2:] == ["--seed", "2"]  # variant A: grpo.py's defaults
+    assert lines[0][-2:] == ["--seed", "2"] and lines[1][-4:] == ["--seed", "2", *compare.RESUME]  # no flags
+    assert lines[2][1] == "grpo.py" and lines[2][-4:] == ["--seed", "2", *compare.RESUME]  # A: grpo.py's defaults
     assert lines[4][-2:] == ["--rollout-cache", "dual"]
     assert [l[1] for l in lines[3::2]] == ["eval.py", "eval.py"]
     assert all(l[-2:] == ["--task", "toy"] for l in lines[3::2])
@@ -162,6 +163,21 @@ def test_run_step_caches_and_reports_failures(tmp_path):
     # exit 0 without the product is a failure too
     with pytest.raises(RuntimeError, match="exit 0"):
         compare.run_step([sys.executable, "-c", "pass"], str(tmp_path / "empty"), "config.json")
+
+
+def test_an_unfinished_trainer_step_is_continued_not_deleted(tmp_path):
+    # a trainer's command carries --resume auto: what its killed run left (saves, log) stays for it to continue
+    out = str(tmp_path / "seed0" / "sft")
+    compare.os.makedirs(out + "/saves/step-000002")
+    with open(out + ".log", "w") as f:
+        f.write("first part\n")
+    seen = tmp_path / "seen.txt"
+    script = (f"import os, sys; open({str(seen)!r}, 'w').write(' '.join(sorted(os.listdir({out!r}))) + '|' + "
+              f"' '.join(sys.argv[1:])); open({out!r} + '/config.json', 'w').close(); print('second part')")
+    assert compare.run_step([sys.executable, "-c", script, *compare.RESUME], out, "config.json") is False
+    assert seen.read_text() == "saves|" + " ".join(compare.RESUME)
+    assert open(out + ".log").read() == "first part\nsecond part\n"
+    assert compare.is_done(out, "config.json")
 
 
 def fake_eval(ev, n_correct, n_items=10, ids=None):
