@@ -274,7 +274,9 @@ if __name__ == "__main__":
                         "(0 = d1's 32; pbe: 16)")
     parser.add_argument("--steps", type=int, default=0, help="diffusion steps, 0 = gen_length / 2 (d1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
-    parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random")
+    parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random (LLaDA's; "
+                        "d1's protocol is low_confidence) | origin | maskgit_plus | topk_margin | entropy (Dream's "
+                        "orders, at Dream's eps 1e-3: sample.py)")
     parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
                         help="'' = exact sampler (d1, the default); prefix / dual = Fast-dLLM KV cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")

@@ -1,5 +1,5 @@
 """
-The LLaDA transformer in plain PyTorch: config, RMSNorm, RoPE, the block, the model.
+The LLaDA transformer in plain PyTorch: config, RMSNorm, RoPE, the block, the model. Dream runs on it too.
 
 LLaDA (Nie et al., arXiv 2502.09992) is a masked diffusion language model. Architecturally it is a
 Llama-3-style transformer with the causal mask removed: every position attends to every other one,
@@ -18,6 +18,14 @@ One block (pre-norm, docs/llada.md §1 and §3):
 
 and logits = ff_out_head(ln_f(h)) with an untied LM head. LLaDA-8B: d_model 4096, 32 layers,
 32 heads (no GQA), SwiGLU width 12288, vocab 126464, RoPE theta 5e5; 8.0B parameters.
+
+Dream-7B (Dream-org/Dream-v0-Instruct-7B, arXiv 2508.15487) is the same transformer configured
+differently: a Qwen2.5-7B layout run bidirectionally, with q/k/v biases (include_qkv_bias), grouped-query
+attention (28 query heads, 4 key/value heads), RoPE applied in the activations' dtype
+(rope_full_precision false), and shifted logits (logit_shift): Dream reads token i from position i - 1. The shift
+is applied once, in forward, so every caller (the sampler, the estimators, SFT, every objective) reads
+logits[:, i] as the prediction for token i whatever the family. lib/families.py translates Dream's
+config.json and checkpoint keys to and from these fields and names (docs/model.md, "Dream").
 
 What lives here: LLaDAConfig (the official config.json field names; unsupported configs are
 refused), LLaDA.forward(input_ids, attention_mask=None) -> logits (B, T, V) with an optional KV
@@ -59,6 +67,8 @@ TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_
 # -----------------------------------------------------------------------------
 # Config
 
+NOT_IN_JSON = ("logit_shift",)  # Dream's field, set by lib/families.py, never in config.json
+
 
 @dataclass
 class LLaDAConfig:
@@ -82,6 +92,12 @@ class LLaDAConfig:
     eos_token_id: int = 126081
     pad_token_id: int = 126081
     init_std: float = 0.02                 # only used for random init (tiny models, tests)
+    # Dream's departure that no LLaDA config.json field names (lib/families.py sets it; to_dict leaves it out):
+    # its logit at position i predicts token i + 1, so token i is read from column i - 1 (Dream's
+    # generation_utils: cat([logits[:, :1], logits[:, :-1]])). Dream's padded batches also count RoPE positions
+    # from a row's first real token (cumsum(mask) - 1); RoPE is relative and pads are hidden as keys, so the
+    # column index used here gives the same logits (tests/test_dream.py)
+    logit_shift: bool = False
     # Features of the OLMo-derived code. We implement exactly one combination, LLaDA-8B's;
     # validate() refuses any other value instead of silently computing something else.
     block_type: str = "llama"
@@ -112,8 +128,8 @@ class LLaDAConfig:
     _SUPPORTED = {
         "block_type": ("llama",), "activation_type": ("silu",), "layer_norm_type": ("rms",),
         "layer_norm_with_affine": (True,), "bias_for_layer_norm": (False, None),
-        "include_bias": (False,), "include_qkv_bias": (False, None), "attention_layer_norm": (False,),
-        "weight_tying": (False,), "rope": (True,), "rope_full_precision": (True,), "alibi": (False,),
+        "include_bias": (False,), "include_qkv_bias": (False, None, True), "attention_layer_norm": (False,),
+        "weight_tying": (False,), "rope": (True,), "rope_full_precision": (True, False), "alibi": (False,),
         "input_emb_norm": (False,), "scale_logits": (False,), "multi_query_attention": (False, None),
         "block_group_size": (1,), "clip_qkv": (None,), "attention_dropout": (0.0,),
         "residual_dropout": (0.0,), "embedding_dropout": (0.0,),
@@ -168,7 +184,7 @@ class LLaDAConfig:
         """From a parsed config.json: known keys become fields, the rest is kept in `extra`."""
         # unknown keys (model_type, architectures, auto_map, torch_dtype, ...) are not ours to read,
         # but save_pretrained writes them back so the official remote-code loader still works
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = {f.name for f in fields(cls)} - {"extra", *NOT_IN_JSON}
         cfg = cls(**{k: v for k, v in d.items() if k in known})
         cfg.extra = {k: v for k, v in d.items() if k not in known}
         return cfg.validate()
@@ -176,7 +192,8 @@ class LLaDAConfig:
     def to_dict(self):
         """The config.json contents: the carried-through keys first, then every field."""
         d = asdict(self)
-        d.pop("extra")
+        for k in ("extra", *NOT_IN_JSON):
+            d.pop(k)
         # fields last: our values win over any same-named key in extra
         return {**self.extra, **d}
 
@@ -214,10 +231,12 @@ def rope_tables(seq_len, head_dim, theta, device):
     return emb.cos(), emb.sin()
 
 
-def apply_rope(x, cos, sin):
-    """Rotate (B, nh, T, hd) by the tables, in fp32 (rope_full_precision), and cast back."""
+def apply_rope(x, cos, sin, full_precision=True):
+    """Rotate (B, nh, T, hd) by the (T, hd) tables, in fp32 and cast back
+    (LLaDA: rope_full_precision), or in x's dtype with the tables cast to it (Dream, as Qwen2 does)."""
     # fp32 as in LLaDA (rope_full_precision=true, docs/llada.md §3): same rounding, same logits
-    x32 = x.float()  # (B, nh, T, hd)
+    x32 = x.float() if full_precision else x  # (B, nh, T, hd)
+    cos, sin = (cos, sin) if full_precision else (cos.to(x.dtype), sin.to(x.dtype))
     # half-split: the checkpoint's q/k rows are already in this order, no permutation (docs/llada.md §2)
     x1, x2 = x32.chunk(2, dim=-1)  # (B, nh, T, hd/2) each: pair j with j + hd/2
     rotated = torch.cat((-x2, x1), dim=-1)  # (B, nh, T, hd): rotate_half
@@ -232,12 +251,15 @@ class Block(nn.Module):
         super().__init__()
         C, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads = config.n_heads, config.kv_heads
-        # attention: separate q/k/v/o, all without bias (include_bias false) and without QK-norm;
-        # weights are stored [out, in] as nn.Linear expects, so the official tensors drop straight in
+        self.rope_full_precision = config.rope_full_precision
+        # attention: separate q/k/v/o without QK-norm; LLaDA has no bias anywhere (include_bias false), Dream
+        # (Qwen2) has one on q/k/v only (include_qkv_bias). Weights are stored [out, in] as nn.Linear expects,
+        # so the official tensors drop straight in
         self.attn_norm = RMSNorm(C, config.rms_norm_eps)
-        self.q_proj = nn.Linear(C, config.n_heads * hd, bias=False)
-        self.k_proj = nn.Linear(C, self.n_kv_heads * hd, bias=False)
-        self.v_proj = nn.Linear(C, self.n_kv_heads * hd, bias=False)
+        qkv_bias = bool(config.include_qkv_bias)
+        self.q_proj = nn.Linear(C, config.n_heads * hd, bias=qkv_bias)
+        self.k_proj = nn.Linear(C, self.n_kv_heads * hd, bias=qkv_bias)
+        self.v_proj = nn.Linear(C, self.n_kv_heads * hd, bias=qkv_bias)
         self.attn_out = nn.Linear(config.n_heads * hd, C, bias=False)
         # the gated MLP, C -> hidden_size (12288) -> C. Not OLMo's "swiglu" activation (one fused
         # matrix split in two): here gate and up are separate matrices, and the gate is ff_proj
@@ -257,7 +279,7 @@ class Block(nn.Module):
         q = self.q_proj(a).view(B, T, self.n_heads, -1).transpose(1, 2)     # (B, nh, T, hd)
         k = self.k_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         v = self.v_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)             # (B, nh|nkv, T, hd)
+        q, k = (apply_rope(t, cos, sin, self.rope_full_precision) for t in (q, k))  # (B, nh|nkv, T, hd)
         # the cache stores keys after RoPE: positions are absolute, so cached keys stay valid
         fresh = (k, v)
         # with a cache, this call's T queries attend all L canvas keys: cached columns left and right
@@ -338,6 +360,9 @@ class LLaDA(nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             # broadcast over heads and queries; a bool mask means True = may attend
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
+        # a cached window's column `start` is read from column start - 1, which the window does not hold
+        if self.config.logit_shift and past_kv is not None:
+            raise ValueError("a KV-cache window cannot be read with shifted logits (Dream): run the exact sampler")
         kv = []  # with return_kv: each block's fresh (k, v)
         for i, block in enumerate(self.transformer.blocks):
             # layer i gets its own cached (k, v). If the canvas changed since the cache was made,
@@ -354,10 +379,14 @@ class LLaDA(nn.Module):
                 out, fresh = out
                 kv.append(fresh)
             x = out  # (B, T, C)
+        if self.config.logit_shift:
+            # Dream: token i is predicted at position i - 1; column 0 reads itself, as Dream's generation does.
+            # Shifted here, once, on (B, T, C) before the head: every caller reads column i for token i
+            x = torch.cat([x[:, :1], x[:, :-1]], dim=1)  # (B, T, C)
         if logits_at is not None:  # the requested columns only, (B, K, C)
             x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))
         # final RMSNorm and the untied head. Raw logits in the weights' dtype (bf16 for the 8B); the
-        # sampler and logprob.py cast their slice to fp32 themselves. No shift: position i predicts i
+        # sampler and logprob.py cast their slice to fp32 themselves. Position i predicts token i
         logits = self.transformer.ff_out(self.transformer.ln_f(x))  # (B, T, V), or (B, K, V)
         return (logits, kv) if return_kv else logits
 

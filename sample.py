@@ -21,9 +21,17 @@ Faster, approximate options (Fast-dLLM, arXiv 2505.22618; off by default, see ge
   speed-up and agreement with the exact sampler are measured in docs/performance.md, and inside RL
   rollouts (with why our threshold rule differs from Fast-dLLM's when sampling) in docs/fast-rollouts.md.
 
+Dream's decoding orders (Dream-org/Dream-v0-Instruct-7B; the `diffusion_generate` of Dream's
+generation_utils.py, its `alg` option): remasking="origin" | "maskgit_plus" | "topk_margin" | "entropy",
+with `eps` and `alg_temp`. With block_length = gen_length (one block) this is Dream's own sampler over the
+whole canvas; they bring Dream's step schedule with them (dream_transfer_tokens). The model's forward
+returns logits aligned with their positions (model.py shifts Dream's by one), so the sampler stays
+model-agnostic: any order runs on any model.
+
 Run a tiny demo on CPU (creates a random tiny model on first use):
     python sample.py --prompt "What is 2+3?" --gen-length 32 --block-length 8 --steps 16
     python sample.py --gen-length 256 --block-length 32 --steps 128 --cache dual --threshold 0.9
+    python sample.py --gen-length 64 --block-length 64 --steps 64 --remasking entropy --eps 1e-3
 """
 import argparse
 
@@ -32,7 +40,11 @@ import torch.nn.functional as F
 
 from ops.metrics import progress as progress_bar
 
-REMASKING_STRATEGIES = ("low_confidence", "random")
+# LLaDA's orders (with its even schedule), then Dream's (with Dream's schedule; "origin" writes each blank by
+# a coin flip, the other three rank a confidence). The names are Dream's `alg` values
+DREAM_CONFIDENCES = ("maskgit_plus", "topk_margin", "entropy")
+DREAM_ORDERS = ("origin", *DREAM_CONFIDENCES)
+REMASKING_STRATEGIES = ("low_confidence", "random", *DREAM_ORDERS)
 # which blanks `threshold` writes at once: those whose sampling distribution peaks at >= τ, with their sampled
 # token (ours), or those whose sampled token's temperature-1 probability is >= τ (Fast-dLLM's). The same at
 # temperature 0; above it, Fast-dLLM's rule turns away draws that missed the mode (docs/fast-rollouts.md)
@@ -53,6 +65,23 @@ def num_transfer_tokens(mask_count: torch.Tensor, steps: int) -> torch.Tensor:
     step_idx = torch.arange(steps, device=mask_count.device)[None, :]       # (1, steps)
     # step s gets the extra token iff s < remainder, so the early steps carry the remainder
     return base + (step_idx < remainder).long()                             # (B, steps)
+
+
+def dream_transfer_tokens(mask_count: torch.Tensor, steps: int, eps: float) -> torch.Tensor:
+    """Dream's counts (diffusion_generate): going from noise level t = ts[i] to s = ts[i + 1], ts =
+    linspace(1, eps, steps + 1), step i writes int(n * (1 - s / t)) of the n blanks left, the last step all
+    of them. mask_count (B,) -> (B, steps) long. Flooring makes early steps write little, even 0, and
+    leaves most to the last (10 over 4 -> 2, 2, 2, 4). As in Dream, n is the batch AVERAGE: every row gets the
+    same counts (in generate() every row starts a block with the same count, so the average is each row's)."""
+    ts = torch.linspace(1, eps, steps + 1, device=mask_count.device)        # (steps + 1,) fp32, as Dream's
+    n = mask_count.sum() / mask_count.shape[0]                              # () fp32: Dream's num_mask_token
+    counts = []
+    for i in range(steps):
+        # in fp32 like Dream, so int() floors the same products; every row writes k, so n drops by k exactly
+        k = (n * (1 - ts[i + 1] / ts[i])).long() if i < steps - 1 else n.long()  # ()
+        counts.append(k)
+        n = n - k
+    return torch.stack(counts).expand(mask_count.shape[0], steps)           # (B, steps)
 
 
 def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int, int]:
@@ -76,7 +105,8 @@ def check_schedule(gen_length: int, block_length: int, steps: int) -> tuple[int,
 
 
 def check_generate_args(prompt, attention_mask, gen_length, block_length, steps, temperature, cfg_scale,
-                        remasking, mask_id, cache, threshold, threshold_rule="certainty") -> tuple[int, int]:
+                        remasking, mask_id, cache, threshold, threshold_rule="certainty", eps=1e-3,
+                        alg_temp=0.0) -> tuple[int, int]:
     """Every check of generate()'s arguments, in one place, before any work is done: the block/step
     layout (check_schedule), the options and the combinations that have no meaning, and the prompt
     (B, P) long with its optional attention_mask (B, P). Returns check_schedule's (num_blocks,
@@ -92,6 +122,15 @@ def check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
     if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
         raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
                          f"confidence), got threshold={threshold}, remasking={remasking!r}")
+    # Dream's diffusion_generate has neither a cache nor CFG; with a Dream model the cached window would also
+    # lack the column left of it that the shift by one reads
+    if remasking in DREAM_ORDERS and (cache is not None or cfg_scale != 0.0):
+        raise ValueError(f"remasking={remasking!r} (Dream's) takes no cache and no cfg_scale, "
+                         f"got {cache=}, {cfg_scale=}")
+    if not 0.0 <= eps < 1.0:
+        raise ValueError(f"eps (Dream's schedule runs linspace(1, eps)) must be in [0, 1), got {eps}")
+    if alg_temp < 0 or (alg_temp > 0 and remasking not in DREAM_CONFIDENCES):
+        raise ValueError(f"alg_temp must be >= 0 and > 0 only with {DREAM_CONFIDENCES}, got {alg_temp=}, {remasking=}")
     if threshold_rule not in THRESHOLD_RULES:
         raise ValueError(f"threshold_rule must be one of {THRESHOLD_RULES}, got {threshold_rule!r}")
     if temperature < 0:
@@ -144,6 +183,21 @@ def select_top_k(confidence: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return ranks < k[:, None]                                               # (B, K)
 
 
+def dream_confidence(logits: torch.Tensor, x0: torch.Tensor, order: str, temperature: float) -> torch.Tensor:
+    """Dream's confidences (its sample_tokens), read off the distribution x0 was drawn from: softmax(logits / T),
+    softmax(logits) at T = 0, over the whole vocabulary (mask token included, as in Dream).
+    logits (B, K, V) fp32, x0 (B, K) -> (B, K) fp32, higher = written sooner."""
+    probs = F.softmax(logits / temperature if temperature > 0 else logits, dim=-1)  # (B, K, V)
+    # the drawn token's probability: Dream's max prob at T = 0 unless the mask token is the argmax (x0 never is)
+    if order == "maskgit_plus":
+        return probs.gather(-1, x0[..., None]).squeeze(-1)                  # (B, K)
+    if order == "topk_margin":  # how far the best token leads the runner-up
+        top2 = probs.topk(2, dim=-1).values                                 # (B, K, 2)
+        return top2[..., 0] - top2[..., 1]                                  # (B, K)
+    # "entropy": sum p log p, minus the entropy, so the most peaked positions go first (+1e-10 as in Dream)
+    return (probs * torch.log(probs + 1e-10)).sum(dim=-1)                   # (B, K)
+
+
 def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, start, end) -> torch.Tensor:
     """One denoising forward over the whole canvas, returning fp32 logits of columns [start, end) only,
     (B, K, V): nothing outside the current block can be written, and at 8B scale the full fp32
@@ -168,7 +222,7 @@ def block_logits(model, x, attention_mask, prompt_index, mask_id, cfg_scale, sta
 def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32, steps=64,
              temperature=0.0, cfg_scale=0.0, remasking="low_confidence", mask_id=None,
              generator=None, progress=False, cache=None, threshold=None, threshold_rule="certainty", stats=None,
-             record=False):
+             record=False, eps=1e-3, alg_temp=0.0):
     """Fill gen_length masked positions after `prompt` (B, P) long -> (B, P + gen_length) long.
     Prompts in a batch should be left-padded; attention_mask (B, P) is an optional 1/0 key-padding
     mask (d1 never passes one: it lets pads be attended). The caller's train/eval mode is kept.
@@ -196,12 +250,25 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     trajectory, what the trajectory objectives score (objectives/): "commit_step" (B, gen_length) long,
     the step (0 .. steps-1, counted over all blocks) at which each position was written, and
     "token_logp" (B, gen_length) fp32, the log-prob of the written token under that step's logits
-    (temperature 1, the whole vocabulary): the model's conditional at the canvas it was written on."""
+    (temperature 1, the whole vocabulary): the model's conditional at the canvas it was written on.
+
+    Dream's orders (remasking in DREAM_ORDERS; Dream's diffusion_generate is this with block_length =
+    gen_length) replace both the confidence and the schedule: step i goes from noise level t = ts[i] to
+    s = ts[i + 1], ts = linspace(1, eps, steps_per_block + 1) (Dream's default eps = 1e-3).
+      "origin": each blank is written with probability 1 - s/t (all left at the last step), no ranking;
+      "maskgit_plus" / "topk_margin" / "entropy": the dream_transfer_tokens count of blanks with the best
+          dream_confidence; alg_temp > 0 draws those positions from softmax(confidence / alg_temp) instead.
+    The schedule comes with the order rather than as a separate option: Dream pairs them so, "origin" has no
+    count to schedule, and a free pairing would add combinations no one runs. Per block they give semi-AR
+    Dream. Not with cache, cfg_scale or threshold."""
     # the mask id comes from the model's config.json, never from a literal 126336
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     num_blocks, steps_per_block = check_generate_args(prompt, attention_mask, gen_length, block_length, steps,
                                                       temperature, cfg_scale, remasking, mask_id, cache, threshold,
-                                                      threshold_rule)
+                                                      threshold_rule, eps, alg_temp)
+    if cache and getattr(model.config, "logit_shift", False):  # Dream: column `start` reads column start - 1
+        raise ValueError(f"cache={cache!r} does not apply to a model with shifted logits (Dream): a cached window's "
+                         "first column is read from the column left of it, which the window does not hold")
     B, P = prompt.shape
 
     # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.
@@ -215,6 +282,8 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         attention_mask = torch.cat([attention_mask, ones], dim=1)           # (B, L)
 
     mask_token = torch.tensor([mask_id], device=x.device)  # (1,) index for banning it from x0
+    # Dream's noise levels for one block's steps ("origin" reads them): step i goes from t = ts[i] to s = ts[i + 1]
+    ts = torch.linspace(1, eps, steps_per_block + 1, device=x.device) if remasking == "origin" else None  # (S + 1,)
 
     if record:  # filled as positions are written; -1 / 0 never survive (every position is written)
         commit = torch.full((B, gen_length), -1, dtype=torch.long, device=x.device)  # (B, gen_length)
@@ -225,7 +294,11 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         start, end = P + b * block_length, P + (b + 1) * block_length  # the block's canvas columns
         # schedule for this block from its current mask count (always block_length here, since
         # prompts hold no masks and earlier blocks never write right of themselves)
-        schedule = num_transfer_tokens((x[:, start:end] == mask_id).sum(dim=1), steps_per_block)  # (B, S)
+        count = (x[:, start:end] == mask_id).sum(dim=1)                     # (B,)
+        if remasking in DREAM_ORDERS:  # unused by "origin", which flips a coin per blank
+            schedule = dream_transfer_tokens(count, steps_per_block, eps)  # (B, S)
+        else:
+            schedule = num_transfer_tokens(count, steps_per_block)          # (B, S)
         kv = None  # the block's key/value cache (cached sampler only), made at its first step
         for i in range(steps_per_block):
             # the block's positions that are still blank; K = block_length
@@ -263,13 +336,28 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                 # fp32 on purpose; LLaDA HEAD and d1's RL sampler do this softmax in bf16.
                 probs = F.softmax(logits, dim=-1)                           # (B, K, V) fp32
                 confidence = probs.gather(-1, x0[..., None]).squeeze(-1)    # (B, K)
-            else:  # "random": keep a uniformly random subset of the masked positions
+            elif remasking == "random":  # keep a uniformly random subset of the masked positions
                 confidence = uniform(block_mask.shape, generator, x.device)  # (B, K)
-            # -inf on written positions: ranked last, so a written token is never re-masked or changed
-            confidence = confidence.masked_fill(~block_mask, float("-inf"))  # (B, K)
-            # the schedule: the k most confident blanks. & block_mask: after early extra writes, k can
-            # exceed the blanks left, and top-k would then also pick -inf (already written) positions
-            transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
+            elif remasking in DREAM_CONFIDENCES:
+                confidence = dream_confidence(logits, x0, remasking, temperature)  # (B, K)
+            if remasking == "origin":
+                # Dream's "origin": every blank independently, with probability 1 - s/t. Dream draws tokens only
+                # for the blanks it writes; we draw all (same distribution, another RNG stream)
+                p = 1 - ts[i + 1] / ts[i] if i < steps_per_block - 1 else 1.0  # () or 1: all at the last step
+                transfer = (uniform(block_mask.shape, generator, x.device) < p) & block_mask  # (B, K)
+            else:
+                # -inf on written positions: ranked last, so a written token is never re-masked or changed
+                confidence = confidence.masked_fill(~block_mask, float("-inf"))  # (B, K)
+                if alg_temp > 0:
+                    # Dream draws k positions from softmax(confidence / alg_temp) without replacement
+                    # (multinomial); the top k of confidence / alg_temp + Gumbel noise is the same draw
+                    # (Gumbel-top-k), and our generator works on any device. float64 makes u = 0 (noise -inf:
+                    # a blank that could miss the last step's count) practically impossible
+                    u = uniform(block_mask.shape, generator, x.device, torch.float64)  # (B, K)
+                    confidence = confidence.double() / alg_temp - torch.log(-torch.log(u))  # (B, K)
+                # the schedule: the k most confident blanks. & block_mask: after early extra writes, k can
+                # exceed the blanks left, and top-k would then also pick -inf (already written) positions
+                transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
             if threshold is not None:  # parallel unmasking: also every blank the model is sure of
                 # certainty: how likely the draw at this position is its mode (then writing it now, in
                 # parallel, costs little), whichever token was drawn: an unbiased draw of the position
@@ -314,6 +402,13 @@ if __name__ == "__main__":
                         help="'' = exact sampler; prefix / dual = Fast-dLLM key-value cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0,
                         help="0 = off; else also write every token with confidence >= this (Fast-dLLM: 0.9)")
+    parser.add_argument("--remasking", type=str, default="low_confidence", choices=REMASKING_STRATEGIES,
+                        help="which blanks a step writes: LLaDA's orders, or Dream's (Dream's own sampler with "
+                             "--block-length = --gen-length) (default: %(default)s)")
+    parser.add_argument("--eps", type=float, default=1e-3,
+                        help="Dream's orders: their schedule runs noise levels linspace(1, eps) (default: %(default)s)")
+    parser.add_argument("--alg-temp", type=float, default=0.0, help="Dream's confidence orders: 0 = the top "
+                        "confidences, else positions drawn from softmax(confidence / alg-temp) (default: %(default)s)")
     args = parser.parse_args()
     print(vars(args))
 
@@ -326,5 +421,6 @@ if __name__ == "__main__":
     # the CLI spells "off" as '' and 0; generate() takes None
     out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
                    steps=args.steps, temperature=args.temperature, generator=generator, progress=True,
-                   cache=args.cache or None, threshold=args.threshold or None)  # (1, P + gen_length)
+                   cache=args.cache or None, threshold=args.threshold or None, remasking=args.remasking,
+                   eps=args.eps, alg_temp=args.alg_temp)  # (1, P + gen_length)
     print(tokenizer.decode(out[0, prompt.shape[1]:].tolist(), skip_special_tokens=True))

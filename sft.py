@@ -55,7 +55,7 @@ import torch.nn.functional as F
 
 from lib.checkpoint import TINY_DIR
 from lib.data import load_sft_data
-from lib.tokenizer import EOT_TOKEN, prompt_ids
+from lib.tokenizer import prompt_ids, special_ids
 from ops.checks import check_sft_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, open_metrics, progress
@@ -220,7 +220,7 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
-    eot_id = tokenizer.convert_tokens_to_ids(EOT_TOKEN)
+    eot_id = special_ids(tokenizer, raw_model.config).eot  # the family's end of turn (<|eot_id|>, Dream <|im_end|>)
     mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
     # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a fraction is
     # asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%, 10 eval and 990 train

@@ -46,8 +46,9 @@ def is_4bit(layer):
     return type(layer).__name__ == "Linear4bit"
 
 
-def linear_4bit(weight):
-    """A bitsandbytes NF4 Linear4bit (double quant, bf16 compute) holding `weight` (out, in).
+def linear_4bit(weight, bias=None):
+    """A bitsandbytes NF4 Linear4bit (double quant, bf16 compute) holding `weight` (out, in), and `bias`
+    (out,) unquantized and frozen when the layer has one (Dream's q/k/v; LLaDA's layers have none).
     Quantization happens on the weight's own device (CUDA on GPU; bitsandbytes' CPU backend on CPU)."""
     import bitsandbytes as bnb
     # nn.Linear convention: the weight is (out, in), the constructor takes (in, out)
@@ -55,12 +56,14 @@ def linear_4bit(weight):
     # compress_statistics=True is QLoRA's double quantization (d1's bnb_4bit_use_double_quant):
     # the per-block absmax scales are themselves quantized, ~0.37 bits per weight saved (QLoRA)
     with torch.device("meta"):  # no throwaway fp32 allocation for the placeholder weight
-        layer = bnb.nn.Linear4bit(in_f, out_f, bias=False, compute_dtype=NF4_COMPUTE_DTYPE,
+        layer = bnb.nn.Linear4bit(in_f, out_f, bias=bias is not None, compute_dtype=NF4_COMPUTE_DTYPE,
                                   compress_statistics=True, quant_type=NF4)
     # the 4-bit base never trains: gradients only reach the LoRA adapters wrapped around it
     w = bnb.nn.Params4bit(weight.to(NF4_COMPUTE_DTYPE), requires_grad=False,
                           compress_statistics=True, quant_type=NF4)
     layer.weight = w.to(weight.device)  # .to() on a non-meta device performs the quantization
+    if bias is not None:
+        layer.bias = nn.Parameter(bias.detach().to(weight.device), requires_grad=False)
     # bitsandbytes 0.50 repacks the weight in place at the first no-grad eval forward on a CPU with
     # AVX512-BF16 (an inference-only kernel): that path crashes for in_features < 64 (tiny models)
     # and stores the scales in bf16, so results would depend on the CPU model. We keep the plain
@@ -85,7 +88,8 @@ def quantize_blocks(model):
     # block linears only: wte, the norms and the LM head stay dense, as in d1
     for block in model.transformer.blocks:
         for name in BLOCK_LINEARS:
-            block.register_module(name, linear_4bit(getattr(block, name).weight.data))
+            dense = getattr(block, name)
+            block.register_module(name, linear_4bit(dense.weight.data, None if dense.bias is None else dense.bias.data))
     return model
 
 
@@ -186,9 +190,11 @@ def merge_lora(model):
             if isinstance(layer, LoRALinear):
                 W = layer.merged_weight()  # (out, in)
                 # built on meta, then given W: no throwaway allocation of a random init
-                merged = nn.Linear(W.shape[1], W.shape[0], bias=False, device="meta")
+                merged = nn.Linear(W.shape[1], W.shape[0], bias=layer.base.bias is not None, device="meta")
                 # frozen like the base it replaces; the adapter tensors are dropped with the wrapper
                 merged.weight = nn.Parameter(W, requires_grad=False)
+                if layer.base.bias is not None:  # Dream's q/k/v bias: LoRA leaves it as it was
+                    merged.bias = nn.Parameter(layer.base.bias.data, requires_grad=False)
                 setattr(block, name, merged)
     return model
 

@@ -9,16 +9,18 @@ The layout (docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
     tokenizer.json, tokenizer_config.json, generation_config.json
     configuration_llada.py, modeling_llada.py    remote code, named by config.json's auto_map
 
-Our state-dict keys are the official ones minus KEY_PREFIX, so reading and writing is a rename.
-  from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key or shape
-      mismatch in one error) and streamed: built on the meta device, then each tensor goes from its
-      shard straight into place, so the weights exist once (8B bf16: 16 GB); optional NF4 base.
+Our state-dict keys are LLaDA's official ones minus "model.", so reading and writing is a rename; a Dream
+directory (Dream-org/Dream-v0-Instruct-7B: Qwen2 names, config.json's model_type "Dream") is the same with
+its own names, translated by lib/families.py.
+  from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key, shape or dtype
+      mismatch in one line) and streamed: built on the meta device, then each tensor goes from its shard
+      straight into place, so the weights exist once (8B bf16: 16 GB); optional NF4 base.
   save_pretrained(model, path): shards + index + config.json, LoRA merged on the fly, crash-safe.
   save_merged(model, base_dir, out_dir): what a training run saves: the base's other files copied
       byte for byte (copy_model_files: remote code, tokenizer, generation config), then the weights;
       on a 4-bit base the adapters go onto the ORIGINAL bf16 weights re-read from base_dir.
-  make_tiny(path): a 0.9M-parameter random LLaDA + byte-level tokenizer in exactly this layout,
-      so the CPU pipeline and the tests load it through the same code as the 8B.
+  make_tiny(path, family): a 0.9M-parameter random LLaDA (or Dream) + byte-level tokenizer in exactly this
+      layout, so the CPU pipeline and the tests load it through the same code as the 8B.
   load(path) -> (model, tokenizer): what every script calls; a hub id or hub cache is resolved to its
       snapshot first (lib/hub.py); creates the default tiny model.
 
@@ -26,7 +28,7 @@ Our state-dict keys are the official ones minus KEY_PREFIX, so reading and writi
     model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
     qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
 
-`python -m lib.checkpoint` writes the tiny model to out/tiny-llada with make_tiny.
+`python -m lib.checkpoint` writes the tiny model to out/tiny-llada (`--family dream`: a tiny Dream).
 """
 
 import fnmatch
@@ -39,11 +41,11 @@ import torch
 import torch.nn as nn
 
 from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
+from lib.families import DREAM, FAMILY_NAMES, family_of, family_of_config
 from lib.hub import resolve_model
-from lib.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, load_tokenizer, make_tiny_tokenizer
+from lib.tokenizer import load_tokenizer, make_tiny_tokenizer
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
-KEY_PREFIX = "model."              # official key = KEY_PREFIX + our state-dict key ("transformer.…")
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
 MAX_SHARD_BYTES = 5 * 2**30        # shard size cap when writing; LLaDA-8B's own shards are 2-3 GB
@@ -68,6 +70,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     path = Path(path)
     # config, shards, truncation, keys and shapes, from the file headers, before a single weight is read
     config = verify(path)
+    key_in = family_of_config(config).key_in  # the checkpoint's names -> ours (lib/families.py)
     device = torch.device(device or "cpu")
     # with a 4-bit base the layers that stay dense default to bf16, as d1 loads them
     if load_in_4bit:
@@ -76,15 +79,13 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     with torch.device("meta"):
         model = LLaDA(config)
     files = _shard_files(path)
-    # Now read for real: safetensors memory-maps the file and copies each tensor straight to
-    # `device`; the dtype cast (if any) makes a second copy of that one tensor only. Peak memory is
-    # one copy of the weights (8B in bf16: 16 GB) plus one tensor.
+    # Now read for real: safetensors memory-maps the file and copies each tensor straight to `device`; the dtype
+    # cast (if any) copies that one tensor only. Peak memory: one copy of the weights (8B bf16: 16 GB) + one tensor.
     for f in files:
         with safe_open(f, framework="pt", device=str(device)) as sf:
             for k in sf.keys():
-                # install under our name: official 'model.transformer.…' -> 'transformer.…'
-                t = sf.get_tensor(k)
-                _put_tensor(model, k[len(KEY_PREFIX):], t.to(dtype) if dtype else t, load_in_4bit)
+                t = sf.get_tensor(k)  # under our name: LLaDA's 'model.transformer.…' -> 'transformer.…'
+                _put_tensor(model, key_in(k), t.to(dtype) if dtype else t, load_in_4bit)
     return model
 
 
@@ -102,23 +103,32 @@ def verify(path):
         raw = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{cfg_file} is not valid JSON ({e})") from None
-    # from_dict validates: an unsupported architecture fails here, before a single weight is read
+    # the family by model_type (lib/families.py); its translation validates before a single weight is read
+    if not isinstance(raw, dict):
+        raise ValueError(f"{cfg_file} is not a JSON object")
     try:
-        config = LLaDAConfig.from_dict(raw)
+        family = family_of(raw)
+        config = family.config_from_json(raw)
     except TypeError as e:  # a field of the wrong type, e.g. "n_layers": "32"
         raise ValueError(f"{cfg_file}: {e}") from None
     # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (docs/llada.md §2)
     with torch.device("meta"):
-        expected = {KEY_PREFIX + k: tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}
-    found = {}
+        expected = {family.key_out(k): tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}
+    found, dtypes = {}, {}
     for f in _shard_files(path):
-        found.update(_header_shapes(f))
-    _check_keys(path, expected, found)
+        shapes, kinds = _header_shapes(f)
+        found.update(shapes)
+        dtypes.update(kinds)
+    _check_keys(path, expected, found, dtypes, SAFETENSORS_DTYPES.get(raw.get("torch_dtype")))
     return config
 
 
+# safetensors' names of config.json's torch_dtype values
+SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+
+
 def _header_shapes(file):
-    """{key: shape} from a safetensors file's header (8-byte little-endian length, then JSON), and a
+    """({key: shape}, {key: dtype}) from a safetensors file's header (8-byte little-endian length, then JSON), and a
     check that the file holds all the bytes the header promises: a copy cut short by a full disk or
     a killed transfer is named here, instead of as safetensors' bare "invalid header" later."""
     size = os.path.getsize(file)
@@ -132,13 +142,14 @@ def _header_shapes(file):
             tensors = {k: v for k, v in header.items() if k != "__metadata__"}
             data_end = max((v["data_offsets"][1] for v in tensors.values()), default=0)
             shapes = {k: tuple(v["shape"]) for k, v in tensors.items()}
+            kinds = {k: v["dtype"] for k, v in tensors.items()}
         except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
             raise ValueError(f"{file} is not a readable safetensors file (corrupt or truncated header); "
                              f"copy or save it again") from None
     if size != 8 + n + data_end:
         raise ValueError(f"{file} is truncated or padded: its header describes {8 + n + data_end:,} bytes, "
                          f"the file has {size:,}; copy or save it again")
-    return shapes
+    return shapes, kinds
 
 
 def _shard_files(path):
@@ -162,34 +173,37 @@ def _shard_files(path):
     return files
 
 
-def _check_keys(path, expected, found):
-    """One ValueError naming every missing key, unexpected key and shape mismatch (MAX_LISTED of
-    each kind spelled out): a half-loaded model would compute something else without saying so."""
+def _check_keys(path, expected, found, dtypes, want_dtype=None):
+    """One ValueError naming every missing key, unexpected key, shape mismatch and tensor not stored
+    in config.json's torch_dtype (want_dtype, when it names one; MAX_LISTED of each kind spelled
+    out): a half-loaded model would compute something else without saying so."""
     # a truncated download or the wrong directory shows up as missing keys; another architecture
-    # (e.g. OLMo's fused att_proj) as unexpected ones; a config.json from other weights as shapes
+    # (e.g. OLMo's fused att_proj) as unexpected ones; a config.json from other weights as shapes or dtypes
     missing = sorted(set(expected) - set(found))
     unexpected = sorted(set(found) - set(expected))
-    wrong = [f"{k}: checkpoint {found[k]} vs model {expected[k]}"
-             for k in sorted(set(found) & set(expected)) if found[k] != expected[k]]
-    if missing or unexpected or wrong:
-        # all three kinds in one message, so a single failed load tells the whole story
+    common = sorted(set(found) & set(expected))
+    wrong = [f"{k}: checkpoint {found[k]} vs model {expected[k]}" for k in common if found[k] != expected[k]]
+    other = [f"{k} ({dtypes[k]})" for k in common if want_dtype and dtypes[k] != want_dtype]
+    if missing or unexpected or wrong or other:
+        # every kind in one message, so a single failed load tells the whole story
         msg = [f"checkpoint in {path} does not match the config:"]
-        for label, items in (("missing keys", missing), ("unexpected keys", unexpected),
-                             ("shape mismatches", wrong)):
+        for label, items in (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", wrong),
+                             (f"tensors not in config.json's torch_dtype {want_dtype}", other)):
             if items:
                 more = f" … and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
                 msg.append(f"{label} ({len(items)}): {', '.join(items[:MAX_LISTED])}{more}")
-        raise ValueError("\n  ".join(msg))
+        raise ValueError(msg[0] + " " + "; ".join(msg[1:]))  # one line, the whole story
 
 
 def _put_tensor(model, key, t, load_in_4bit):
     """Install tensor t as parameter `key` (e.g. 'transformer.blocks.3.q_proj.weight')."""
-    module_name, _, attr = key.rpartition(".")      # 'transformer.blocks.3.q_proj', 'weight'
+    module_name, _, attr = key.rpartition(".")  # 'transformer.blocks.3.q_proj', 'weight'
     module = model.get_submodule(module_name)
     parent_name, _, child = module_name.rpartition(".")  # 'transformer.blocks.3', 'q_proj'
-    # block linears are swapped for a quantized layer; the LM head (also named ff_out) is not
-    if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key:
-        model.get_submodule(parent_name).register_module(child, linear_4bit(t))
+    # block linears become quantized when their weight arrives (not the LM head); a bias (Dream's) stays dense
+    if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key and attr == "weight":
+        bias = None if module.bias is None or module.bias.is_meta else module.bias
+        model.get_submodule(parent_name).register_module(child, linear_4bit(t, bias))
     else:
         # replaces the meta placeholder without a copy; requires_grad is True, add_lora freezes later
         setattr(module, attr, nn.Parameter(t))
@@ -211,27 +225,27 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
     # dequantized NF4 is not the original bf16 weights: refuse rather than write a lossy copy
     for name, m in model.named_modules():
         if is_4bit(m):
-            raise ValueError(f"{name} is 4-bit quantized; the official layout stores bf16 weights. "
-                             "Save lora_state_dict(model) instead, or load the base without "
-                             "load_in_4bit, add the adapters and save that.")
+            raise ValueError(f"{name} is 4-bit quantized; the official layout stores bf16 weights. Save lora_state_dict"
+                             "(model) instead, or load the base without load_in_4bit, add the adapters and save that.")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     # (official key, size in bytes, how to get the tensor): merged weights are computed only
     # when their shard is written, so at most one shard of extra memory is ever used.
-    entries = []
-    for key, t in model.state_dict().items():  # 'transformer.…' -> official 'model.transformer.…'
+    entries, family = [], family_of_config(model.config)
+    for key, t in model.state_dict().items():  # LLaDA: 'transformer.…' -> official 'model.transformer.…'
         # the official layout has no place for adapters: they are folded into their base weight
         if ".lora_A" in key or ".lora_B" in key:
             continue
-        # a LoRA-wrapped linear: its merged weight goes under the plain name, ….q_proj.weight.
-        # merged_weight is passed uncalled, so the merge runs only when its shard is written.
+        # a LoRA-wrapped linear: its merged weight goes under the plain name, ….q_proj.weight (merged_weight
+        # passed uncalled: the merge runs when its shard is written), its bias (Dream's) unchanged, ….q_proj.bias
+        key = key.replace(".base.bias", ".bias")
         if key.endswith(".base.weight"):
             layer = model.get_submodule(key[:-len(".base.weight")])
-            entries.append((KEY_PREFIX + key.replace(".base.weight", ".weight"),
-                            t.numel() * t.element_size(), layer.merged_weight))
+            entries.append((family.key_out(key.replace(".base.weight", ".weight")), t.numel() * t.element_size(),
+                            layer.merged_weight))
         else:
             # t=t binds this iteration's tensor; a plain closure would return the loop's last one
-            entries.append((KEY_PREFIX + key, t.numel() * t.element_size(), lambda t=t: t))
+            entries.append((family.key_out(key), t.numel() * t.element_size(), lambda t=t: t))
     shards = _group_shards(entries, max_shard_bytes)
     n, weight_map, total = len(shards), {}, 0
     for i, shard in enumerate(shards):
@@ -250,7 +264,7 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
         del tensors
     # config.json records the stored dtype the way transformers does ("torch_dtype": "bfloat16")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    _write_json(path / CONFIG_FILE, local_auto_map({**model.config.to_dict(), "torch_dtype": dtype}, path))
+    _write_json(path / CONFIG_FILE, local_auto_map({**family.config_to_json(model.config), "torch_dtype": dtype}, path))
     # the index last, so it never names a shard that is not complete on disk
     _write_json(path / INDEX_FILE, {"metadata": {"total_size": total},
                                     "weight_map": dict(sorted(weight_map.items()))})
@@ -360,28 +374,26 @@ def local_auto_map(config, path):
 
 # A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
 # 4 layers of 4 heads x 32 dims, MLP 3x wide; LLaDA-8B's own rope_theta, eps and init_std, so the
-# same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny.
-# Carried so the saved config.json looks like LLaDA-8B's own, without its auto_map: the tiny model
-# has no remote code to ship (nano-d1 has none, and a stand-in would be a second model to keep
-# right), and an auto_map naming absent modules sends transformers to a missing file instead of
-# saying "unknown model type" (save_pretrained would drop it anyway: local_auto_map).
-OFFICIAL_EXTRAS = {"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False}
+# same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny; the family's
+# config.json keys and architecture from lib/families.py (Family.tiny_extras, Family.tiny)
 TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
 
 
-def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, **overrides):
+def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, family="llada", **overrides):
     """Write a randomly initialised tiny LLaDA + its tokenizer to `path` in the official layout
     (config.json, safetensors shards + index, tokenizer files, generation_config.json).
     From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path.
-    tags: d1's format tags as single tokens (the testbed's tokenizer); overrides: TINY_CONFIG fields."""
-    tok = make_tiny_tokenizer(tags=tags)
-    # byte tokenizer: 256 byte ids, then BOS 256, EOS 257, mask 258, ... (262 tokens in all)
-    ids = {t: tok.convert_tokens_to_ids(t) for t in (BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)}
+    tags: d1's format tags as single tokens (the testbed's tokenizer); overrides: TINY_CONFIG fields;
+    family="dream": a tiny Dream in Dream's layout (Qwen2 names, q/k/v biases, GQA, shifted logits)."""
+    tok = make_tiny_tokenizer(tags=tags, family=family)
+    fam = FAMILY_NAMES[family]
+    # byte tokenizer: 256 byte ids, then the family's special tokens (LLaDA: BOS 256, EOS 257, mask 258, ...)
+    ids = {role: tok.convert_tokens_to_ids(t) for role, t in fam.tokens.items()}
     # the vocabulary and special ids come from the tokenizer, as config.json's do for the 8B
-    config = LLaDAConfig(**{**TINY_CONFIG, **overrides, "vocab_size": len(tok), "embedding_size": len(tok),
-                            "mask_token_id": ids[MASK_TOKEN], "eos_token_id": ids[EOS_TOKEN],
-                            "pad_token_id": ids[EOS_TOKEN]})
-    config.extra = dict(OFFICIAL_EXTRAS)
+    shape = {**TINY_CONFIG, **fam.tiny, **overrides}
+    config = LLaDAConfig(**{**shape, "vocab_size": len(tok), "embedding_size": len(tok),
+                            "mask_token_id": ids["mask"], "eos_token_id": ids["eos"], "pad_token_id": ids["eos"]})
+    config.extra = {k: ids["bos"] if k == "bos_token_id" else v for k, v in fam.tiny_extras.items()}
     torch.manual_seed(seed)  # the random init is reproducible from the seed
     model = LLaDA(config)
     path = Path(path)
@@ -390,8 +402,7 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, **overr
     # tokenizer.json, tokenizer_config.json and the chat template beside the weights, as in the HF repo
     tok.save_pretrained(str(path))
     # like the official generation_config.json (docs/llada.md §1), minus its transformers_version
-    _write_json(path / "generation_config.json",
-                {"bos_token_id": ids[BOS_TOKEN], "eos_token_id": ids[EOS_TOKEN]})
+    _write_json(path / "generation_config.json", {"bos_token_id": ids["bos"], "eos_token_id": ids["eos"]})
     return path
 
 
@@ -420,13 +431,17 @@ if __name__ == "__main__":
     parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     parser.add_argument("--tags", action="store_true", help="d1's format tags as single tokens (the testbed's)")
+    parser.add_argument("--family", type=str, default="llada", choices=sorted(FAMILY_NAMES),
+                        help="the model family's layout, tokenizer and architecture (lib/families.py)")
     parser.add_argument("--d-model", type=int, default=TINY_CONFIG["d_model"], help="width (MLP 3x, heads of 32)")
     parser.add_argument("--n-layers", type=int, default=TINY_CONFIG["n_layers"], help="transformer blocks")
-    parser.add_argument("--rope-theta", type=float, default=TINY_CONFIG["rope_theta"], help="RoPE base")
+    parser.add_argument("--rope-theta", type=float, default=None, help="RoPE base (default: the family's, "
+                        f"{TINY_CONFIG['rope_theta']:g} LLaDA, {DREAM.tiny['rope_theta']:g} Dream)")
     args = parser.parse_args()
     shape = dict(d_model=args.d_model, n_layers=args.n_layers, mlp_hidden_size=3 * args.d_model,
-                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32, rope_theta=args.rope_theta)
-    make_tiny(args.out_dir, seed=args.seed, tags=args.tags, **shape)
+                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32 // (4 if args.family == "dream" else 1),
+                 **({"rope_theta": args.rope_theta} if args.rope_theta else {}))
+    make_tiny(args.out_dir, seed=args.seed, tags=args.tags, family=args.family, **shape)
     model, tok = load(args.out_dir)
     # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
     ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)

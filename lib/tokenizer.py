@@ -1,5 +1,5 @@
 """
-LLaDA's tokenizer side: the special tokens, the chat template, prompt ids, and a tiny stand-in.
+The tokenizer side: the special tokens, the chat template, prompt ids, and a tiny stand-in per family.
 
 LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer beside its weights (no remote code,
 docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
@@ -7,8 +7,11 @@ the mask token every diffusion step writes, EOS (also the pad token and d1's "en
 the end-of-turn token, and BOS, which only the chat template inserts (`tokenizer(text)` adds no
 BOS). Their ids are read from the tokenizer and config.json once (special_ids), never typed in.
 
-The tiny byte-level tokenizer (make_tiny_tokenizer) has the same special tokens in the same order
-and the same chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
+Dream's is Qwen2's BPE with Qwen2's ChatML template; its mask is <|mask|>, its end of turn <|im_end|>
+(lib/families.py holds each family's token strings; special_ids reads them for the loaded model).
+
+The tiny byte-level tokenizer (make_tiny_tokenizer) has the family's special tokens in the family's
+order and its chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
 checkpoint.make_tiny saves it beside the tiny model.
 
     from lib.tokenizer import load_tokenizer, special_ids, prompt_ids
@@ -17,7 +20,13 @@ checkpoint.make_tiny saves it beside the tiny model.
     prompt = prompt_ids(tok, "What is 2+3?")      # one user turn + the assistant header
 """
 
+import json
+import shutil
+import sys
+import tempfile
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 # LLaDA's special tokens as strings; their ids are looked up in the tokenizer / config, never typed in.
 BOS_TOKEN = "<|startoftext|>"
@@ -33,6 +42,15 @@ CHAT_TEMPLATE = (
     "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
 )
+IM_START_TOKEN = "<|im_start|>"             # Qwen2 / Dream: a turn opens with it, <|im_end|> closes it
+# Qwen2's ChatML template with its default system turn, as Qwen2 and Dream-v0-Instruct render a conversation
+# (the tiny Dream's; a real Dream directory brings its own tokenizer_config.json and that template is used)
+QWEN2_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 BYTE_VOCAB = 256  # the tiny tokenizer: one id per byte value, the special tokens after them
 # d1's format tags, one token each in the testbed's tokenizer (make_tiny_tokenizer(tags=True)): a real BPE
 # vocabulary writes each in a few tokens, the byte tokenizer in 8 to 12, which would make the tags most of a
@@ -45,10 +63,10 @@ D1_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
 
 @dataclass
 class SpecialIds:
-    mask: int   # <|mdm_mask|>, from config.json (mask_token_id)
+    mask: int   # <|mdm_mask|> (Dream: <|mask|>), from config.json (mask_token_id)
     eos: int    # <|endoftext|>, from config.json (eos_token_id); also the pad token
-    eot: int    # <|eot_id|>, from the tokenizer
-    bos: int    # <|startoftext|>, from the tokenizer
+    eot: int    # <|eot_id|> (Dream: <|im_end|>), from the tokenizer
+    bos: int    # <|startoftext|> (Dream: <|endoftext|>), from the tokenizer
     pad: int
 
 
@@ -63,7 +81,13 @@ def load_tokenizer(path):
     hf_logging.set_verbosity_error()
     # local_files_only: a mistyped directory must fail, not fetch a Hub repo of the same name
     try:
-        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+        with warnings.catch_warnings(), tempfile.TemporaryDirectory() as clean:
+            warnings.simplefilter("ignore", FutureWarning)  # transformers' notes on a config.json it has no class for
+            path = _without_broken_special_tokens_map(path, clean)
+            if _remote_code_tokenizer(path):
+                tok = _qwen2_tokenizer(path)
+            else:
+                tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     finally:
         hf_logging.set_verbosity(verbosity)
     # The canvas of masks is appended on the right, so every row's prompt must end in the same
@@ -72,22 +96,58 @@ def load_tokenizer(path):
     return tok
 
 
+def _without_broken_special_tokens_map(path, clean):
+    """LLaDA-8B-Base's special_tokens_map.json is not valid JSON (a comma is missing after "<|mdm_mask|>"), and
+    transformers refuses the whole tokenizer for it. tokenizer_config.json names the same special tokens, so
+    the tokenizer is read from a copy of its files without that one (said once on stderr) -> the path to read."""
+    stm = Path(path) / "special_tokens_map.json"
+    try:
+        if stm.is_file():
+            json.loads(stm.read_text())
+        return path
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        print(f"note: {stm} is not valid JSON ({e}); the special tokens are read from tokenizer_config.json",
+              file=sys.stderr)
+    for f in Path(path).iterdir():
+        if f.is_file() and f.name != stm.name and not f.name.endswith((".safetensors", ".bin")):
+            shutil.copyfile(f, Path(clean) / f.name)
+    return clean
+
+
+def _remote_code_tokenizer(path):
+    """True when tokenizer_config.json sends AutoTokenizer to remote code (Dream's auto_map names
+    tokenization_dream.DreamTokenizer), which we never run."""
+    cfg = Path(path) / "tokenizer_config.json"
+    return cfg.is_file() and "AutoTokenizer" in json.loads(cfg.read_text()).get("auto_map", {})
+
+
+def _qwen2_tokenizer(path):
+    """Dream's DreamTokenizer is Qwen2's byte-level BPE (tokenization_dream.py): the same files read by
+    transformers' own classes, tokenizer.json where there is one, else vocab.json + merges.txt as Qwen2's.
+    The special tokens and the chat template come from tokenizer_config.json either way."""
+    from transformers import PreTrainedTokenizerFast, Qwen2Tokenizer
+    cls = PreTrainedTokenizerFast if (Path(path) / "tokenizer.json").is_file() else Qwen2Tokenizer
+    return cls.from_pretrained(str(path), local_files_only=True)
+
+
 def special_ids(tokenizer, config):
-    """The token ids the algorithm needs, read once from config and tokenizer and cross-checked."""
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (MASK_TOKEN, EOS_TOKEN, EOT_TOKEN, BOS_TOKEN)}
+    """The token ids the algorithm needs, read once from config and tokenizer and cross-checked; the
+    token strings are the model family's (lib/families.py)."""
+    from lib.families import family_of_config
+    family = family_of_config(config)
+    ids = {role: tokenizer.convert_tokens_to_ids(t) for role, t in family.tokens.items()}
     # a tokenizer from another model family would map these strings to unk (or None)
-    unknown = [t for t, i in ids.items() if i is None or i == tokenizer.unk_token_id]
+    unknown = [family.tokens[r] for r, i in ids.items() if i is None or i == tokenizer.unk_token_id]
     if unknown:
-        raise ValueError(f"tokenizer lacks LLaDA special tokens {unknown}")
+        raise ValueError(f"tokenizer lacks {family.name}'s special tokens {unknown}")
     # config.json is the authority for mask/eos (the sampler and estimators read them from there);
     # a mismatch means tokenizer and weights come from different places
-    if ids[MASK_TOKEN] != config.mask_token_id or ids[EOS_TOKEN] != config.eos_token_id:
+    if ids["mask"] != config.mask_token_id or ids["eos"] != config.eos_token_id:
         raise ValueError(f"tokenizer ids {ids} disagree with config mask_token_id="
                          f"{config.mask_token_id}, eos_token_id={config.eos_token_id}")
-    # the tokenizer's own pad token if it declares one; LLaDA's is EOS either way
+    # the tokenizer's own pad token if it declares one; LLaDA's and Dream's is EOS either way
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.eos_token_id
-    return SpecialIds(mask=config.mask_token_id, eos=config.eos_token_id, eot=ids[EOT_TOKEN],
-                      bos=ids[BOS_TOKEN], pad=pad)
+    return SpecialIds(mask=config.mask_token_id, eos=config.eos_token_id, eot=ids["eot"], bos=ids["bos"], pad=pad)
 
 
 def prompt_ids(tokenizer, user_text, prefill="", max_length=None):
@@ -130,9 +190,11 @@ def _bytes_to_unicode():
     return chars
 
 
-def make_tiny_tokenizer(tags=False):
+def make_tiny_tokenizer(tags=False, family="llada"):
     """A byte-level tokenizer: id b is byte b (so '7' is 55), then LLaDA's special tokens in
-    LLaDA's order (BOS, EOS, mask, header start/end, end of turn), and LLaDA's chat template.
+    LLaDA's order (BOS, EOS, mask, header start/end, end of turn), and LLaDA's chat template; with
+    family="dream", Qwen2's in Qwen2's order (<|endoftext|>, <|im_start|>, <|im_end|>, then <|mask|>,
+    as 151643, 151644, 151645 and 151666 are ordered in Dream's vocabulary) and Qwen2's ChatML template.
     tags=True adds d1's four format tags as ordinary tokens (ids 262..265; decoding keeps them).
     Every string round-trips. Built with the `tokenizers` package that transformers installs."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -144,16 +206,19 @@ def make_tiny_tokenizer(tags=False):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     # decoding maps the characters back to bytes and the bytes to UTF-8 text
     core.decoder = decoders.ByteLevel()
-    # LLaDA's order: BOS, EOS, mask, header start/end, end of turn -> ids 256..261 (262 tokens)
-    specials = [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN]
+    if family == "dream":  # Qwen2: no BOS token; <|endoftext|> ends and pads -> ids 256..259
+        bos, specials, template = None, [EOS_TOKEN, IM_START_TOKEN, "<|im_end|>", "<|mask|>"], QWEN2_CHAT_TEMPLATE
+    else:  # LLaDA's order: BOS, EOS, mask, header start/end, end of turn -> ids 256..261 (262 tokens)
+        bos, template = BOS_TOKEN, CHAT_TEMPLATE
+        specials = [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN]
+    rest = [t for t in specials if t not in (bos, EOS_TOKEN)]
     # BOS and EOS are the tokenizer's own bos/eos (EOS pads, left side, as LLaDA/d1 batch prompts)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
-                                  pad_token=EOS_TOKEN, additional_special_tokens=specials[2:],
-                                  padding_side="left")
-    tok.add_special_tokens({"additional_special_tokens": specials[2:]})  # ids 256.. in list order
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=bos, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
+                                  additional_special_tokens=rest, padding_side="left")
+    tok.add_special_tokens({"additional_special_tokens": rest})  # ids 256.. in list order
     if tags:
         # not special: batch_decode(skip_special_tokens=True) must keep them, the rewards read them
         tok.add_tokens(list(D1_TAGS))
     # saved with the tokenizer (transformers 5 writes chat_template.jinja), so loads render the same
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = template
     return tok

@@ -1,0 +1,179 @@
+"""
+The model families nano-d1 runs, each as the files on disk say it: LLaDA and Dream.
+
+model.py has one transformer with LLaDA's field and module names. A family is how one published
+checkpoint maps onto it: which config.json keys mean which field, which values it fixes, how the
+checkpoint's tensor keys are named, and which token strings are its mask, EOS, end of turn and BOS.
+Everything else (the sampler, the estimators, SFT, every objective) never asks which family it runs.
+
+    LLaDA   GSAI-ML/LLaDA-8B-Instruct, LLaDA-8B-Base, LLaDA-1.5: config.json is LLaDAConfig's own fields
+            (model_type "llada"), keys "model." + ours; docs/llada.md.
+    Dream   Dream-org/Dream-v0-Instruct-7B (arXiv 2508.15487), and models built on it (DiffuCoder):
+            Qwen2 names (model_type "Dream"), keys model.layers.N.self_attn.q_proj... and lm_head;
+            q/k/v biases, grouped-query attention, RoPE in the activations' dtype and shifted
+            logits (model.py). Read from Dream's configuration_dream.py and
+            modeling_dream.py (the hub's remote code); docs/model.md, "Dream".
+
+Adding a family: one more Family here (its config translation, key names and tokens), a tiny model
+for the tests (lib/checkpoint.make_tiny(family=...)), and a check of its forward against an independent
+implementation (tests/test_dream.py is the pattern).
+
+    from lib.families import family_of
+    fam = family_of(json.load(open("config.json")))     # refuses a model_type we do not run
+    config = fam.config_from_json(raw)                  # -> model.LLaDAConfig, validated
+"""
+import re
+from dataclasses import dataclass
+
+from model import LLaDAConfig
+
+# -----------------------------------------------------------------------------
+# LLaDA: config.json holds LLaDAConfig's own fields; tensor keys are "model." + our state-dict keys
+
+
+def _llada_key_out(key):
+    return "model." + key
+
+
+def _llada_key_in(key):
+    return key.removeprefix("model.")
+
+
+# -----------------------------------------------------------------------------
+# Dream: Qwen2's names
+
+# Dream config.json key -> LLaDAConfig field, with configuration_dream.py's default for an absent key
+DREAM_FIELDS = {
+    "hidden_size": ("d_model", 4096), "num_attention_heads": ("n_heads", 32),
+    "num_key_value_heads": ("n_kv_heads", 32), "num_hidden_layers": ("n_layers", 32),
+    "intermediate_size": ("mlp_hidden_size", 22016), "vocab_size": ("vocab_size", 151936),
+    "rope_theta": ("rope_theta", 10000.0), "rms_norm_eps": ("rms_norm_eps", 1e-6),
+    "max_position_embeddings": ("max_sequence_length", 32768), "initializer_range": ("init_std", 0.02),
+    "mask_token_id": ("mask_token_id", 151666), "pad_token_id": ("pad_token_id", 151643),
+    "eos_token_id": ("eos_token_id", None),  # PretrainedConfig's; Dream-7B's config.json says 151643
+}
+# keys whose value is the only one this transformer computes (modeling_dream.py); any other is refused
+DREAM_FIXED = {"hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
+               "attention_dropout": 0.0}
+# what Dream's modeling file computes that LLaDA's does not, as LLaDAConfig fields (model.py)
+DREAM_ARCH = dict(include_qkv_bias=True, rope_full_precision=False, logit_shift=True)
+DREAM_MODEL_TYPE = "Dream"
+# the tiny Dream: Dream-7B's fixed and carried config keys (DreamModel, the model_type, no sliding window),
+# its architecture (DREAM_ARCH), grouped-query attention (4 query heads share one key/value head; Dream-7B:
+# 7 share each of 4), and its RoPE base and eps
+DREAM_EXTRAS = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "bos_token_id": None,
+                "hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
+                "sliding_window": None, "attention_dropout": 0.0, "use_cache": False}
+TINY_DREAM = dict(n_kv_heads=1, rope_theta=1e6, rms_norm_eps=1e-6, **DREAM_ARCH)
+# our module name inside a block -> Dream's (DreamDecoderLayer: self_attn, mlp, two RMSNorms)
+DREAM_BLOCK = {"q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj", "v_proj": "self_attn.v_proj",
+               "attn_out": "self_attn.o_proj", "ff_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj",
+               "ff_out": "mlp.down_proj", "attn_norm": "input_layernorm", "ff_norm": "post_attention_layernorm"}
+DREAM_TOP = {"transformer.wte.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.",
+             "transformer.ff_out.": "lm_head."}  # the LM head is untied (tie_word_embeddings false)
+_OURS_BLOCK = re.compile(r"transformer\.blocks\.(\d+)\.(\w+)\.(weight|bias)$")
+_DREAM_BLOCK = re.compile(r"model\.layers\.(\d+)\.(\w+\.\w+|\w+)\.(weight|bias)$")
+
+
+def _dream_key_out(key):
+    """'transformer.blocks.3.attn_out.weight' -> 'model.layers.3.self_attn.o_proj.weight'."""
+    if m := _OURS_BLOCK.match(key):
+        return f"model.layers.{m[1]}.{DREAM_BLOCK[m[2]]}.{m[3]}"
+    for ours, theirs in DREAM_TOP.items():
+        if key.startswith(ours):
+            return theirs + key[len(ours):]
+    raise KeyError(f"no Dream name for {key}")
+
+
+def _dream_key_in(key):
+    """Dream's key -> ours; a key Dream's layout does not have comes back unchanged (and is then
+    reported as unexpected by the strict loader, under its own name)."""
+    back = {v: k for k, v in DREAM_BLOCK.items()}
+    if (m := _DREAM_BLOCK.match(key)) and m[2] in back:
+        return f"transformer.blocks.{m[1]}.{back[m[2]]}.{m[3]}"
+    for ours, theirs in DREAM_TOP.items():
+        if key.startswith(theirs):
+            return ours + key[len(theirs):]
+    return key
+
+
+def _dream_config_in(raw):
+    """Dream's config.json (dict) -> LLaDAConfig. Every fixed key must hold the value modeling_dream.py
+    computes; the mapped keys become fields; everything else (architectures, auto_map, bos_token_id,
+    sliding_window, torch_dtype, ...) is carried in `extra` and written back unchanged."""
+    wrong = [f"{k}={raw[k]!r} (supported: {v!r})" for k, v in DREAM_FIXED.items() if k in raw and raw[k] != v]
+    if raw.get("eos_token_id", DREAM_FIELDS["eos_token_id"][1]) is None:
+        wrong.append("eos_token_id is absent (every completion ends at EOS)")
+    if wrong:
+        raise ValueError("Dream config not supported by this implementation: " + "; ".join(wrong))
+    fields = {ours: raw.get(theirs, default) for theirs, (ours, default) in DREAM_FIELDS.items()}
+    config = LLaDAConfig(**fields, embedding_size=fields["vocab_size"], **DREAM_ARCH)
+    config.extra = {k: v for k, v in raw.items() if k not in DREAM_FIELDS}
+    return config.validate()
+
+
+def _dream_config_out(config):
+    """LLaDAConfig -> Dream's config.json dict: the carried keys first, then the mapped fields."""
+    return {**config.extra, **{theirs: getattr(config, ours) for theirs, (ours, _) in DREAM_FIELDS.items()}}
+
+
+# -----------------------------------------------------------------------------
+# The families
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    model_type: str
+    config_from_json: object  # dict -> LLaDAConfig (validated)
+    config_to_json: object    # LLaDAConfig -> dict
+    key_out: object           # our state-dict key -> the checkpoint's
+    key_in: object            # the checkpoint's key -> ours
+    tokens: dict              # role (mask, eos, eot, bos) -> the token string; ids come from the tokenizer
+    tiny: dict                # the tiny model's architecture fields beyond model.TINY_CONFIG (checkpoint.make_tiny)
+    tiny_extras: dict         # its config.json keys beyond the fields (a bos_token_id is set from its tokenizer)
+
+
+# The tiny LLaDA's config.json looks like LLaDA-8B's own, without its auto_map: the tiny model has no remote
+# code to ship (nano-d1 has none, and a stand-in would be a second model to keep right), and an auto_map naming
+# absent modules sends transformers to a missing file instead of saying "unknown model type"
+LLADA = Family("llada", "llada", LLaDAConfig.from_dict, LLaDAConfig.to_dict, _llada_key_out, _llada_key_in,
+               tokens=dict(mask="<|mdm_mask|>", eos="<|endoftext|>", eot="<|eot_id|>", bos="<|startoftext|>"),
+               tiny={}, tiny_extras={"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False})
+# Qwen2's tokens; Dream's template adds no BOS, and its config's bos_token_id is <|endoftext|>'s
+DREAM = Family("dream", DREAM_MODEL_TYPE, _dream_config_in, _dream_config_out, _dream_key_out, _dream_key_in,
+               tokens=dict(mask="<|mask|>", eos="<|endoftext|>", eot="<|im_end|>", bos="<|endoftext|>"),
+               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS)
+FAMILIES = {f.model_type: f for f in (LLADA, DREAM)}  # by config.json's model_type
+FAMILY_NAMES = {f.name: f for f in (LLADA, DREAM)}    # by our name (--family)
+
+
+def family_of(raw):
+    """The family of a parsed config.json, by its model_type (absent: LLaDA, as our own older saves
+    wrote it); another model_type is refused in one line."""
+    model_type = raw.get("model_type", LLADA.model_type)
+    if model_type not in FAMILIES:
+        raise ValueError(f"model_type {model_type!r} is not a family nano-d1 runs (supported: "
+                         f"{', '.join(map(repr, FAMILIES))}; lib/families.py says how to add one)")
+    return FAMILIES[model_type]
+
+
+def family_of_config(config):
+    """The family of a loaded LLaDAConfig (its carried model_type)."""
+    return family_of(config.extra)
+
+
+# Dream-v0-Instruct-7B's config.json values (the shapes of arXiv 2508.15487, Qwen2.5-7B's): the random-weight
+# shape of tools.bench / tools.preflight / the memory plan (--shape dream-7b); no weights are needed for those
+DREAM_7B = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "hidden_size": 3584,
+            "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "vocab_size": 152064, "rope_theta": 1e6, "rms_norm_eps": 1e-6, "max_position_embeddings": 131072,
+            "mask_token_id": 151666, "pad_token_id": 151643, "eos_token_id": 151643, "bos_token_id": 151643,
+            "hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
+            "attention_dropout": 0.0, "torch_dtype": "bfloat16"}
+
+
+def model_shapes():
+    """The 8B-class shapes by name, as LLaDAConfig: LLaDA-8B's (LLaDAConfig's defaults) and Dream-7B's."""
+    return {"llada-8b": LLaDAConfig(extra={"model_type": LLADA.model_type}),
+            "dream-7b": DREAM.config_from_json(DREAM_7B)}
