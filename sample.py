@@ -413,14 +413,18 @@ if __name__ == "__main__":
     print(vars(args))
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = load(args.model_dir, device=device)
-    # generate() keeps the caller's train/eval mode; a demo wants dropout off
-    model.eval()
-    prompt = torch.tensor([prompt_ids(tokenizer, args.prompt)], device=device)  # (1, P)
-    generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
-    # the CLI spells "off" as '' and 0; generate() takes None
-    out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
-                   steps=args.steps, temperature=args.temperature, generator=generator, progress=True,
-                   cache=args.cache or None, threshold=args.threshold or None, remasking=args.remasking,
-                   eps=args.eps, alg_temp=args.alg_temp)  # (1, P + gen_length)
+    # a bad directory, or options that do not combine (generate checks them before any forward): one line, exit 2
+    try:
+        model, tokenizer = load(args.model_dir, device=device)
+        # generate() keeps the caller's train/eval mode; a demo wants dropout off
+        model.eval()
+        prompt = torch.tensor([prompt_ids(tokenizer, args.prompt)], device=device)  # (1, P)
+        generator = torch.Generator().manual_seed(args.seed)  # CPU generator; works for a GPU model too
+        # the CLI spells "off" as '' and 0; generate() takes None
+        out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
+                       steps=args.steps, temperature=args.temperature, generator=generator, progress=True,
+                       cache=args.cache or None, threshold=args.threshold or None, remasking=args.remasking,
+                       eps=args.eps, alg_temp=args.alg_temp)  # (1, P + gen_length)
+    except (ValueError, FileNotFoundError) as e:
+        parser.exit(2, f"sample.py: error: {e}\n")
     print(tokenizer.decode(out[0, prompt.shape[1]:].tolist(), skip_special_tokens=True))

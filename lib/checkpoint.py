@@ -98,7 +98,7 @@ def verify(path):
     path = Path(path)
     cfg_file = path / CONFIG_FILE
     if not cfg_file.is_file():
-        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected an official LLaDA directory)")
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected a model directory in LLaDA's or Dream's layout)")
     try:
         raw = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -340,3 +340,16 @@ def test_lora_and_the_4bit_base_keep_dreams_qkv_biases(dream, tmp_path):
     with torch.no_grad():
         a, b = q4(ids).float(), dense(ids).float()
     assert torch.isfinite(a).all() and torch.corrcoef(torch.stack([a.flatten(), b.flatten()]))[0, 1] > 0.95
+
+
+def test_a_dream_hub_id_resolves_from_the_cache_and_loads(tiny_dream, tmp_path, monkeypatch):
+    from conftest import write_hub_cache
+    from lib.hub import resolve_model
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # no local folder named like the id's owner
+    repo, commit = "Dream-org/Dream-v0-Instruct-7B", "d7ea" * 10
+    write_hub_cache(tmp_path / "cache", repo, tiny_dream, commit)
+    resolved = resolve_model(repo, cache_dir=tmp_path / "cache")
+    assert (resolved.repo, resolved.revision) == (repo, commit)
+    model, tok = load(str(resolved.path))
+    assert model.config.logit_shift and special_ids(tok, model.config).mask == MASK
