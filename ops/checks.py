@@ -76,15 +76,16 @@ def check_fraction(name, value, lo_open=False, hi_open=True):
 def check_model_dir(path, default_dir=None):
     """An official-layout model directory that loads: config.json, every shard named by the index,
     no truncated file, every key and shape the config asks for (checkpoint.verify reads headers
-    only, no weights). `default_dir`: the scripts' default tiny model, created on first use."""
+    only, no weights) -> its config (None for the tiny default not written yet). `default_dir`: the
+    scripts' default tiny model, created on first use."""
     if default_dir is not None and str(path) == str(default_dir) and not os.path.exists(path):
-        return  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
+        return None  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
     from lib.checkpoint import verify
     require(os.path.isdir(path), f"model directory {path} does not exist")
     try:
-        verify(path)
+        return verify(path)
     except (ValueError, FileNotFoundError, OSError) as e:
-        raise InputError(f"model directory {path} is not a usable LLaDA checkpoint: {e}") from None
+        raise InputError(f"model directory {path} is not a usable checkpoint: {e}") from None
 
 
 def check_model(args, toy_default=None, missing_hint="", revision=None):
@@ -105,7 +106,12 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
     else:
         source = resolve_model(args.model_dir, revision=revision)
     args.model_spec, args.model_dir, args.model_revision = source.spec, source.path, source.revision
-    check_model_dir(args.model_dir, default_dir=toy_default)
+    config = check_model_dir(args.model_dir, default_dir=toy_default)
+    # the Fast-dLLM cache (grpo.py's --rollout-cache, eval.py's --cache) has no meaning on shifted logits (Dream)
+    cache = getattr(args, "rollout_cache", None) or getattr(args, "cache", None)
+    require(not (config is not None and config.logit_shift and cache not in (None, "", "none")),
+            f"--model-dir {args.model_spec} has shifted logits (Dream): the KV cache ({cache}) does not apply to it, "
+            "since a cached window's first column is read from the column left of it; run the exact sampler")
 
 
 def check_data_paths(paths, flag="--data"):

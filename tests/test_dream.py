@@ -353,3 +353,13 @@ def test_a_dream_hub_id_resolves_from_the_cache_and_loads(tiny_dream, tmp_path, 
     assert (resolved.repo, resolved.revision) == (repo, commit)
     model, tok = load(str(resolved.path))
     assert model.config.logit_shift and special_ids(tok, model.config).mask == MASK
+
+
+@pytest.mark.parametrize("script, flag", [("grpo.py", "--rollout-cache"), ("eval.py", "--cache")])
+def test_the_kv_cache_on_dream_is_refused_before_anything_runs(tiny_dream, tmp_path, script, flag):
+    import subprocess
+    from conftest import REPO
+    p = subprocess.run([sys.executable, script, "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "o"),
+                        flag, "dual"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "shifted logits (Dream)" in p.stderr
+    assert not (tmp_path / "o").exists()
