@@ -1,4 +1,5 @@
 """tools/bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
+import json
 
 import pytest
 import torch
@@ -33,7 +34,8 @@ def test_analytic_passes_table():
     # the objectives of objectives/, by hand: wd1 and SPG score neither θ_old nor θ_ref; ESPO as d1; JustGRPO's
     # policy runs gen_length / --ar-chunk calls per inner step and no old pass (the sampler records θ_old); the
     # trajectory scores each of its N segments in a call, for θ_old, θ_ref and the policy
-    assert passes(*d1, "--objective", "wd1") == dict(rollout_fwd=128, old_fwd=0, ref_fwd=0, policy_fwd=12, policy_bwd=12)
+    assert passes(*d1, "--objective", "wd1") == dict(rollout_fwd=128, old_fwd=0, ref_fwd=0, policy_fwd=12,
+                                                     policy_bwd=12)
     assert passes(*d1[:4], "--beta", "0", "--objective", "spg")["old_fwd"] == 0
     assert passes(*d1, "--objective", "espo") == passes(*d1)
     assert passes("--preset", "justgrpo", "--ar-chunk", "32") == dict(rollout_fwd=256, old_fwd=0, ref_fwd=0,
@@ -218,7 +220,8 @@ def test_project_hours_against_a_round_by_round_schedule():
 def test_grpo_parse_args_preset_defaults_and_overrides():
     import grpo
     a = grpo.parse_args(["--preset", "8b"])
-    assert (a.num_iterations, a.num_generations, a.max_prompt_length, a.lora_r, a.load_in_4bit) == (12, 6, 200, 128, True)
+    assert (a.num_iterations, a.num_generations, a.max_prompt_length, a.lora_r, a.load_in_4bit) == \
+        (12, 6, 200, 128, True)
     b = grpo.parse_args(["--preset", "8b", "--num-iterations", "8", "--no-load-in-4bit"])
     assert (b.num_iterations, b.load_in_4bit, b.gen_length) == (8, False, 256)
 
@@ -245,7 +248,8 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     assert "projected wall-clock, d1's sudoku" in report and "WARNING" not in report
     # every grpo.py flag reaches the measured round: a new objective is measured, not silently the old loss
     wd1 = preflight(grpo.parse_args(flags + ["--objective", "wd1"]))
-    assert wd1["config"]["objective"] == "wd1" and wd1["passes"] == passes(*flags, "--objective", "wd1") != res["passes"]
+    assert wd1["config"]["objective"] == "wd1"
+    assert wd1["passes"] == passes(*flags, "--objective", "wd1") != res["passes"]
     # and the rollout mode too: a dual cache forwards the block alone at a block's later steps
     dual = preflight(grpo.parse_args(flags + ["--rollout-cache", "dual", "--diffusion-steps", "4"]))
     assert dual["config"]["rollout_cache"] == "dual" and dual["rollout_columns"] == 2 * (10 + 2)  # (P + N) + block
@@ -259,3 +263,118 @@ def test_preflight_cli_refuses_the_8b_shape_on_cpu(capsys):
     from tools.preflight import main as preflight_main
     assert preflight_main(["--preset", "8b", "--model-dir", "none", "--device", "cpu"]) == 1
     assert "needs a GPU" in capsys.readouterr().out
+
+
+# -----------------------------------------------------------------------------
+# --shape dream-7b: Dream-7B's shape in the memory plan, a tiny Dream's round, gpu_check's Dream round
+
+# Dream-7B's numbers (Dream-org/Dream-v0-Instruct-7B's config.json), written out here, not read from lib.families
+DREAM_7B = dict(C=3584, n=28, heads=28, kv_heads=4, head_dim=128, F=18944, V=152064)
+
+
+def fake_probe(*args, **kwargs):
+    """Stands in for the activation probe (a forward at 7B widths takes minutes on 2 cores)."""
+    return {"per_block": 2**30, "depth1": 2**30, "per_block_ckpt": 2**20, "depth1_ckpt": 2**29}
+
+
+def test_memory_plan_counts_every_dream_7b_parameter(monkeypatch, tmp_path, capsys):
+    C, n, kv, F, V = (DREAM_7B[k] for k in ("C", "n", "kv_heads", "F", "V"))
+    kvw = kv * DREAM_7B["head_dim"]  # 512: grouped-query k and v are 4 heads of 128 wide, q is 28 of them (= C)
+    linears = C * C + 2 * C * kvw + C * C + 3 * C * F  # q, k, v, o; gate, up, down
+    rest = (C + 2 * kvw) + 2 * C                       # q/k/v biases; two RMSNorms
+    total = n * (linears + rest) + 2 * V * C + C       # untied embedding and LM head, final norm
+    assert total == 7_615_616_512
+    from tools import memplan
+    from tools.bench import preset_config
+    with torch.device("meta"):
+        assert LLaDA(preset_config("8b", "dream-7b")).num_params() == total
+    monkeypatch.setattr(memplan, "probe_activations", fake_probe)
+    plan_of = lambda path: json.loads(path.read_text())
+    # full fine-tuning: 16 bytes per parameter over 8 GPUs
+    run_cli("--preset", "8b", "--shape", "dream-7b", "--memory-plan", "--device", "cpu", "--lora-r", "0",
+            "--no-load-in-4bit", "--json", str(tmp_path / "ft.json"))
+    res = plan_of(tmp_path / "ft.json")
+    assert (res["shape"], res["params"]) == ("dream-7b", total)
+    assert "7,615,616,512 parameters" in capsys.readouterr().out
+    ft = res["plan_checkpointing_False"]["fp32 weights + grads + AdamW, sharded /8"]
+    assert abs(ft - 16 * total / 8 / 2**30) < 1e-9
+    # QLoRA (the 8b preset): NF4 block linears, everything else bf16; fp32 LoRA on q, k, v (k and v 512 wide) and up
+    run_cli("--preset", "8b", "--shape", "dream-7b", "--memory-plan", "--device", "cpu", "--json",
+            str(tmp_path / "q.json"))
+    plan = plan_of(tmp_path / "q.json")["plan_checkpointing_False"]
+    nf4 = 0.5 + 1 / 64 + 4 / (64 * 256)
+    weights = n * linears * nf4 + 2 * (total - n * linears)
+    assert abs(plan["NF4 blocks + bf16 embedding/head"] - weights / 2**30) < 1e-9
+    lora = n * 128 * ((C + C) + 2 * (C + kvw) + (C + F)) * 4
+    assert abs(plan["LoRA adapters (fp32)"] - lora / 2**30) < 1e-9
+    assert abs(plan["LoRA grads + AdamW states (fp32)"] - 3 * lora / 2**30) < 1e-9
+    # no --shape: LLaDA-8B's, as before
+    run_cli("--preset", "8b", "--memory-plan", "--device", "cpu", "--json", str(tmp_path / "l.json"))
+    assert plan_of(tmp_path / "l.json")["params"] == 8_015_581_184
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    """A tiny LLaDA and a tiny Dream (GQA, q/k/v biases, shifted logits) in their official layouts."""
+    from lib.checkpoint import make_tiny
+    root = tmp_path_factory.mktemp("tiny")
+    return {family: str(make_tiny(root / family, family=family)) for family in ("llada", "dream")}
+
+
+@pytest.mark.parametrize("objective,beta,lora_r", [("diffu_grpo", 0.04, 4), ("diffu_grpo", 0.04, 0), ("wd1", 0.04, 0),
+                                                   ("justgrpo", 0.0, 0), ("spg", 0.0, 4), ("espo", 0.04, 0),
+                                                   ("trajectory", 0.04, 4)])
+def test_a_tiny_dream_round_counts_the_calls_a_llada_round_does(tiny_dirs, tmp_path, objective, beta, lora_r):
+    sampler = ["--block-length", "1", "--diffusion-steps", "4", "--ar-chunk", "3"] if objective == "justgrpo" else \
+        ["--block-length", "2", "--diffusion-steps", "2", "--trajectory-segments", "2"]
+    counted = {}
+    for family, model_dir in tiny_dirs.items():
+        run_cli("--model-dir", model_dir, "--device", "cpu", "--prompt-len", "4", "--num-generations", "2",
+                "--gen-length", "4", *sampler, "--num-iterations", "2", "--beta", str(beta), "--lora-r", str(lora_r),
+                "--objective", objective, "--json", str(tmp_path / f"{family}.json"))
+        res = json.loads((tmp_path / f"{family}.json").read_text())
+        counted[family] = res["passes"]
+        assert res["passes"] == res["analytic"]
+    assert counted["dream"] == counted["llada"]
+
+
+def test_a_model_dir_brings_its_own_shape_over_the_shape_flag(tiny_dirs):
+    from tools.bench import preset_model
+    model, source = preset_model(grpo.parse_args(["--preset", "8b"]), "cpu", torch.float32, tiny_dirs["dream"],
+                                 shape="llada-8b")
+    assert source == tiny_dirs["dream"] and model.config.logit_shift and model.config.kv_heads == 1
+
+
+@pytest.mark.parametrize("module", ["tools.bench", "tools.preflight"])
+def test_shape_flag_in_help_with_its_default(module, capsys):
+    import importlib
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(module).main(["--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+    assert "--shape {llada-8b,dream-7b}" in out and "(default: llada-8b)" in out
+
+
+def test_gpu_check_dream_round_runs_at_a_tiny_stand_in(tiny_dirs, tmp_path):
+    # gpu_check has no CPU mode: its arguments, and its Dream-7B round's own command run on CPU against a tiny
+    # Dream (--model-dir's config wins over --shape): NF4 blocks as on the GPU, LoRA r 4, a few tokens (later flags win)
+    from tools import gpu_check
+    from tools.preflight import main as preflight_main
+    args = gpu_check.parse_args(["--skip", "tests,scripts", "--out-dir", str(tmp_path)])
+    assert args.skip == {"tests", "scripts"} and args.peak_tflops == 989.0
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--skip", "8B"])  # a typo would run the part it meant to skip
+    checks = {name: (cmd, summarize) for name, cmd, summarize in
+              gpu_check.eightb_checks("python3", lambda *p: str(tmp_path.joinpath(*p)), 989.0)}
+    cmd, summarize = checks["8b dream-7b qlora round"]
+    argv = cmd[cmd.index("tools.preflight") + 1:]
+    assert [argv[argv.index(f) + 1] for f in ("--preset", "--shape", "--rollout-cache")] == ["8b", "dream-7b", "none"]
+    small = ["--model-dir", tiny_dirs["dream"], "--device", "cpu", "--lora-r", "4",
+             "--num-generations", "2", "--max-prompt-length", "4", "--gen-length", "4", "--block-length", "2",
+             "--diffusion-steps", "2", "--num-iterations", "1"]
+    assert preflight_main(argv + small) == 0
+    res = json.loads((tmp_path / "8b_dream7b.json").read_text())
+    assert res["config"]["shape"] == "dream-7b" and res["model"] == tiny_dirs["dream"]
+    assert res["config"]["rollout_cache"] == "none" and res["load_in_4bit"] and res["passes"] == res["analytic"]
+    line = summarize()  # the line gpu_check prints for it: seconds per phase and peak memory
+    assert line.startswith("rollout ") and "old/ref" in line and "update" in line and "GiB alloc" in line

@@ -30,7 +30,9 @@ More modes:
   --memory-plan  for the preset's real layer widths: one policy forward's saved activations, MEASURED
                  (saved_tensors_hooks) on 1- and 2-block models (a laptop does it even for the 8B
                  shape), extrapolated to the full depth (exact: blocks are identical), plus counted
-                 weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan.
+                 weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan (tools/memplan.py).
+  --shape        --preset 8b's random-weight shape: llada-8b (default) or dream-7b (GQA 28/4 heads, q/k/v
+                 biases, shifted logits, no rollout cache); a checkpoint in --model-dir brings its own.
   --sandbox      the code reward's cost (tools/sandbox_cost.py, no model).
 
 Run (one micro-batch of one group of G unless --groups-per-micro says otherwise):
@@ -38,8 +40,10 @@ Run (one micro-batch of one group of G unless --groups-per-micro says otherwise)
     python -m tools.bench --objective wd1                   # the same round under wd1: no old / ref passes
     python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
     python -m tools.bench --rollout-cache dual --rollout-threshold 0.9      # the round with a fast rollout
-    python -m tools.bench --preset 8b --memory-plan         # CPU is fine: ~1 min, ~8 GB RAM
+    python -m tools.bench --preset 8b --memory-plan    # CPU: ~1 min with fast bf16 matmuls, >15 min on 1 AVX2 core
+    python -m tools.bench --preset 8b --shape dream-7b --memory-plan                # the same for Dream-7B's shape
     python -m tools.bench --preset 8b --json out/bench-8b.json                     # one GPU: d1's QLoRA round
+    python -m tools.bench --preset 8b --shape dream-7b        # one GPU: the QLoRA round at Dream-7B's shape
     python -m tools.bench --preset 8b --no-load-in-4bit --gradient-checkpointing   # one GPU: bf16 LoRA round
     python -m tools.bench --model-dir LLaDA-8B-Instruct --preset 8b --no-load-in-4bit --samplers
     python -m tools.bench --sandbox                         # the code reward: programs/s, one by one vs batched
@@ -61,11 +65,12 @@ from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages
                   scoring_cost)
 from lib.adapters import add_lora, lora_disabled, quantize_blocks
 from lib.checkpoint import load
+from lib.families import model_shapes
 from lib.hub import resolve_model
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
-from tools.memplan import memory_plan, probe_activations
+from tools.memplan import run_memory_plan
 from tools.sandbox_cost import format_sandbox_cost, sandbox_cost
 from tools.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
 
@@ -105,9 +110,8 @@ def param_count(model):
 
 
 def device_label(device):
-    if str(device).startswith("cuda"):
-        return torch.cuda.get_device_name(torch.device(device))
-    return f"cpu ({torch.get_num_threads()} threads)"
+    cuda = str(device).startswith("cuda")
+    return torch.cuda.get_device_name(torch.device(device)) if cuda else f"cpu ({torch.get_num_threads()} threads)"
 
 
 class PassCounter:
@@ -130,7 +134,7 @@ class PassCounter:
             self.counts["rollout_columns"] = self.counts.get("rollout_columns", 0) + args[0].shape[1]
         # a cache refresh returns (logits, keys/values), never with grad; counted under the forward's phase
         if isinstance(output, torch.Tensor) and output.requires_grad:
-            output.register_hook(lambda g: self.counts.__setitem__(phase + "_bwd", self.counts.get(phase + "_bwd", 0) + 1))
+            output.register_hook(lambda g: self.counts.update({phase + "_bwd": self.counts.get(phase + "_bwd", 0) + 1}))
 
     def remove(self):
         for h in self.handles:
@@ -337,15 +341,22 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
     return res
 
 
-def preset_config(preset):
-    """The shape of a preset's random weights: LLaDA-8B's (LLaDAConfig's defaults) for 8b, else the
-    tiny model's (the byte tokenizer's ids; the testbed trains the tiny model too)."""
-    return LLaDAConfig() if preset == "8b" else LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
+def add_shape_flag(parser):
+    """--shape, tools.bench's and tools.preflight's: the 8b preset's random-weight shape, by its name in
+    lib.families.model_shapes() (the one place a name maps to a config)."""
+    parser.add_argument("--shape", choices=list(model_shapes()), default="llada-8b", help="--preset 8b's "
+                        "random-weight shape (default: %(default)s); a checkpoint in --model-dir brings its own")
 
 
-def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
-    """The model a benchmark measures: the checkpoint in model_dir if it holds one, else random
-    weights of the preset's shape (tiny: the toy's; 8b: LLaDA-8B's), n_layers > 0: that many blocks.
+def preset_config(preset, shape="llada-8b"):
+    """The shape of a preset's random weights: for 8b, `shape`'s (lib.families.model_shapes: LLaDA-8B's
+    or Dream-7B's), else the tiny model's (the byte tokenizer's ids; the testbed trains the tiny model too)."""
+    return model_shapes()[shape] if preset == "8b" else LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
+
+
+def preset_model(gargs, device, dtype, model_dir="", n_layers=0, shape="llada-8b"):
+    """The model a benchmark measures: the checkpoint in model_dir if it holds one (its own config wins),
+    else random weights of the preset's shape (tiny: the toy's; 8b: `shape`'s), n_layers > 0: that many blocks.
     -> (model, what it is: the checkpoint's local directory), or (None, why not) for the 8B shape on a CPU."""
     try:  # a hub id or a hub cache: its local snapshot (lib/hub.py); "" or "none": random weights
         model_dir = resolve_model(model_dir).path if model_dir else ""
@@ -355,13 +366,13 @@ def preset_model(gargs, device, dtype, model_dir="", n_layers=0):
         return load(model_dir, device=device, dtype=dtype)[0], model_dir
     if gargs.preset == "8b" and not str(device).startswith("cuda"):
         return None, "the 8B shape needs a GPU (~16 GB of bf16 weights, a round is ~PFLOPs); on CPU use the tiny preset"
-    config = preset_config(gargs.preset)
+    config = preset_config(gargs.preset, shape)
     if n_layers:  # e.g. 8 blocks for a full fine-tuning round: 32 blocks' fp32 AdamW state does not fit one GPU
         config.n_layers = n_layers
     torch.manual_seed(0)  # the same random weights on every run
     with torch.device(device):  # built on the device: no 32 GB fp32 CPU copy of the 8B shape
         model = LLaDA(config).to(dtype)
-    return model, f"random weights, {config.n_layers} blocks"
+    return model, f"random weights{f' of {shape} shape' * (gargs.preset == '8b')}, {config.n_layers} blocks"
 
 
 def main(argv=None):
@@ -371,7 +382,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round; every other flag is grpo.py's")
     p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint, hub cache or hub id "
                    "(default: random weights of --preset)")
-    p.add_argument("--prompt-len", type=int, default=0, help="prompt tokens (default: 47 for tiny, --max-prompt-length for 8b)")
+    p.add_argument("--prompt-len", type=int, default=0,
+                   help="prompt tokens (default: 47 for tiny, --max-prompt-length for 8b)")
     p.add_argument("--repeats", type=int, default=1, help="rounds; times are medians")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
     p.add_argument("--samplers", action="store_true", help="instead of a round: exact vs cached samplers, greedy")
@@ -379,7 +391,9 @@ def main(argv=None):
                    "alone, all weights with grads (full fine-tuning's compute), eager and, with --compile, compiled")
     p.add_argument("--memory-plan", action="store_true", help="instead of a round: measure one policy forward's "
                    "saved activations for the preset's layer shapes (1- and 2-layer models, on CPU): the memory plan")
-    p.add_argument("--world-size", type=int, default=8, help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
+    p.add_argument("--world-size", type=int, default=8,
+                   help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
+    add_shape_flag(p)
     p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by lib/sandbox.py, "
                    "a G = 6 group with 10 tests each, one by one vs batched")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
@@ -392,33 +406,18 @@ def main(argv=None):
         res = sandbox_cost(repeats=max(3, args.repeats))
         print(format_sandbox_cost(res))  # with the strict assert check and with d1's plain asserts
     elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
-        config = preset_config(gargs.preset)
-        # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
-        probe = probe_activations(config, B, P, gargs.gen_length, torch.bfloat16, gargs.lora_r, gargs.load_in_4bit,
-                                  device=device)
-        res = {"probe": probe, "device": device_label(device)}
-        print(f"saved activations of one policy forward, B {B}, L {P + gargs.gen_length} (measured on "
-              f"{res['device']}, bf16): {probe['per_block'] / 2**30:.3f} GiB per block "
-              f"({probe['per_block_ckpt'] / 2**30:.3f} checkpointed), {probe['depth1'] / 2**30:.3f} GiB "
-              f"for a 1-block model")
-        for ckpt in (False, True):  # two plans: without and with gradient checkpointing
-            plan = memory_plan(config, B, gargs.gen_length, probe, gargs.lora_r, gargs.load_in_4bit, ckpt,
-                               args.world_size, gargs.beta)
-            res[f"plan_checkpointing_{ckpt}"] = plan
-            what = f"LoRA r {gargs.lora_r}{' on NF4' * gargs.load_in_4bit}" if gargs.lora_r else \
-                f"full fine-tuning, FSDP2 over {args.world_size} GPUs"
-            print(f"\npeak memory per GPU, {what}, {config.n_layers} layers, gradient checkpointing "
-                  f"{'on' if ckpt else 'off'} (GiB):")
-            print("\n".join(f"  {k:<48} {v:6.2f}" for k, v in plan.items()))
+        res = run_memory_plan(preset_config(gargs.preset, args.shape), gargs, B, P, args.world_size, device,
+                              device_label(device), args.shape if gargs.preset == "8b" else "tiny")
     else:  # a round, the policy pass alone, or the sampler table, on a real model
-        model, source = preset_model(gargs, device, dtype, args.model_dir)
+        model, source = preset_model(gargs, device, dtype, args.model_dir, shape=args.shape)
         if model is None:
             sys.exit(f"tools.bench --preset 8b: {source}")
         if args.policy_mfu:  # the policy pass alone, eager first: compile_blocks compiles the model in place
             res = {"device": device_label(device), "batch_size": B, "seq_len": P + gargs.gen_length,
                    "eager": policy_mfu(model, B, P, gargs.gen_length, peak_tflops=args.peak_tflops)}
             if gargs.compile:
-                res["compiled"] = policy_mfu(compile_blocks(model), B, P, gargs.gen_length, peak_tflops=args.peak_tflops)
+                res["compiled"] = policy_mfu(compile_blocks(model), B, P, gargs.gen_length,
+                                             peak_tflops=args.peak_tflops)
             for k in [k for k in ("eager", "compiled") if k in res]:
                 r = res[k]
                 print(f"policy fwd+bwd {k}, B {B}, L {res['seq_len']}: {r['seconds']:.3f} s, "

@@ -9,7 +9,9 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
                   eval under torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
   3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
                   d1's QLoRA round (python -m tools.preflight --preset 8b: G 6, prompt 200 + gen 256,
-                  block 32, 128 steps, μ 12, LoRA r 128 on NF4), the bf16 LoRA round (compiled),
+                  block 32, 128 steps, μ 12, LoRA r 128 on NF4), the same round at Dream-7B's shape
+                  (--shape dream-7b: GQA 28/4 heads, q/k/v biases, shifted logits; the exact sampler,
+                  since a shifted model has no rollout cache), the bf16 LoRA round (compiled),
                   a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
                   the policy forward + backward alone for MFU (eager and compiled), the exact
                   vs cached samplers at gen 256 (compiled), d1's round once per rollout mode
@@ -29,6 +31,7 @@ Run:
     make gpu-check                         # = python3 -m tools.gpu_check
     python3 -m tools.gpu_check --skip 8b         # CUDA correctness only, ~2 min
     python3 -m tools.gpu_check --skip tests,scripts --out-dir out/gpu-8b
+No CPU mode: tests/test_bench.py runs the Dream-7B round's command on CPU at a tiny Dream stand-in.
 """
 import argparse
 import importlib.util
@@ -102,9 +105,11 @@ def summarize_round(path):
         if "error" in r:
             return r["error"]
         s = r["seconds"]
+        # reserved memory and MFU exist on CUDA only (a CPU stand-in's JSON has neither)
         return (f"rollout {s['rollout']:.1f} s ({r['sampler_tokens_per_s']:.0f} tok/s), old/ref {s['old_ref']:.1f} s, "
-                f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc / "
-                f"{r['peak_reserved_gib']:.1f} reserved, update MFU {100 * r['mfu']:.1f} %")
+                f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc"
+                + (f" / {r['peak_reserved_gib']:.1f} reserved" if "peak_reserved_gib" in r else "")
+                + (f", update MFU {100 * r['mfu']:.1f} %" if "mfu" in r else ""))
     return f
 
 
@@ -112,8 +117,8 @@ def summarize_mfu(path):
     # one line from a bench.py --policy-mfu JSON: MFU, seconds and peak memory, eager and compiled
     def f():
         r = read_json(path)
-        return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, {r[k]['peak_memory_gib']:.1f} GiB)"
-                         for k in ("eager", "compiled") if k in r)
+        return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, "
+                         f"{r[k]['peak_memory_gib']:.1f} GiB)" for k in ("eager", "compiled") if k in r)
     return f
 
 
@@ -135,16 +140,68 @@ def summarize_samplers(path):
     return f
 
 
-if __name__ == "__main__":
+def eightb_checks(py, out, peak_tflops):
+    """Part 3's checks, in order: (name, command, summarize), each command one process on the GPU; `out`
+    joins names onto --out-dir. --model-dir none: random weights even where an out/sft exists; the prompt
+    is d1's longest (200), an upper bound."""
+    # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
+    # overridden); the MFU and sampler checks are bench.py's own modes
+    bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(peak_tflops)]
+    rollouts = [py, "-m", "tools.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
+    pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(peak_tflops), "--model-dir",
+           "none", "--task", "gsm8k"]
+    return [
+        ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
+        # the same round at Dream-7B's shape (lib.families.model_shapes: GQA 28/4 heads, q/k/v biases, shifted
+        # logits), random weights; the exact sampler, said explicitly: sample.generate refuses a cached rollout
+        # on a shifted model
+        ("8b dream-7b qlora round", [*pre, "--shape", "dream-7b", "--rollout-cache", "none", "--rollout-threshold",
+                                     "0", "--json", out("8b_dream7b.json")], summarize_round(out("8b_dream7b.json"))),
+        # the same round on a bf16 base, compiled blocks
+        ("8b bf16 lora round", [*pre, "--no-load-in-4bit", "--compile", "--json", out("8b_lora.json")],
+         summarize_round(out("8b_lora.json"))),
+        # full fine-tuning on 8 of the 32 blocks: with all 32, the fp32 weights, grads and AdamW states
+        # (16 bytes per parameter, 128 GB) do not fit one GPU
+        ("8b full-ft round, 8L", [*pre, "--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile",
+                                  "--json", out("8b_full8.json")], summarize_round(out("8b_full8.json"))),
+        ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
+         summarize_mfu(out("8b_mfu.json"))),
+        # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
+        ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
+                                 "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
+        # d1's QLoRA round once per rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md),
+        # eager, then on a bf16 base with compiled blocks. Random weights never reach a 0.9 confidence, so
+        # the threshold rows show the cache's cost only
+        ("8b rollout modes", [*rollouts, "--json", out("8b_rollouts.json")],
+         summarize_rollouts(out("8b_rollouts.json"))),
+        ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
+                                        out("8b_rollouts_compiled.json")],
+         summarize_rollouts(out("8b_rollouts_compiled.json"))),
+        # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
+        # seconds per phase, peak memory (JustGRPO: AR rollouts of 256 steps, 256 / 16 chunked policy calls)
+        *[(f"8b {name} round", [*pre, "--objective", name, *extra, "--json", out(f"8b_{name}.json")],
+           summarize_round(out(f"8b_{name}.json"))) for name, extra in OBJECTIVE_ROUNDS],
+    ]
+
+
+def parse_args(argv=None):
+    """gpu_check's flags; --skip comes back as a set of PARTS."""
     p = argparse.ArgumentParser(description="prove the CUDA path and measure the 8B shape on this GPU box")
     p.add_argument("--out-dir", type=str, default="out/gpu-check", help="logs, JSON and the tiny runs' outputs")
     p.add_argument("--skip", type=str, default="", help=f"comma list of parts to skip: {','.join(PARTS)}")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (989 = H100/H200 SXM)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     # a typo in --skip would silently run the part it meant to skip: refuse it
     if skip - set(PARTS):
         sys.exit(f"--skip takes {','.join(PARTS)}, got {args.skip}")
+    args.skip = skip
+    return args
+
+
+if __name__ == "__main__":
+    args = parse_args()
+    skip = args.skip
 
     # what the box must have, said before any work starts
     import torch
@@ -205,42 +262,9 @@ if __name__ == "__main__":
         ]]
         rows += finish_all(jobs)
 
-    # 3. the 8B shape, one process at a time so each owns the GPU. --model-dir none: random
-    # weights even where an out/sft exists; the prompt is d1's longest (200), an upper bound
+    # 3. the 8B shape (eightb_checks), one process at a time so each owns the GPU
     if "8b" not in skip:
-        # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
-        # overridden); the MFU and sampler checks are bench.py's own modes
-        bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(args.peak_tflops)]
-        rollouts = [py, "-m", "tools.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
-        pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(args.peak_tflops), "--model-dir", "none",
-               "--task", "gsm8k"]
-        for name, cmd, summarize in [
-            ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
-            # the same round on a bf16 base, compiled blocks
-            ("8b bf16 lora round", [*pre, "--no-load-in-4bit", "--compile", "--json", out("8b_lora.json")],
-             summarize_round(out("8b_lora.json"))),
-            # full fine-tuning on 8 of the 32 blocks: with all 32, the fp32 weights, grads and AdamW states
-            # (16 bytes per parameter, 128 GB) do not fit one GPU
-            ("8b full-ft round, 8L", [*pre, "--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile",
-                                      "--json", out("8b_full8.json")], summarize_round(out("8b_full8.json"))),
-            ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
-             summarize_mfu(out("8b_mfu.json"))),
-            # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
-            ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
-                                     "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
-            # d1's QLoRA round once per rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md),
-            # eager, then on a bf16 base with compiled blocks. Random weights never reach a 0.9 confidence, so
-            # the threshold rows show the cache's cost only
-            ("8b rollout modes", [*rollouts, "--json", out("8b_rollouts.json")],
-             summarize_rollouts(out("8b_rollouts.json"))),
-            ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
-                                            out("8b_rollouts_compiled.json")],
-             summarize_rollouts(out("8b_rollouts_compiled.json"))),
-            # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
-            # seconds per phase, peak memory (JustGRPO: AR rollouts of 256 steps, 256 / 16 chunked policy calls)
-            *[(f"8b {name} round", [*pre, "--objective", name, *extra, "--json", out(f"8b_{name}.json")],
-               summarize_round(out(f"8b_{name}.json"))) for name, extra in OBJECTIVE_ROUNDS],
-        ]:
+        for name, cmd, summarize in eightb_checks(py, out, args.peak_tflops):
             rows.append(finish(start(name, cmd, args.out_dir), summarize))
 
     # 4. the projection: d1's step counts at the measured QLoRA round (16 prompts per step, one
@@ -267,6 +291,7 @@ if __name__ == "__main__":
     with open(out("gpu_check.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "n_gpus": n_gpus, "torch": torch.__version__,
                    "transformers": transformers.__version__, "checks": rows, "projection_hours": proj}, f, indent=2)
-    print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     # exit 1 on any failure, so `make gpu-check` fails too
     sys.exit(1 if failed else 0)

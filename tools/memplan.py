@@ -1,20 +1,49 @@
 """
-memplan.py: the peak GPU memory of one diffu-GRPO policy step at LLaDA-8B's shape, planned on a
-laptop. The activations are MEASURED: saved_tensors_hooks count the bytes autograd keeps in one
-policy forward of models with the real layer widths and 1 or 2 blocks (blocks are identical, so
-n blocks save depth1 + (n - 1) * per_block, exactly); weights, adapters, gradients and AdamW
-states are COUNTED. On an H100 the plan was 6 % above the measured peak of d1's QLoRA step
-(29.3 vs 27.6 GiB; README, Performance).
+memplan.py: the peak GPU memory of one diffu-GRPO policy step at an 8B-class shape (LLaDA-8B's or
+Dream-7B's, tools.bench --shape), planned on a laptop. The activations are MEASURED: saved_tensors_hooks
+count the bytes autograd keeps in one policy forward of models with the real layer widths and 1 or 2
+blocks (blocks are identical, so n blocks save depth1 + (n - 1) * per_block, exactly); weights, adapters,
+gradients and AdamW states are COUNTED from the config's fields (shape_params). On an H100 the plan was
+6 % above the measured peak of d1's QLoRA step at LLaDA-8B's shape (29.3 vs 27.6 GiB; README, Performance).
 
-Run (through bench.py, on CPU is fine: ~1 min, ~8 GB RAM for the 8B widths):
+Run (through bench.py; on CPU ~1 min where bf16 matmuls are fast, over 15 min on one AVX2-only core;
+~10 GB RAM for the 8B widths):
     python -m tools.bench --preset 8b --memory-plan                 # QLoRA (the 8b preset is 4-bit)
+    python -m tools.bench --preset 8b --shape dream-7b --memory-plan                     # the same for Dream-7B
     python -m tools.bench --preset 8b --memory-plan --lora-r 0 --no-load-in-4bit        # full fine-tuning, FSDP2 over 8
 """
+import dataclasses
+
 import torch
 
 from lib.adapters import add_lora, quantize_blocks
 from logprob import mask_generator, one_step_logprobs
-from model import LLaDA, LLaDAConfig
+from model import LLaDA
+
+
+# d1's LoRA targets (grpo.py's --lora-targets default, lib.adapters.add_lora's)
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "up_proj")
+
+
+def linear_shapes(config):
+    """Each block linear's (in, out) features, from the config's fields: q and the attention output are C wide,
+    k and v n_kv_heads * head_dim (grouped-query attention: Dream-7B's 4 x 128 = 512; LLaDA-8B is MHA, 4096)."""
+    C, F, kv = config.d_model, config.hidden_size, config.kv_heads * config.head_dim
+    return {"q_proj": (C, C), "k_proj": (C, kv), "v_proj": (C, kv), "attn_out": (C, C),
+            "ff_proj": (C, F), "up_proj": (C, F), "ff_out": (F, C)}
+
+
+def shape_params(config):
+    """Parameter counts from the config's fields, no model built: "linears" = one block's linear weights
+    (what NF4 quantizes), "block_rest" = its two RMSNorm weights and q/k/v biases (Dream's; LLaDA has none),
+    "root" = embedding + untied LM head + final norm, "dense" = what stays bf16 under NF4 (root + every
+    block_rest), "total": LLaDA-8B 8,015,581,184, Dream-7B 7,615,616,512 (tests/test_bench.py)."""
+    C, V, n, shapes = config.d_model, config.padded_vocab, config.n_layers, linear_shapes(config)
+    bias = sum(shapes[k][1] for k in ("q_proj", "k_proj", "v_proj")) if config.include_qkv_bias else 0
+    # the LM head is never tied to the embedding (LLaDAConfig.validate refuses weight_tying)
+    counts = {"linears": sum(i * o for i, o in shapes.values()), "block_rest": 2 * C + bias, "root": 2 * V * C + C}
+    counts["dense"] = counts["root"] + n * counts["block_rest"]
+    return {**counts, "total": n * counts["linears"] + counts["dense"]}
 
 
 def saved_bytes(model, prompt, completion, p_mask=0.15):
@@ -44,7 +73,7 @@ def saved_bytes(model, prompt, completion, p_mask=0.15):
 
 
 def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, load_in_4bit=True,
-                      device="cpu"):
+                      device="cpu", targets=LORA_TARGETS):
     """Measure the saved activation bytes of the policy forward for the real layer widths without
     the real depth, from models of 1 and 2 blocks (random weights), with and without gradient
     checkpointing. Blocks 2..n are identical, so n blocks save depth1 + (n - 1) * per_block."""
@@ -52,8 +81,9 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
     for ckpt in (False, True):
         for n in (1, 2):
             # the real widths with n blocks: at LLaDA-8B's a block is 218M parameters and the embedding + head
-            # 1.04B, so even n = 2 is ~1.5B (~3 GB in bf16): this is why the probe fits on a laptop
-            cfg = LLaDAConfig(**{**config.to_dict(), "n_layers": n})
+            # 1.04B (Dream-7B: 233M, 1.09B), so even n = 2 is ~1.5B (~3 GB in bf16): the probe fits on a laptop.
+            # replace keeps every field (a family's logit_shift too, which config.json never carries)
+            cfg = dataclasses.replace(config, n_layers=n)
             torch.manual_seed(0)
             with torch.device(device):
                 m = LLaDA(cfg).to(dtype)
@@ -63,7 +93,7 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
                 quantize_blocks(m)
             if lora_r:
                 # d1's RL adapters (alpha 64, dropout 0.05, docs/d1.md §4.3); each saves its dropped-out fp32 input
-                add_lora(m, r=lora_r, alpha=64.0, dropout=0.05)
+                add_lora(m, r=lora_r, alpha=64.0, dropout=0.05, targets=targets)
             m.gradient_checkpointing = ckpt
             # train mode, as grpo.policy_step: LoRA dropout is active in the policy pass
             m.train()
@@ -81,40 +111,40 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
 
 
 def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
-                gradient_checkpointing=False, world_size=8, beta=0.04):
+                gradient_checkpointing=False, world_size=8, beta=0.04, targets=LORA_TARGETS):
     """Peak-memory estimate (GiB per GPU) of one diffu-GRPO policy step, from the measured
-    activation probe (same lora_r / 4-bit setting) and counted parameter bytes. lora_r > 0: LoRA
-    (QLoRA with load_in_4bit); lora_r = 0: full fine-tuning under FSDP2 over world_size GPUs.
-    Returns {term: GiB} and their "total"; each term is explained where it is computed."""
-    # LLaDA-8B: C 4096, F 12288, V 126464, n 32. Parameter bytes are counted from the shape, not measured
-    C, F, V, n = config.d_model, config.hidden_size, config.padded_vocab, config.n_layers
-    block_params = 4 * C * C + 3 * C * F     # q, k, v, out + gate, up, down (MHA: n_kv_heads = n_heads)
-    # norms: two per block (attention, MLP) plus the final one, C weights each; LLaDA has no biases
-    dense_params = 2 * V * C + (2 * n + 1) * C  # embedding, LM head, norms
-    total = n * block_params + dense_params   # 8,015,581,184 for LLaDA-8B (tested)
+    activation probe (same lora_r / 4-bit setting / targets) and parameter bytes counted from the
+    config (shape_params). lora_r > 0: LoRA (QLoRA with load_in_4bit); lora_r = 0: full fine-tuning
+    under FSDP2 over world_size GPUs. Returns {term: GiB} and their "total"; each term is explained
+    where it is computed."""
+    counts, shapes, V, n = shape_params(config), linear_shapes(config), config.padded_vocab, config.n_layers
+    block_params = counts["linears"] + counts["block_rest"]  # everything one block holds
     ck = "_ckpt" if gradient_checkpointing else ""
     # backward adds, on top of the saved activations: at most one block's activations at a time (freed
     # as backward moves down; recomputed under checkpointing, so per_block either way), and the fp32
-    # gradient of the completion log-softmax, (B, N, V) x 4 bytes: 0.72 GiB at B 6, N 256
+    # gradient of the completion log-softmax, (B, N, V) x 4 bytes: 0.72 GiB at B 6, N 256, LLaDA's V
     transient = probe["per_block"] + batch * gen_length * V * 4
     if lora_r:
         # LoRA / QLoRA. NF4 bytes per frozen block weight: 4 bits, + one 8-bit absmax per 64 weights,
         # + one fp32 scale per 256 absmaxes (double quantization) = 0.516; a bf16 base is 2 bytes
         per_weight = 0.5 + 1 / 64 + 4 / (64 * 256) if load_in_4bit else 2.0
-        # an adapter on an in -> out linear has r * (in + out) parameters (A: r x in, B: out x r)
-        lora = n * lora_r * (3 * 2 * C + (C + F)) * 4  # fp32 A and B of q, k, v (C -> C), up (C -> F)
-        # embedding and LM head stay bf16 (2 bytes each); the adapters' grads and AdamW's two moments
-        # are three more fp32 copies of the adapters
-        plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head": n * block_params * per_weight + 2 * dense_params,
+        # an adapter on an in -> out linear has r * (in + out) fp32 parameters (A: r x in, B: out x r); k and v
+        # are narrower than q under grouped-query attention
+        lora = n * lora_r * sum(sum(shapes[t]) for t in targets) * 4
+        # embedding, LM head, norms and biases stay bf16 (2 bytes each); the adapters' grads and AdamW's two
+        # moments are three more fp32 copies of the adapters
+        plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head":
+                n * counts["linears"] * per_weight + 2 * counts["dense"],
                 "LoRA adapters (fp32)": lora, "LoRA grads + AdamW states (fp32)": 3 * lora}
     else:
         # full fine-tuning under FSDP2: 16 bytes per parameter (fp32 master weight 4, grad 4, AdamW's
         # two moments 8), all sharded over world_size; the frozen bf16 reference only exists when β > 0,
         # also sharded; and the bf16 parameters FSDP gathers at a time: the root unit (embedding, head)
         # and two blocks (the current one and the prefetched next one)
+        total = counts["total"]
         plan = {f"fp32 weights + grads + AdamW, sharded /{world_size}": 16 * total / world_size,
                 f"bf16 reference copy, sharded /{world_size}": 2 * total / world_size if beta else 0.0,
-                "gathered bf16 params: root + 2 blocks": 2 * (dense_params + 2 * block_params)}
+                "gathered bf16 params: root + 2 blocks": 2 * (counts["root"] + 2 * block_params)}
         # full FT: one block's fp32 gradients exist in full before they are reduce-scattered
         transient += 4 * block_params
     # blocks 2..n save exactly what block 2 saved (identical blocks), so this is exact, not an estimate
@@ -124,3 +154,27 @@ def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
     plan = {k: v / 2**30 for k, v in plan.items()}
     plan["total"] = sum(plan.values())
     return plan
+
+
+def run_memory_plan(config, gargs, batch, prompt_len, world_size, device, device_label, shape):
+    """tools.bench --memory-plan: the probe at `config`'s widths (on `device`), then the plan without and with
+    gradient checkpointing for grpo.py's flags `gargs`, printed. -> the numbers, for --json."""
+    targets = tuple(gargs.lora_targets.split(","))
+    # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run
+    probe = probe_activations(config, batch, prompt_len, gargs.gen_length, torch.bfloat16, gargs.lora_r,
+                              gargs.load_in_4bit, device=device, targets=targets)
+    res = {"shape": shape, "params": shape_params(config)["total"], "probe": probe, "device": device_label}
+    print(f"{shape} shape, {res['params']:,} parameters. Saved activations of one policy forward, B {batch}, "
+          f"L {prompt_len + gargs.gen_length} (measured on {device_label}, bf16): {probe['per_block'] / 2**30:.3f} "
+          f"GiB per block ({probe['per_block_ckpt'] / 2**30:.3f} checkpointed), {probe['depth1'] / 2**30:.3f} GiB "
+          f"for a 1-block model")
+    for ckpt in (False, True):  # two plans: without and with gradient checkpointing
+        plan = memory_plan(config, batch, gargs.gen_length, probe, gargs.lora_r, gargs.load_in_4bit, ckpt,
+                           world_size, gargs.beta, targets)
+        res[f"plan_checkpointing_{ckpt}"] = plan
+        what = f"LoRA r {gargs.lora_r}{' on NF4' * gargs.load_in_4bit}" if gargs.lora_r else \
+            f"full fine-tuning, FSDP2 over {world_size} GPUs"
+        print(f"\npeak memory per GPU, {what}, {config.n_layers} layers, gradient checkpointing "
+              f"{'on' if ckpt else 'off'} (GiB):")
+        print("\n".join(f"  {k:<48} {v:6.2f}" for k, v in plan.items()))
+    return res

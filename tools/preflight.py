@@ -6,8 +6,9 @@ The flags are grpo.py's own, parsed by grpo.parse_args, so presets and defaults 
 trainer's. One micro-batch round (groups_per_micro groups of G: rollout, old/ref log-probs, μ
 policy updates) runs through grpo.py's phase functions (bench.bench) on this machine's first
 device, with the model in --model-dir or, where there is none, random weights of the preset's
-shape. Reported: seconds per phase, rollout tokens/s, peak memory allocated and reserved against
-the device's total (a warning above 90 %), and hours for --rounds and for d1's step count:
+shape (--preset 8b: --shape llada-8b, the default, or dream-7b). Reported: seconds per phase,
+rollout tokens/s, peak memory allocated and reserved against the device's total (a warning above
+90 %), and hours for --rounds and for d1's step count:
 
     hours = ceil(steps / μ) rounds x ceil(micro-batches per round / GPUs) x seconds per round
 
@@ -19,6 +20,7 @@ Run:
     python -m tools.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
     python -m tools.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
     python -m tools.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
+    python -m tools.preflight --preset 8b --task gsm8k --shape dream-7b     # Dream-7B's shape (exact sampler)
     python -m tools.preflight --preset 8b --task gsm8k --gpus 8 --max-hours 24   # jobs and requeues of 24 h
     python -m tools.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
 """
@@ -32,7 +34,7 @@ import grpo
 from lib.adapters import quantize_blocks
 from ops.ddp import default_dtype
 from ops.stop import BUDGET_STEPS
-from tools.bench import bench, format_table, preset_model
+from tools.bench import add_shape_flag, bench, format_table, preset_model
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
 
@@ -61,21 +63,21 @@ def jobs_needed(run_hours, max_hours, round_hours):
     return math.ceil(run_hours / usable) if usable > 0 else None
 
 
-def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
+def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1, shape="llada-8b"):
     """One diffu-GRPO micro-batch round for the configuration that grpo.py's flags `gargs` describe
     (grpo.parse_args), measured on this machine's first device: seconds per phase, peak memory
     against the device's total (a warning above 90 %), and the projected wall-clock of the run
     (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
-    is gargs.model_dir if it holds one, else random weights of the preset's shape (n_layers > 0:
-    that many blocks)."""
+    is gargs.model_dir if it holds one, else random weights of the preset's shape (8b: `shape`, a
+    lib.families.model_shapes() name; n_layers > 0: that many blocks)."""
     # the first GPU unless --device says cpu (or there is none); --dtype's default is grpo.py's (bf16 on
     # GPU, fp32 on CPU)
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
     dtype = default_dtype(gargs.dtype, device)
     # a real checkpoint where --model-dir holds one; "--model-dir none" (no config.json): random weights
-    model, source = preset_model(gargs, device, dtype, gargs.model_dir, n_layers)
+    model, source = preset_model(gargs, device, dtype, gargs.model_dir, n_layers, shape)
     if model is None:
-        return {"model": "8B shape", "error": source}
+        return {"model": f"{shape} shape", "error": source}
     # QLoRA, d1's recipe: the blocks become NF4 in place here, and bench() then adds the adapters on top
     if gargs.load_in_4bit:
         quantize_blocks(model)
@@ -87,6 +89,8 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1):
                                                       "objective", "estimator", "rollout_cache",
                                                       "rollout_threshold", "max_hours")},
            "model": source}
+    # the flag, as the others: "model" says what ran (a checkpoint in --model-dir brings its own shape)
+    res["config"]["shape"] = shape
     try:
         # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.
         # The prompt is max_prompt_length tokens, the longest that d1's left cut lets through (docs/d1.md §2.4):
@@ -148,10 +152,11 @@ def main(argv=None):
     extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
     extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
     extra.add_argument("--json", type=str, default="", help="also write the numbers here")
+    add_shape_flag(extra)
     # preflight's own flags are taken out first; everything else goes to grpo.parse_args untouched, so
     # a grpo.py command line is preflighted as is
     ex, rest = extra.parse_known_args(argv)
-    res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops)
+    res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops, shape=ex.shape)
     print(format_preflight(res))
     if ex.json:
         with open(ex.json, "w") as f:
