@@ -25,7 +25,7 @@ attention (28 query heads, 4 key/value heads), RoPE applied in the activations' 
 (rope_full_precision false), and shifted logits (logit_shift): Dream reads token i from position i - 1. The shift
 is applied once, in forward, so every caller (the sampler, the estimators, SFT, every objective) reads
 logits[:, i] as the prediction for token i whatever the family. lib/families.py translates Dream's
-config.json and checkpoint keys to and from these fields and names (docs/model.md, "Dream").
+config.json and checkpoint keys to and from these fields and names (docs/model.md, "The families").
 
 What lives here: LLaDAConfig (the official config.json field names; unsupported configs are
 refused), LLaDA.forward(input_ids, attention_mask=None) -> logits (B, T, V) with an optional KV

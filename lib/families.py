@@ -10,17 +10,19 @@ Everything else (the sampler, the estimators, SFT, every objective) never asks w
             (model_type "llada"), keys "model." + ours; docs/llada.md.
     Dream   Dream-org/Dream-v0-Instruct-7B (arXiv 2508.15487), and models built on it (DiffuCoder):
             Qwen2 names (model_type "Dream"), keys model.layers.N.self_attn.q_proj... and lm_head;
-            q/k/v biases, grouped-query attention, RoPE in the activations' dtype and shifted
-            logits (model.py). Read from Dream's configuration_dream.py and
-            modeling_dream.py (the hub's remote code); docs/model.md, "Dream".
+            q/k/v biases, grouped-query attention, RoPE in the activations' dtype and shifted logits
+            (model.py). Read from Dream's configuration_dream.py and modeling_dream.py (the hub's
+            remote code); docs/model.md, "The families".
 
 Adding a family: one more Family here (its config translation, key names and tokens), a tiny model
 for the tests (lib/checkpoint.make_tiny(family=...)), and a check of its forward against an independent
 implementation (tests/test_dream.py is the pattern).
 
     from lib.families import family_of
-    fam = family_of(json.load(open("config.json")))     # refuses a model_type we do not run
+    raw = json.load(open("config.json"))
+    fam = family_of(raw)                                # refuses a model_type we do not run
     config = fam.config_from_json(raw)                  # -> model.LLaDAConfig, validated
+    official = fam.key_out("transformer.blocks.0.q_proj.weight")   # Dream: model.layers.0.self_attn.q_proj.weight
 """
 import re
 from dataclasses import dataclass
