@@ -97,66 +97,12 @@ OFFICIAL_CONFIG_JSON = r"""{
 
 # LLaDA-8B-Instruct's config after a transformers save_pretrained, as users' own copies look:
 # github radi-cho/reasoning-diffusion @ 49e3510e8fffd3b4297abae4548f91d76833196d,
-# LLaDA-8B-Instruct/config.json (git blob c71f4e0724646f6d9895c65da058429518464f2f). It has the same values
-# as the official file, plus "_name_or_path" and "torch_dtype", another "transformers_version", keys
-# sorted, and a final newline.
-RESAVED_INSTRUCT_JSON = r"""{
-  "_name_or_path": "GSAI-ML/LLaDA-8B-Instruct",
-  "activation_type": "silu",
-  "alibi": false,
-  "alibi_bias_max": 8.0,
-  "architectures": [
-    "LLaDAModelLM"
-  ],
-  "attention_dropout": 0.0,
-  "attention_layer_norm": false,
-  "attention_layer_norm_with_affine": true,
-  "auto_map": {
-    "AutoConfig": "configuration_llada.LLaDAConfig",
-    "AutoModel": "modeling_llada.LLaDAModelLM",
-    "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"
-  },
-  "bias_for_layer_norm": false,
-  "block_group_size": 1,
-  "block_type": "llama",
-  "d_model": 4096,
-  "embedding_dropout": 0.0,
-  "embedding_size": 126464,
-  "eos_token_id": 126081,
-  "flash_attention": false,
-  "include_bias": false,
-  "include_qkv_bias": false,
-  "init_cutoff_factor": null,
-  "init_device": "meta",
-  "init_fn": "mitchell",
-  "init_std": 0.02,
-  "input_emb_norm": false,
-  "layer_norm_type": "rms",
-  "layer_norm_with_affine": true,
-  "mask_token_id": 126336,
-  "max_sequence_length": 4096,
-  "mlp_hidden_size": 12288,
-  "mlp_ratio": 4,
-  "model_type": "llada",
-  "multi_query_attention": null,
-  "n_heads": 32,
-  "n_kv_heads": 32,
-  "n_layers": 32,
-  "pad_token_id": 126081,
-  "precision": "amp_bf16",
-  "residual_dropout": 0.0,
-  "rms_norm_eps": 1e-05,
-  "rope": true,
-  "rope_full_precision": true,
-  "rope_theta": 500000.0,
-  "scale_logits": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.46.2",
-  "use_cache": false,
-  "vocab_size": 126464,
-  "weight_tying": false
-}
-"""
+# LLaDA-8B-Instruct/config.json (git blob c71f4e0724646f6d9895c65da058429518464f2f). It is the official file's
+# values plus "_name_or_path" and "torch_dtype", another "transformers_version", written as transformers writes
+# a config (keys sorted, indent 2, a final newline): built so here, and its blob id checks it is that file
+RESAVED_INSTRUCT_JSON = json.dumps({**json.loads(OFFICIAL_CONFIG_JSON), "_name_or_path": "GSAI-ML/LLaDA-8B-Instruct",
+                                    "torch_dtype": "bfloat16", "transformers_version": "4.46.2"},
+                                   indent=2, sort_keys=True) + "\n"
 
 # hub id (or a label) -> the config.json text it ships
 VARIANTS = {
