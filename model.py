@@ -68,6 +68,9 @@ TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_
 # Config
 
 NOT_IN_JSON = ("logit_shift",)  # Dream's field, set by lib/families.py, never in config.json
+# why a Fast-dLLM KV cache has no meaning on shifted logits; model.forward, sample.generate and the scripts'
+# up-front checks refuse it with this reason
+SHIFT_NO_CACHE = "a cached window's first column is read from the column left of it, which the window does not hold"
 
 
 @dataclass
@@ -362,7 +365,7 @@ class LLaDA(nn.Module):
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
         # a cached window's column `start` is read from column start - 1, which the window does not hold
         if self.config.logit_shift and past_kv is not None:
-            raise ValueError("a KV-cache window cannot be read with shifted logits (Dream): run the exact sampler")
+            raise ValueError(f"a KV-cache window cannot be read with shifted logits (Dream): {SHIFT_NO_CACHE}")
         kv = []  # with return_kv: each block's fresh (k, v)
         for i, block in enumerate(self.transformer.blocks):
             # layer i gets its own cached (k, v). If the canvas changed since the cache was made,

@@ -38,6 +38,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+from model import SHIFT_NO_CACHE
 from ops.metrics import progress as progress_bar
 
 # LLaDA's orders (with its even schedule), then Dream's (with Dream's schedule; "origin" writes each blank by
@@ -267,8 +268,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                                                       temperature, cfg_scale, remasking, mask_id, cache, threshold,
                                                       threshold_rule, eps, alg_temp)
     if cache and getattr(model.config, "logit_shift", False):  # Dream: column `start` reads column start - 1
-        raise ValueError(f"cache={cache!r} does not apply to a model with shifted logits (Dream): a cached window's "
-                         "first column is read from the column left of it, which the window does not hold")
+        raise ValueError(f"cache={cache!r} does not apply to a model with shifted logits (Dream): {SHIFT_NO_CACHE}")
     B, P = prompt.shape
 
     # the canvas: prompt, then all-mask. prompt_index is fixed now and only used by CFG.

@@ -140,7 +140,10 @@ def block_linears(model, targets):
             yield block, name, f"transformer.blocks.{i}.{name}"
 
 
-def add_lora(model, r=128, alpha=64, dropout=0.05, targets=("q_proj", "k_proj", "v_proj", "up_proj")):
+D1_RL_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "up_proj")  # the four d1's RL config adapts (docs/d1.md §10.7)
+
+
+def add_lora(model, r=128, alpha=64, dropout=0.05, targets=D1_RL_LORA_TARGETS):
     """Freeze every base parameter and wrap the named linear layers of every block in LoRALinear.
     targets: any of BLOCK_LINEARS (block layers only; the LM head, also called ff_out, is never
     wrapped). Defaults are d1's RL setting: r 128, alpha 64, dropout 0.05 on q, k, v, up_proj (its

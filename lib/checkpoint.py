@@ -123,8 +123,7 @@ def verify(path):
     return config
 
 
-# safetensors' names of config.json's torch_dtype values
-SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}  # config.json's torch_dtype names
 
 
 def _header_shapes(file):
@@ -438,8 +437,9 @@ if __name__ == "__main__":
     parser.add_argument("--rope-theta", type=float, default=None, help="RoPE base (default: the family's, "
                         f"{TINY_CONFIG['rope_theta']:g} LLaDA, {DREAM.tiny['rope_theta']:g} Dream)")
     args = parser.parse_args()
+    tiny = {**TINY_CONFIG, **FAMILY_NAMES[args.family].tiny}  # its query heads per key/value head are kept
     shape = dict(d_model=args.d_model, n_layers=args.n_layers, mlp_hidden_size=3 * args.d_model,
-                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32 // (4 if args.family == "dream" else 1),
+                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32 // (tiny["n_heads"] // tiny["n_kv_heads"]),
                  **({"rope_theta": args.rope_theta} if args.rope_theta else {}))
     make_tiny(args.out_dir, seed=args.seed, tags=args.tags, family=args.family, **shape)
     model, tok = load(args.out_dir)

@@ -63,14 +63,14 @@ DREAM_MODEL_TYPE = "Dream"
 # the tiny Dream: Dream-7B's fixed and carried config keys (DreamModel, the model_type, no sliding window),
 # its architecture (DREAM_ARCH), grouped-query attention (4 query heads share one key/value head; Dream-7B:
 # 7 share each of 4), and its RoPE base and eps
-DREAM_EXTRAS = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "bos_token_id": None,
-                "hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
-                "sliding_window": None, "attention_dropout": 0.0, "use_cache": False}
+DREAM_EXTRAS = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "bos_token_id": None, **DREAM_FIXED,
+                "sliding_window": None, "use_cache": False}
 TINY_DREAM = dict(n_kv_heads=1, rope_theta=1e6, rms_norm_eps=1e-6, **DREAM_ARCH)
 # our module name inside a block -> Dream's (DreamDecoderLayer: self_attn, mlp, two RMSNorms)
 DREAM_BLOCK = {"q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj", "v_proj": "self_attn.v_proj",
                "attn_out": "self_attn.o_proj", "ff_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj",
                "ff_out": "mlp.down_proj", "attn_norm": "input_layernorm", "ff_norm": "post_attention_layernorm"}
+DREAM_BLOCK_IN = {theirs: ours for ours, theirs in DREAM_BLOCK.items()}  # Dream's module name -> ours
 DREAM_TOP = {"transformer.wte.": "model.embed_tokens.", "transformer.ln_f.": "model.norm.",
              "transformer.ff_out.": "lm_head."}  # the LM head is untied (tie_word_embeddings false)
 _OURS_BLOCK = re.compile(r"transformer\.blocks\.(\d+)\.(\w+)\.(weight|bias)$")
@@ -90,9 +90,8 @@ def _dream_key_out(key):
 def _dream_key_in(key):
     """Dream's key -> ours; a key Dream's layout does not have comes back unchanged (and is then
     reported as unexpected by the strict loader, under its own name)."""
-    back = {v: k for k, v in DREAM_BLOCK.items()}
-    if (m := _DREAM_BLOCK.match(key)) and m[2] in back:
-        return f"transformer.blocks.{m[1]}.{back[m[2]]}.{m[3]}"
+    if (m := _DREAM_BLOCK.match(key)) and m[2] in DREAM_BLOCK_IN:
+        return f"transformer.blocks.{m[1]}.{DREAM_BLOCK_IN[m[2]]}.{m[3]}"
     for ours, theirs in DREAM_TOP.items():
         if key.startswith(theirs):
             return ours + key[len(theirs):]
@@ -171,8 +170,7 @@ DREAM_7B = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "hi
             "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
             "vocab_size": 152064, "rope_theta": 1e6, "rms_norm_eps": 1e-6, "max_position_embeddings": 131072,
             "mask_token_id": 151666, "pad_token_id": 151643, "eos_token_id": 151643, "bos_token_id": 151643,
-            "hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
-            "attention_dropout": 0.0, "torch_dtype": "bfloat16"}
+            **DREAM_FIXED, "torch_dtype": "bfloat16"}
 
 
 def model_shapes():

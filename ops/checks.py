@@ -107,11 +107,12 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
         source = resolve_model(args.model_dir, revision=revision)
     args.model_spec, args.model_dir, args.model_revision = source.spec, source.path, source.revision
     config = check_model_dir(args.model_dir, default_dir=toy_default)
+    from model import SHIFT_NO_CACHE
     # the Fast-dLLM cache (grpo.py's --rollout-cache, eval.py's --cache) has no meaning on shifted logits (Dream)
     cache = getattr(args, "rollout_cache", None) or getattr(args, "cache", None)
     require(not (config is not None and config.logit_shift and cache not in (None, "", "none")),
-            f"--model-dir {args.model_spec} has shifted logits (Dream): the KV cache ({cache}) does not apply to it, "
-            "since a cached window's first column is read from the column left of it; run the exact sampler")
+            f"--model-dir {args.model_spec} has shifted logits (Dream): the KV cache ({cache}) does not apply to it "
+            f"({SHIFT_NO_CACHE}); run the exact sampler")
 
 
 def check_data_paths(paths, flag="--data"):

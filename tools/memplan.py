@@ -16,13 +16,9 @@ import dataclasses
 
 import torch
 
-from lib.adapters import add_lora, quantize_blocks
+from lib.adapters import D1_RL_LORA_TARGETS, add_lora, quantize_blocks
 from logprob import mask_generator, one_step_logprobs
 from model import LLaDA
-
-
-# d1's LoRA targets (grpo.py's --lora-targets default, lib.adapters.add_lora's)
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "up_proj")
 
 
 def linear_shapes(config):
@@ -73,7 +69,7 @@ def saved_bytes(model, prompt, completion, p_mask=0.15):
 
 
 def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, load_in_4bit=True,
-                      device="cpu", targets=LORA_TARGETS):
+                      device="cpu", targets=D1_RL_LORA_TARGETS):
     """Measure the saved activation bytes of the policy forward for the real layer widths without
     the real depth, from models of 1 and 2 blocks (random weights), with and without gradient
     checkpointing. Blocks 2..n are identical, so n blocks save depth1 + (n - 1) * per_block."""
@@ -111,7 +107,7 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
 
 
 def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
-                gradient_checkpointing=False, world_size=8, beta=0.04, targets=LORA_TARGETS):
+                gradient_checkpointing=False, world_size=8, beta=0.04, targets=D1_RL_LORA_TARGETS):
     """Peak-memory estimate (GiB per GPU) of one diffu-GRPO policy step, from the measured
     activation probe (same lora_r / 4-bit setting / targets) and parameter bytes counted from the
     config (shape_params). lora_r > 0: LoRA (QLoRA with load_in_4bit); lora_r = 0: full fine-tuning
