@@ -117,7 +117,7 @@ TRACING = ("import sys\n"
            "def _global(frame, event, arg):\n"
            "    return _local if frame.f_code.co_name == 'drive' else None\n"
            "sys.settrace(_global)\n"
-           "def add(a, b):\n    return 0\n")
+           "def add(a, b):\n    return None\n")
 
 
 def test_3_tracing_hooks():

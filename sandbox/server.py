@@ -1,0 +1,108 @@
+"""
+The program server (issue 36, WIP; docs/issue36-design.md): the one process that runs the program.
+It execs the program once, then answers the checker's requests over one socket, in frames of
+sandbox/wire.py's encoding, until EOF. It never receives a test, a test's code or an expected value:
+only the arguments of the calls the test makes. Nothing it sends is trusted by the checker beyond
+"some builtin value": the program may patch or replace all of this, and gain nothing.
+
+Started as `python -I -B -c <wire.py's source + this file's source> <socket fd>` (sandbox/checker.py's
+launch(); no namespaces yet in this prototype). Requests and replies (tuples):
+    ("exec", program)              -> ("names", {name: value or handle})   (the program's top level)
+    ("call", h, args, kwargs)      -> ("ok", result, args after the call) | ("raise", [MRO names], message)
+    ("getattr", h, name)           -> the same
+    ("op", h, name, args)          -> the same, for len, iter, next, getitem, contains
+Standard library only.
+"""
+import signal
+import socket
+import struct
+import sys
+
+if "encode" not in globals():  # imported (tests), not started with wire.py's source in front
+    from sandbox.wire import decode, encode
+
+_LEN = struct.Struct(">I")
+MAX_FRAME = 16 << 20
+OPS = {"len": len, "iter": iter, "next": next, "getitem": lambda o, k: o[k], "contains": lambda o, k: k in o}
+
+
+def recv_frame(sock):
+    """One frame's bytes, or None at EOF."""
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = _LEN.unpack(head)
+    if n > MAX_FRAME:
+        raise ValueError("frame too large")
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def send_frame(sock, data):
+    sock.sendall(_LEN.pack(len(data)) + data)
+
+
+def kind_of(obj):
+    if isinstance(obj, type):
+        return "exception" if issubclass(obj, BaseException) else "class"
+    return "function" if callable(obj) else "instance"
+
+
+def serve(fd, test_timeout_s=3.0):
+    sock = socket.socket(fileno=fd)
+    table = []
+
+    def handle_of(obj):
+        table.append(obj)
+        return len(table) - 1, kind_of(obj) + ":" + ",".join(c.__name__ for c in type.__getattribute__(
+            obj if isinstance(obj, type) else type(obj), "__mro__"))
+
+    def alarm(signum, frame):
+        raise TimeoutError("the server's per-call timer")
+
+    def reply(fn):
+        try:
+            signal.setitimer(signal.ITIMER_REAL, test_timeout_s)
+            try:
+                return ("ok",) + fn()
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except BaseException as e:
+            return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:200])
+
+    signal.signal(signal.SIGALRM, alarm)
+    ns = {"__name__": "__main__"}
+    while True:
+        data = recv_frame(sock)
+        if data is None:
+            return
+        req = decode(data, make_handle=lambda k, kind: table[k])
+        if req[0] == "exec":
+            out = reply(lambda: (exec(compile(req[1], "<program>", "exec"), ns), None))
+            if out[0] == "ok":
+                out = ("names", {k: v for k, v in ns.items() if not k.startswith("__")})
+        elif req[0] == "call":
+            out = reply(lambda: (req[1](*req[2], **req[3]), req[2]))
+        elif req[0] == "getattr":
+            out = reply(lambda: (getattr(req[1], req[2]), ()))
+        elif req[0] == "op":
+            out = reply(lambda: (OPS[req[2]](req[1], *req[3]), req[3]))
+        else:
+            out = ("raise", ["ValueError"], f"unknown request {req[0]!r}")
+        try:
+            payload = encode(out, handle_of=handle_of)
+        except BaseException as e:  # a value the wire cannot carry and no handle for it
+            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:200]))
+        send_frame(sock, payload)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,60 @@
+"""
+Tests for the prototype checker and program server (sandbox/checker.py, sandbox/server.py; issue 36,
+WIP): the test forms of the benchmarks run as remote calls (plain functions, LeetCode's Solution
+methods, in-place mutation, stateful objects, generators, expected exceptions), and the programs of
+tests/test_reward_integrity.py that do not need containment (classes 1, 2, 3, 5, 6) pass nothing.
+Not yet through rewards.coding_rewards: the prototype has no namespaces and is not wired in.
+
+Run: python -m pytest tests/test_checker.py -q
+"""
+import pytest
+
+import test_reward_integrity as hacks
+from sandbox.checker import run_program
+
+FORMS = {
+    "plain function": ("def add(a, b):\n    return a + b\n", hacks.ADD_TESTS),
+    "HumanEval candidate": ("def f(xs):\n    return sorted(xs)\n",
+                            ["METADATA = {}\ncandidate = f\nassert candidate([3, 1]) == [1, 3]"]),
+    "MBPP set()": ("def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n", hacks.SET_TESTS),
+    "LeetCode Solution": ("class Solution:\n    def m(self, s):\n        return s[::-1]\n",
+                          ['candidate = Solution().m\nassert candidate(s="ab") == "ba"']),
+    "in-place mutation": ("def srt(a, d):\n    a.sort()\n    d['k'] = 1\n",
+                          ["x, y = [3, 1, 2], {}\nsrt(x, y)\nassert x == [1, 2, 3] and y == {'k': 1}"]),
+    "stateful object": ("class C:\n    def __init__(self):\n        self.n = 0\n"
+                        "    def inc(self):\n        self.n += 1\n        return self.n\n",
+                        ["c = C()\nc.inc()\nassert c.inc() == 2\nassert c.n == 2"]),
+    "generator": ("def g(n):\n    yield from range(n)\n", ["assert list(g(3)) == [0, 1, 2]"]),
+    "expected exceptions": ("class Bad(ValueError):\n    pass\n"
+                            "def f(x):\n    if x < 0:\n        raise Bad('neg')\n    return x\n",
+                            ["import pytest\nwith pytest.raises(ValueError, match='neg'):\n    f(-1)",
+                             "import pytest\nwith pytest.raises(Bad):\n    f(-1)", "assert f(1) == 1"]),
+    "a Counter is its dict": ("from collections import Counter\ndef c(s):\n    return Counter(s)\n",
+                              ["assert c('aab') == {'a': 2, 'b': 1}"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_honest_programs_pass_every_form(name):
+    program, tests = FORMS[name]
+    assert run_program(program, tests) == [True] * len(tests)
+
+
+HACKS = {
+    "1 the rewrite fails": (hacks.REWRITE_FAILS, hacks.ADD_TESTS),
+    "2 patched builtins": (hacks.PATCHED_BUILTINS, hacks.SET_TESTS),
+    "3 tracing hooks": (hacks.TRACING, hacks.ADD_TESTS),
+    "5 a race": (hacks.RACE, hacks.RACE_TESTS),
+    "6 the test's frame": (hacks.FRAME, hacks.ADD_TESTS),
+    "always-equal object": ("class A:\n    def __eq__(s, o):\n        return True\n    def __bool__(s):\n"
+                            "        return True\ndef add(a, b):\n    return A()\n",
+                            hacks.ADD_TESTS + ["assert add(1, 2)"]),
+    "raises StopIteration into the test": ("def add(a, b):\n    raise StopIteration\n",
+                                           ["for _ in [0]:\n    assert add(1, 2) == 3"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_hacks_pass_nothing(name):
+    program, tests = HACKS[name]
+    assert run_program(program, tests) == [False] * len(tests)
