@@ -18,10 +18,10 @@ BEFORE below; the design that brings them to 0 is docs/issue36-design.md.
                                       None before it is tested (3.11 writes f_locals back after a trace)
   4 readable answers          1.0     the program reads HumanEval's canonical solution from the data file
                                       (and the repository checkout) and execs it
-  5 a race                    0.2     a thread, watching the main thread's frame, fills the returned list
+  5 a race                    0.2-0.4 a thread, watching the main thread's frame, fills the returned list
                                       with always-equal objects after is_plain() took its elements and
-                                      before the comparison (timing: 0.2 in 3 runs of 3, 0.0-0.1 with
-                                      shorter lists)
+                                      before the comparison (timing: 0.2, 0.2, 0.2, 0.3, 0.4 in five
+                                      runs; 0.0-0.1 with shorter lists)
   6 the test's frame          1.0     the function reads the expected value from the LOAD_CONST after the
                                       call in its caller's bytecode (sys._getframe(1))
 
@@ -43,7 +43,7 @@ DATA = Path(os.environ.get("NANO_D1_SHARED_DATA", SHARED_DATA))
 
 # the score each class gets today (see the table above); the tests below want 0.0 for all
 BEFORE = {"rewrite fails": 1.0, "patched builtins": 1.0, "tracing hooks": 1.0, "readable answers: data": 1.0,
-          "readable answers: checkout": 1.0, "race": 0.2, "test's frame": 1.0}
+          "readable answers: checkout": 1.0, "race": (0.2, 0.4), "test's frame": 1.0}
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0", "assert add(5, 5) == 10"]
 
