@@ -358,7 +358,8 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
         if "tests" in example:  # KodCode / d1: its test rewriting
             prepared = prepare_code_tests(code, example["tests"], fixed=fixed) if code else None
         else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode): its own program prefix and unit tests
-            prepared = (example["program_prefix"] + "\n" + code, list(example["unit_tests"])) if code else None
+            prepared = (code_prep.benchmark_program(example["program_prefix"], code), list(example["unit_tests"])) \
+                if code else None
         if not prepared or not prepared[1]:
             # no fence or no target: 0; not run (no def, blocklist) or nothing to test: the bonus only
             scores.append(0.0 if prepared is None else bonus)

@@ -2,8 +2,10 @@
 What d1's coding reward does to a completion and its tests before anything runs (d1's
 coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): read the program
 out of the completion (extract_code), and turn KodCode's pytest source into a program plus test calls
-for sandbox.run_tests (prepare_code_tests), d1's quirks included. rewards.coding_reward scores the
-result (share of tests passed, + 0.5 when the fence lies inside <answer>); rewards.prepare_code_tests
+for sandbox.run_tests (prepare_code_tests), d1's quirks included. The program it returns is a
+SplitProgram: d1's one program text, which also names its parts for the two-process check (issue 36):
+what the program server runs (the model's solution) and what the checker runs as trusted code (the test
+source). rewards.coding_reward scores the result (share of tests passed, + 0.5 when the fence lies inside <answer>); rewards.prepare_code_tests
 is this under rewards.D1_BUGS. Pure string work: nothing here executes code.
 
     from lib.code_prep import extract_code, prepare_code_tests
@@ -16,6 +18,7 @@ import re
 _CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
 _ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # d1: the first answer span
 _IMPORT_TARGET = re.compile(r"from solution import (\w+)")      # KodCode's import-style tests
+_IMPORT_LINE = re.compile(r"from solution import [^\n]*")
 _ASSERT_TARGET = re.compile(r"assert\s+(\w+)\s*\(")            # assert-style tests (MBPP-like)
 _FIRST_DEF = re.compile(r"def (\w+)\(")
 _TEST_FUNC = re.compile(r"def (\w+)\(\):")
@@ -23,6 +26,25 @@ _TEST_FUNC = re.compile(r"def (\w+)\(\):")
 # defence (importlib, open() and __builtins__ pass; " oscillate" is refused): kept for d1's reward values
 D1_CODE_BLOCKLIST = (" os", " sys", " subprocess", " shutil", " socket", " psutil", " ctypes", " pathlib",
                      " builtins", "__import__")
+
+
+class SplitProgram(str):
+    """A program as d1 runs it (one text: the prefix, the model's code, the test functions, in one
+    namespace), which also carries its parts for the two-process check (lib/sandbox.py with
+    STRICT_ASSERTS): `untrusted`, what the program server runs; `prefix`, trusted code the checker runs
+    first (a benchmark's prompt or imports: the program may replace only its stub functions); and
+    `test_source`, trusted test code the checker runs after binding the program's names."""
+
+    def __new__(cls, text, untrusted, prefix="", test_source=""):
+        self = super().__new__(cls, text)
+        self.untrusted, self.prefix, self.test_source = untrusted, prefix, test_source
+        return self
+
+
+def benchmark_program(prefix, code):
+    """A benchmark item's program: its prefix (HumanEval's prompt, MBPP's imports) and the model's code."""
+    program = prefix + "\n" + code
+    return SplitProgram(program, untrusted=program, prefix=prefix)
 
 
 def extract_code(completion):
@@ -64,6 +86,10 @@ def prepare_code_tests(code, tests, *, fixed=False):
     if import_style and not (split and fixed):
         # d1: every `from solution import X` becomes the solution itself (none are left after a split)
         program = _IMPORT_TARGET.sub(lambda _: solution, tests)
+        # the checker's parts: the solution (none after d1's split, as above) and the tests without the
+        # import lines, which the program's names stand for
+        untrusted, test_source = ("" if split else solution), _IMPORT_LINE.sub("", tests)
     else:
         program = solution + "\n" + tests
-    return program, [f"{n}()" for n in names]
+        untrusted, test_source = solution, tests
+    return SplitProgram(program, untrusted, test_source=test_source), [f"{n}()" for n in names]

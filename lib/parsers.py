@@ -28,6 +28,7 @@ from lib.answers import (
     remove_boxed,
 )
 from lib.arith import evaluate_equation, reaches_target, uses_exactly
+from lib.code_prep import benchmark_program
 from rewards import (
     COUNTDOWN_CORRECT,
     coding_rewards,
@@ -282,7 +283,8 @@ def score_code_batch(generations, examples, run_batch=None):
         run_batch = partial(run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
-    jobs = [(ex["program_prefix"] + "\n" + code, list(ex["unit_tests"])) for code, ex in zip(codes, examples) if code]
+    jobs = [(benchmark_program(ex["program_prefix"], code), list(ex["unit_tests"])) for code, ex in zip(codes, examples)
+            if code]
     results = iter(run_batch(jobs) if jobs else [])
     out = []
     for code, ex in zip(codes, examples):

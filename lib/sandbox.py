@@ -18,10 +18,13 @@ program runs in its OWN interpreter process, contained by the operating system, 
      no other process to see or signal, and nothing of the parent's to write ("isolated").
      Not root (a cluster account): the same namespaces and tmpfs as that user, who has no uid to drop
      to, so the program can write what the user can ("userns"). Neither: "plain", layers 1-3.
-Inside, a small runner (lib/sandbox_runner.py) reads the job as JSON on stdin, sets the limits, execs
-the program once, then each test in the same namespace under its own timer; a test passes if it raises
-nothing and, with STRICT_ASSERTS (the default), if its covered asserts hold on plain builtin values
-(lib/strict_asserts.py: an object whose __eq__ always says True scores nothing). The verdicts go back
+With STRICT_ASSERTS (the default) the verdict takes two processes (issue 36, sandbox/worker.py): the
+program runs in a program server inside these layers, and the tests run in a checker process that never
+executes program code, with the program's names bound to proxies: every comparison is the checker's, on
+builtin values rebuilt from bytes (the program's parts: code_prep.SplitProgram). STRICT_ASSERTS = False:
+d1's plain asserts, exactly as before: a small runner (lib/sandbox_runner.py) reads the job as JSON on
+stdin, sets the limits, execs the program once, then each test in the same namespace under its own
+timer; a test passes if it raises nothing. The runner's verdicts go back
 over a pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass for a
 result; the program's stdout/stderr go to /dev/null. Missing, garbled or late result: every test
 failed. (A program runs in the runner's process: one that walks up to the runner's frame can still
@@ -67,8 +70,9 @@ MAX_WHY_CHARS = 80          # a failed test's reason ("AssertionError: ...") is 
 SANDBOX_UID = 65534         # "nobody"; the sandbox in slot k runs as 65534 - k
 TMPFS_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")  # world-writable on these machines
 PLAIN = os.environ.get("NANO_D1_SANDBOX") == "plain"  # force the fallback (tests, or a machine without unshare)
-# Covered asserts are checked on plain builtin values by code the program cannot reach (lib/strict_asserts.py):
-# an object whose __eq__ always says True scores nothing. False: d1's plain asserts, for d1's exact numbers
+# True: the two-process verdict (sandbox/worker.py: the tests run in a checker that runs no program code,
+# on builtin values the program sent): an object whose __eq__ always says True scores nothing.
+# False: d1's plain asserts in one process, for d1's exact numbers
 STRICT_ASSERTS = True
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -380,6 +384,19 @@ def _strict_job(program, tests, strict):
     return {"strict_code": code, "strict_plan": plan}
 
 
+def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
+    """The two-process verdict (sandbox/worker.py): the server in `mode`'s namespaces, the checker beside it.
+    A program's parts come with it (code_prep.SplitProgram); a plain string is all program, no trusted code."""
+    from sandbox.worker import run_checked
+    prefix, wrapped = _wrapper(mode, slot)
+    why = run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
+                      test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,
+                      test_timeout_s=test_timeout_s, rlimits=_rlimits(mode, timeout_s, memory_mb),
+                      python=_interpreter(), wrapper=(prefix, wrapped), outcome=outcome,
+                      end=lambda proc: proc.returncode is not None or _end(proc, wrapped=bool(prefix)))
+    return [w is None for w in why]
+
+
 def run_tests(program, tests, *, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB,
               test_timeout_s=DEFAULT_TEST_TIMEOUT_S, strict=None, outcome=None):
     """Run `program`, then each snippet of `tests` in its namespace, in one sandboxed process ->
@@ -391,6 +408,9 @@ def run_tests(program, tests, *, timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_
         return []
     mode = isolation_mode()
     with _slot() as slot:
+        if STRICT_ASSERTS if strict is None else strict:
+            return _run_checked(program, list(tests), timeout_s, min(test_timeout_s, timeout_s), memory_mb, slot,
+                                mode, outcome)
         return _run_one(program, list(tests), timeout_s, min(test_timeout_s, timeout_s), memory_mb, slot, mode,
                         STRICT_ASSERTS if strict is None else strict, outcome)
 

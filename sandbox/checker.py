@@ -1,37 +1,43 @@
 """
-The checker (issue 36, WIP; docs/issue36-design.md): runs the tests as written, in a process that
-never executes program code. Every name the program defines is bound to a proxy; calling it sends the
+The checker (issue 36; docs/issue36-design.md): runs the tests as written, in a process that never
+executes program code. Every name the program defines is bound to a proxy; calling it sends the
 arguments to the program server (sandbox/server.py) and gets back builtin values, rebuilt here by
 sandbox/wire.py, so every comparison, set(), sorted() and bool() of a test runs on the checker's own
 objects. A proxy has no remote __eq__, __hash__ or __bool__: an object the program keeps passes no
 comparison and no truth test.
 
-Prototype: launch() starts the server as a plain subprocess (no namespaces yet), and run_tests runs
-in the caller's process (the trainer's, in tests). What remains: its own process, the namespaces and
-the whitelist root, trusted classes, callbacks, print output, d1's KodCode split.
+check_job() is one program's tests on an open connection to its server: the trusted prefix (HumanEval's
+prompt, MBPP's imports, LeetCode's helpers) runs here first and keeps its own names, except the stubs
+the program is asked to complete (a function whose body is only a docstring); the program's other names
+become proxies (its standard-library modules: the checker's own import); KodCode's test source runs
+after that, so its test functions are the checker's. sandbox/worker.py runs it in a process of its own;
+run_program() runs it in the caller's process (tests).
 
     from sandbox.checker import run_program
     run_program("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [True]
 """
+import ast
 import builtins
+import importlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 
 from sandbox import server, wire
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # exceptions a program may not raise into the test: they would steer its control flow
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
-
-
-class RemoteError(Exception):
-    """An exception the program raised that the checker does not re-raise as itself."""
+NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}  # side effects on import
+MAX_WHY_CHARS = 80
 
 
 class Remote:
-    """An object that lives in the program server. Identity is its only equality."""
+    """An object that lives in the program server. It compares with nothing (== and != raise) and has no
+    truth value: only what the program sends as a value can pass an assert."""
     __slots__ = ("_conn", "_id", "_kind", "__weakref__")
 
     def __init__(self, conn, k, kind):
@@ -62,8 +68,23 @@ class Remote:
     def __contains__(self, item):
         return self._conn.request(("op", self, "contains", [item]))
 
+    def __setattr__(self, name, value):
+        self._conn.request(("setattr", self, name, value))
+
+    def __setitem__(self, key, value):
+        self._conn.request(("op", self, "setitem", [key, value]))
+
+    def __str__(self):
+        return self._conn.request(("op", self, "str", []))
+
     def __bool__(self):
         raise TypeError("the truth of an object the program keeps is not a value")
+
+    def __eq__(self, other):  # not identity either: `handle != 5` would pass any != assert
+        raise TypeError("an object the program keeps is not a value to compare")
+
+    __ne__ = __eq__
+    __hash__ = object.__hash__
 
     def __repr__(self):
         return f"<remote {self._kind.split(':')[0]} #{self._id}>"
@@ -80,11 +101,19 @@ def write_back(sent, new):
         elif type(a) is set and type(b) is set:
             a.clear()
             a.update(b)
+        elif type(a) is type(b) and type(a) is not Remote and hasattr(a, "__dict__") and a is not b:
+            vars(a).clear()  # a trusted object (decoded as the checker's own class), in place
+            vars(a).update(vars(b))
 
 
 class Connection:
+    """The checker's end of one program server's socket. A reply that does not come in time, or a frame
+    cut by a timer, leaves the stream out of step: the connection is then dead and every later request
+    fails (the server's own per-call timer answers a slow call cleanly, before this one fires)."""
+
     def __init__(self, sock, timeout_s=5.0):
-        self.sock, self.handles, self.exceptions = sock, {}, {}
+        self.sock, self.handles, self.exceptions, self.dead = sock, {}, {}, None
+        self.trusted = {}  # class name -> the checker's own class, whose instances travel as records
         sock.settimeout(timeout_s)
 
     def handle(self, k, kind):
@@ -109,21 +138,34 @@ class Connection:
         return self.exceptions[key]
 
     def request(self, msg, args=(), stop=False):
-        server.send_frame(self.sock, wire.encode(msg, handle_of=lambda r: self._own(r)))
-        data = server.recv_frame(self.sock)
-        if data is None:
-            raise RemoteError("the program server is gone")
-        reply = wire.decode(data, make_handle=self.handle)
+        if self.dead:
+            raise RemoteError(f"the connection is dead: {self.dead}")
+        payload = wire.encode(msg, handle_of=self._own, trusted=tuple(self.trusted.values()))
+        try:
+            server.send_frame(self.sock, payload)
+            data = server.recv_frame(self.sock)
+            if data is None:
+                raise RemoteError("the program server is gone")
+            reply = wire.decode(data, make_handle=self.handle, trusted=self.trusted)
+        except BaseException as e:  # a timeout, EOF, a garbled frame, a timer mid-frame: out of step
+            self.dead = type(e).__name__
+            raise RemoteError(f"no reply: {type(e).__name__}") from None
         if type(reply) is not tuple or not reply or reply[0] not in ("ok", "raise", "names"):
             raise RemoteError("a malformed reply")
         if reply[0] == "names":
-            return reply[1]
+            if len(reply) != 3 or type(reply[1]) is not dict or type(reply[2]) is not dict:
+                raise RemoteError("a malformed reply")
+            return reply[1], reply[2]
+        if len(reply) != 3 or (reply[0] == "raise" and not (type(reply[1]) is list and reply[1]
+                                                            and all(type(n) is str for n in reply[1]))):
+            raise RemoteError("a malformed reply")
         if reply[0] == "raise":
             mro, message = reply[1], reply[2]
             if stop and mro[:1] == ["StopIteration"]:
                 raise StopIteration
-            raise self.exception_class(mro)(message)
-        write_back(args, reply[2])
+            raise self.exception_class(mro)(str(message))
+        if type(reply[2]) is list:
+            write_back(args, reply[2])
         return reply[1]
 
     def _own(self, obj):
@@ -133,8 +175,84 @@ class Connection:
         raise TypeError(f"the test passed a {type(obj).__name__}, which does not travel")
 
 
+
+def stubs(prefix):
+    """The functions the trusted prefix only declares (a body of a docstring, `pass` or `...`): the names
+    the program is asked to define (HumanEval's entry point), the only prefix names it may replace."""
+    try:
+        tree = ast.parse(prefix)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    empty = lambda n: isinstance(n, ast.Pass) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and all(empty(b) for b in n.body)}
+
+
+def _why(e):
+    try:
+        return (type(e).__name__ + ": " + str(e))[:MAX_WHY_CHARS] or "failed"
+    except BaseException:  # noqa: BLE001 (an exception whose str() raises)
+        return type(e).__name__
+
+
+def _timed(fn, limit_s):
+    """fn() under a per-test timer (the main thread only) -> None, or why it failed."""
+    timer = limit_s and threading.current_thread() is threading.main_thread()
+
+    def alarm(signum, frame):
+        raise TimeoutError("the checker's per-test timer")
+    try:
+        if timer:
+            old = signal.signal(signal.SIGALRM, alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit_s)
+        try:
+            fn()
+        finally:
+            if timer:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+    except BaseException as e:  # noqa: BLE001 (a failed test, whatever it raised)
+        return _why(e)
+    return None
+
+
+def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=None):
+    """[None (passed) or why it failed] per test snippet: `program` runs in conn's server; `prefix` and
+    `test_source` (trusted) and each snippet run here, with the program's names bound as proxies."""
+    base = {"__name__": "__test__"}
+    failed = _timed(lambda: exec(compile(prefix, "<prefix>", "exec"), base), test_timeout_s)
+    if failed:
+        return ["prefix: " + failed] * len(tests)
+    conn.trusted = {k: v for k, v in base.items() if isinstance(v, type) and v.__module__ == "__test__"}
+    replaceable = stubs(prefix)
+    try:
+        names, modules = conn.request(("exec", program, sorted(conn.trusted)))
+    except BaseException as e:  # noqa: BLE001 (the program failed to run: every test fails)
+        return ["program: " + _why(e)] * len(tests)
+    for k, v in names.items():
+        if type(k) is str and (k not in base or k in replaceable):
+            base[k] = v
+    for k, v in modules.items():
+        top = v.split(".")[0] if type(v) is str else ""
+        if type(k) is str and k not in base and top in sys.stdlib_module_names and top not in NO_IMPORT:
+            try:
+                base[k] = importlib.import_module(v)
+            except ImportError:
+                pass
+    if test_source:
+        failed = _timed(lambda: exec(compile(test_source, "<tests>", "exec"), base), test_timeout_s)
+        if failed:
+            return ["tests: " + failed] * len(tests)
+    out = []
+    for test in tests:
+        ns = dict(base)
+        out.append(_timed(lambda: exec(compile(test, "<test>", "exec"), ns), test_timeout_s))
+    return out
+
+
 def launch():
-    """(server process, connection): the program server, started with wire.py's source in front."""
+    """(server process, connection): the program server as a plain subprocess (tests; the reward path
+    starts it through sandbox/worker.py's start_server)."""
     with open(os.path.join(_HERE, "wire.py")) as f, open(os.path.join(_HERE, "server.py")) as g:
         source = f.read() + "\n" + g.read()
     ours, theirs = socket.socketpair()
@@ -144,25 +262,11 @@ def launch():
     return proc, Connection(ours)
 
 
-def run_program(program, tests, prefix=""):
+def run_program(program, tests, prefix="", test_source=""):
     """[passed] per test snippet: the program in its server, the tests here, as written."""
     proc, conn = launch()
     try:
-        try:
-            names = conn.request(("exec", program))
-        except Exception:
-            return [False] * len(tests)
-        out = []
-        for test in tests:
-            ns = {"__name__": "__test__"}
-            exec(compile(prefix, "<prefix>", "exec"), ns)  # trusted: the benchmark's own code
-            ns.update(names)
-            try:
-                exec(compile(test, "<test>", "exec"), ns)
-                out.append(True)
-            except BaseException:  # noqa: BLE001 (a failed test, whatever it raised)
-                out.append(False)
-        return out
+        return [w is None for w in check_job(conn, program, tests, prefix, test_source)]
     finally:
         conn.sock.close()
         proc.kill()

@@ -1,16 +1,18 @@
 """
-The program server (issue 36, WIP; docs/issue36-design.md): the one process that runs the program.
-It execs the program once, then answers the checker's requests over one socket, in frames of
-sandbox/wire.py's encoding, until EOF. It never receives a test, a test's code or an expected value:
-only the arguments of the calls the test makes. Nothing it sends is trusted by the checker beyond
-"some builtin value": the program may patch or replace all of this, and gain nothing.
+The program server (issue 36; docs/issue36-design.md): the one process that runs the program. It execs
+the program once, then answers the checker's requests over one socket, in frames of sandbox/wire.py's
+encoding, until EOF. It never receives a test, a test's code or an expected value: only the arguments
+of the calls the test makes. Nothing it sends is trusted by the checker beyond "some builtin value":
+the program may patch or replace all of this, and gain nothing.
 
-Started as `python -I -B -c <wire.py's source + this file's source> <socket fd>` (sandbox/checker.py's
-launch(); no namespaces yet in this prototype). Requests and replies (tuples):
-    ("exec", program)              -> ("names", {name: value or handle})   (the program's top level)
+Started as `python -I -B -c <wire.py's source + this file's source> <socket fd> [rlimits]`
+(sandbox/worker.py's start_server; the limits are set before the program runs). Requests and replies:
+    ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
+                                      trusted: the class names whose instances travel as records
     ("call", h, args, kwargs)      -> ("ok", result, args after the call) | ("raise", [MRO names], message)
     ("getattr", h, name)           -> the same
-    ("op", h, name, args)          -> the same, for len, iter, next, getitem, contains
+    ("setattr", h, name, value)    -> the same
+    ("op", h, name, args)          -> the same, for len, iter, next, getitem, setitem, contains, str
 Standard library only.
 """
 import signal
@@ -23,7 +25,8 @@ if "encode" not in globals():  # imported (tests), not started with wire.py's so
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 16 << 20
-OPS = {"len": len, "iter": iter, "next": next, "getitem": lambda o, k: o[k], "contains": lambda o, k: k in o}
+OPS = {"len": len, "iter": iter, "next": next, "getitem": lambda o, k: o[k], "contains": lambda o, k: k in o,
+       "setitem": lambda o, k, v: o.__setitem__(k, v), "str": str}
 
 
 def recv_frame(sock):
@@ -56,9 +59,24 @@ def kind_of(obj):
     return "function" if callable(obj) else "instance"
 
 
-def serve(fd, test_timeout_s=3.0):
+def _modules(ns):
+    """{name: module name} for the program's top-level names bound to standard-library modules: the
+    checker imports its own copy (a test may use `math` that only the program imported)."""
+    mod_type, names = type(sys), getattr(sys, "stdlib_module_names", ())
+    out = {}
+    for k, v in ns.items():
+        if type(v) is mod_type and type(getattr(v, "__name__", None)) is str and v.__name__.split(".")[0] in names:
+            out[k] = v.__name__
+    return out
+
+
+def serve(fd, test_timeout_s=3.0, rlimits=None):
+    if rlimits:  # lowered before any program code runs, never raised again
+        import resource
+        for name, (soft, hard) in rlimits.items():
+            resource.setrlimit(getattr(resource, name), (soft, hard))
     sock = socket.socket(fileno=fd)
-    table = []
+    table, trusted = [], {}
 
     def handle_of(obj):
         table.append(obj)
@@ -78,31 +96,40 @@ def serve(fd, test_timeout_s=3.0):
         except BaseException as e:
             return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:200])
 
+    def setattr_(obj, name, value):
+        setattr(obj, name, value)
+        return None, ()
+
     signal.signal(signal.SIGALRM, alarm)
     ns = {"__name__": "__main__"}
     while True:
         data = recv_frame(sock)
         if data is None:
             return
-        req = decode(data, make_handle=lambda k, kind: table[k])
+        req = decode(data, make_handle=lambda k, kind: table[k], trusted=trusted)
         if req[0] == "exec":
             out = reply(lambda: (exec(compile(req[1], "<program>", "exec"), ns), None))
             if out[0] == "ok":
-                out = ("names", {k: v for k, v in ns.items() if not k.startswith("__")})
+                trusted.update((n, ns[n]) for n in req[2] if isinstance(ns.get(n), type))
+                mods = _modules(ns)
+                out = ("names", {k: v for k, v in ns.items() if not k.startswith("__") and k not in mods}, mods)
         elif req[0] == "call":
             out = reply(lambda: (req[1](*req[2], **req[3]), req[2]))
         elif req[0] == "getattr":
             out = reply(lambda: (getattr(req[1], req[2]), ()))
+        elif req[0] == "setattr":
+            out = reply(lambda: setattr_(req[1], req[2], req[3]))
         elif req[0] == "op":
             out = reply(lambda: (OPS[req[2]](req[1], *req[3]), req[3]))
         else:
             out = ("raise", ["ValueError"], f"unknown request {req[0]!r}")
         try:
-            payload = encode(out, handle_of=handle_of)
+            payload = encode(out, handle_of=handle_of, trusted=tuple(trusted.values()))
         except BaseException as e:  # a value the wire cannot carry and no handle for it
             payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:200]))
         send_frame(sock, payload)
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    import json
+    serve(int(sys.argv[1]), *(json.loads(a) for a in sys.argv[2:4]))

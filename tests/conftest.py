@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 # The real data files live beside the repo (never copied in); tests that need them skip without them.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# A worktree elsewhere names them with NANO_D1_SHARED_DATA.
+SHARED_DATA = Path(os.environ.get("NANO_D1_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -109,7 +109,8 @@ def test_honest_values_score_as_plain_asserts_do():
     expected_plain = [True] * 13 + [False] + [True] * 5
     assert plain == expected_plain
     assert strict == expected_plain[:16] + [False, True, True]  # the deque alone differs
-    assert outcome["covered"] == [True] * 17 + [False, False]
+    # issue 36: every verdict is the checker's (sandbox/worker.py), chains and `and` included
+    assert outcome["covered"] == [True] * 19
 
 
 def test_kodcode_test_functions_are_checked_inside_loops_and_stay_functions():
@@ -119,14 +120,14 @@ def test_kodcode_test_functions_are_checked_inside_loops_and_stay_functions():
                "def test_fails_late():\n    assert add(1, 1) == 2\n    assert add(2, 2) == 5\n")
     outcome = {}
     got = sandbox.run_tests(program, ["test_loop()", "test_mixed()", "test_fails_late()"], outcome=outcome)
-    assert got == [True, True, False] and outcome["covered"] == [True, False, True]
+    assert got == [True, True, False] and outcome["covered"] == [True, True, True]  # issue 36: all the checker's
 
 
 def test_the_line_a_runner_in_the_programs_process_cannot_hold():
     # A program that walks up to the runner's frame reads its nonce and result fd, forges a passing
-    # line and exits before the runner writes. Blocking frame access would break honest programs
-    # (collections.namedtuple and typing read sys._getframe): this is the documented limit
-    # (docs/code-task.md), and the test keeps it honest: if it ever stops passing, update the docs
+    # line and exits before the runner writes: with d1's plain asserts (one process) that still works,
+    # the documented limit (docs/code-task.md). Issue 36: with the two-process verdict there is no
+    # runner frame and no result fd in the program's process, and the forger scores nothing
     forger = ("import sys, os\n"
               "f = sys._getframe()\n"
               "while f is not None and 'job' not in f.f_locals:\n    f = f.f_back\n"
@@ -134,7 +135,8 @@ def test_the_line_a_runner_in_the_programs_process_cannot_hold():
               "    job = f.f_locals['job']\n"
               "    os.write(int(sys.argv[1]), (job['nonce'] + ' ' + ' '.join(['cP'] * len(job['tests'])) + '\\n').encode())\n"
               "    os._exit(0)\n")
-    assert sandbox.run_tests(forger, ADD_TESTS, strict=True) == [True, True, True]
+    assert sandbox.run_tests(forger, ADD_TESTS, strict=False) == [True, True, True]
+    assert sandbox.run_tests(forger, ADD_TESTS, strict=True) == [False, False, False]
 
 
 @pytest.mark.parametrize("source, form", [

@@ -1,8 +1,8 @@
 """
-tools/strict_check.py: the strict assert check (lib/strict_asserts.py) on the code benchmarks' reference
-solutions, against d1's plain asserts. Per benchmark: the items whose reference solution passes every
-test in each mode, the items where the modes disagree (each one named), the share of tests the strict
-check covered (every assert of the test in a covered form), and the seconds per program in each mode.
+tools/strict_check.py: the strict verdict (lib/sandbox.py with STRICT_ASSERTS: the two-process check of
+sandbox/worker.py) on the code benchmarks' reference solutions, against d1's plain asserts. Per
+benchmark: the items whose reference solution passes every test in each mode, the items where the
+modes disagree (each one named), the share of tests the strict check covered (tests with a verdict from the checker), and the seconds per program in each mode.
 Honest programs should score as before: every disagreement is explained in docs/code-task.md.
 
 Run (the data files are local, as for eval.py --canonical):
@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from eval import load_items
 from lib import sandbox
+from lib.code_prep import benchmark_program
 from lib.parsers import EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S
 
 
@@ -38,7 +39,7 @@ def ok(passed):
 def strict_check(task, path, full=False, workers=2):
     """The reference solutions of one benchmark in both modes -> a dict of counts, names and seconds."""
     items = load_items(task, path, full)
-    jobs = [(ex["program_prefix"] + "\n" + ex["solution"], list(ex["unit_tests"])) for _, ex in items]
+    jobs = [(benchmark_program(ex["program_prefix"], ex["solution"]), list(ex["unit_tests"])) for _, ex in items]
     (plain, s_plain), (strict, s_strict) = run_mode(jobs, False, workers), run_mode(jobs, True, workers)
     names = [ex["task_id"] for _, ex in items]
     n_tests = sum(len(p) for p, _ in strict)

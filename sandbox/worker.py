@@ -1,0 +1,188 @@
+"""
+The two-process verdict (issue 36; docs/issue36-design.md), from the trainer's side: per program, a
+program server (sandbox/server.py, started by start_server) runs the program, and a checker process
+(main() below, which never executes program code) runs the tests against it (sandbox/checker.py's
+check_job). The verdicts come from the checker only; the trainer hands the checker one end of a fresh
+socketpair per job (SCM_RIGHTS) and the server the other.
+
+Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
+not once per program), kept in a pool of idle ones, and replaced after MAX_JOBS jobs or when a job does not
+come back in time. start_server is the one place the server's launcher lives: a plain subprocess here,
+with resource limits, a private working directory and a scrubbed environment (containment: see
+sandbox/contain.py's work); everything else is independent of how the server is contained.
+
+    from sandbox.worker import run_checked
+    run_checked("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [None] (None: passed)
+"""
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+MAX_JOBS = 500          # a checker is replaced after this many jobs (tests may leave state behind)
+EXIT_GRACE_S = 0.5      # after the wall clock: how long the checker gets to report the tests it has left
+_pool, _pool_lock = [], threading.Lock()
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[2]); sys.dont_write_bytecode = True\n"
+         "from sandbox.worker import main; main(int(sys.argv[1]))")
+
+
+def _server_source():
+    with open(os.path.join(_HERE, "wire.py")) as f, open(os.path.join(_HERE, "server.py")) as g:
+        return f.read() + "\n" + g.read()
+
+
+def start_server(sock, *, python=None, workdir, test_timeout_s, rlimits=None, wrapper=((), {})):
+    """Start the program server on `sock` (its end of the socketpair) -> the Popen. THE LAUNCHER: a plain
+    subprocess, in a new session (the whole group is killed at the end), in `workdir`, with an environment
+    of PATH, LANG, HOME and TMPDIR only; `rlimits` are set by the server before the program runs.
+    `wrapper`: (command prefix, its environment), lib/sandbox.py's namespace scripts where the machine
+    has them (the socket's fd passes through them). Containment (sandbox/contain.py) replaces this."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
+    env.update(wrapper[1])
+    cmd = list(wrapper[0]) + [python or sys.executable, "-I", "-B", "-c", _server_source(), str(sock.fileno()),
+                              json.dumps(test_timeout_s), json.dumps(rlimits or {})]
+    return subprocess.Popen(cmd, pass_fds=(sock.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=workdir, env=env, start_new_session=True)
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class Checker:
+    """A checker process and the trainer's end of its socket."""
+
+    def __init__(self):
+        from sandbox import wire
+        self.wire, self.jobs = wire, 0
+        self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # KodCode tests write files
+        self.sock, theirs = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _REPO],
+                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=self.workdir,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+
+    def run(self, job, server_sock, deadline, on_late):
+        """Send the job and its server's socket; -> the checker's verdicts, or None (late or gone)."""
+        from sandbox.server import recv_frame, send_frame
+        self.jobs += 1
+        try:
+            socket.send_fds(self.sock, [b"j"], [server_sock.fileno()])
+            send_frame(self.sock, self.wire.encode(job))
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            try:
+                data = recv_frame(self.sock)
+            except TimeoutError:
+                on_late()  # the server dies: the checker's remaining requests fail at once
+                self.sock.settimeout(EXIT_GRACE_S)
+                data = recv_frame(self.sock)
+                self.jobs = MAX_JOBS  # late once: replaced
+            reply = self.wire.decode(data) if data is not None else None
+        except (OSError, ValueError):
+            self.jobs = MAX_JOBS
+            return None
+        if type(reply) is not tuple or len(reply) != 2 or reply[0] != "done":
+            self.jobs = MAX_JOBS
+            return None
+        return reply[1]
+
+    def close(self):
+        self.sock.close()
+        _kill_group(self.proc)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _take():
+    with _pool_lock:
+        while _pool:
+            c = _pool.pop()
+            if c.proc.poll() is None:
+                return c
+            c.close()
+    return Checker()
+
+
+def _give(c):
+    if c.jobs >= MAX_JOBS or c.proc.poll() is not None:
+        c.close()
+        return
+    with _pool_lock:
+        _pool.append(c)
+
+
+@atexit.register
+def close_all():
+    with _pool_lock:
+        while _pool:
+            _pool.pop().close()
+
+
+def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, test_timeout_s=3.0, rlimits=None,
+                python=None, wrapper=((), {}), end=_kill_group, outcome=None):
+    """[None (passed) or why it failed] per test: `program` in a new server, the tests (after the trusted
+    `prefix` and `test_source`) in a pooled checker. Late or garbled: every test not reported fails."""
+    t0 = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")
+    ours, theirs = socket.socketpair()
+    proc = None
+    try:
+        proc = start_server(theirs, python=python, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits,
+                            wrapper=wrapper)
+        theirs.close()
+        checker = _take()
+        job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
+        why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
+        _give(checker)
+    finally:
+        ours.close()
+        theirs.close()
+        if proc is not None:
+            end(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
+    ok = type(why) is list and len(why) == len(tests) and all(w is None or type(w) is str for w in why)
+    why = why if ok else ["no verdict from the checker"] * len(tests)
+    if outcome is not None:
+        outcome.update(why=why, covered=[ok] * len(tests), returncode=None, seconds=time.monotonic() - t0)
+    return why
+
+
+def main(fd):
+    """The checker process: jobs from the trainer, each with its server's socket, until EOF."""
+    from sandbox import checker, wire
+    from sandbox.server import recv_frame, send_frame
+    sock = socket.socket(fileno=fd)
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        except OSError:
+            return
+        if not fds:
+            return
+        data = recv_frame(sock)
+        if data is None:
+            return
+        _, program, tests, prefix, test_source, test_timeout_s = wire.decode(data)
+        server = socket.socket(fileno=fds[0])
+        conn = checker.Connection(server, timeout_s=test_timeout_s + 0.5)
+        try:
+            why = checker.check_job(conn, program, tests, prefix, test_source, test_timeout_s + 1.0)
+        finally:
+            server.close()
+        send_frame(sock, wire.encode(("done", why)))
