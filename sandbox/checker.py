@@ -177,13 +177,15 @@ class Connection:
 
 
 def stubs(prefix):
-    """The functions the trusted prefix only declares (a body of a docstring, `pass` or `...`): the names
-    the program is asked to define (HumanEval's entry point), the only prefix names it may replace."""
+    """The functions the trusted prefix only declares (a body of docstrings, `pass`, `...` and imports:
+    HumanEval/115's `import math`): the names the program is asked to define (HumanEval's entry point),
+    the only prefix names it may replace."""
     try:
         tree = ast.parse(prefix)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    empty = lambda n: isinstance(n, ast.Pass) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+    empty = lambda n: isinstance(n, (ast.Pass, ast.Import, ast.ImportFrom)) or (
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and all(empty(b) for b in n.body)}
 
@@ -243,11 +245,8 @@ def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=No
         failed = _timed(lambda: exec(compile(test_source, "<tests>", "exec"), base), test_timeout_s)
         if failed:
             return ["tests: " + failed] * len(tests)
-    out = []
-    for test in tests:
-        ns = dict(base)
-        out.append(_timed(lambda: exec(compile(test, "<test>", "exec"), ns), test_timeout_s))
-    return out
+    # one namespace for all snippets, as d1's runner has (MBPP+'s `import math` is a test of its own)
+    return [_timed(lambda: exec(compile(test, "<test>", "exec"), base), test_timeout_s) for test in tests]
 
 
 def launch():
