@@ -35,6 +35,10 @@ NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"
 MAX_WHY_CHARS = 80
 
 
+class RemoteError(Exception):
+    """An exception the program raised that the checker does not re-raise as itself, or no reply."""
+
+
 class Remote:
     """An object that lives in the program server. It compares with nothing (== and != raise) and has no
     truth value: only what the program sends as a value can pass an assert."""

@@ -141,7 +141,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     t0 = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")
     ours, theirs = socket.socketpair()
-    proc = None
+    proc = status = None
     try:
         proc = start_server(theirs, python=python, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits,
                             wrapper=wrapper)
@@ -150,6 +150,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
         why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
         _give(checker)
+        status = proc.poll()  # None: still serving (ended below); negative: the signal that ended it
     finally:
         ours.close()
         theirs.close()
@@ -159,7 +160,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     ok = type(why) is list and len(why) == len(tests) and all(w is None or type(w) is str for w in why)
     why = why if ok else ["no verdict from the checker"] * len(tests)
     if outcome is not None:
-        outcome.update(why=why, covered=[ok] * len(tests), returncode=None, seconds=time.monotonic() - t0)
+        outcome.update(why=why, covered=[ok] * len(tests), returncode=status, seconds=time.monotonic() - t0)
     return why
 
 
