@@ -384,10 +384,20 @@ def _strict_job(program, tests, strict):
     return {"strict_code": code, "strict_plan": plan}
 
 
+@functools.cache
+def _worker():
+    """sandbox/worker.py, loaded by path: this file may itself be imported as a top-level `sandbox`."""
+    spec = importlib.util.spec_from_file_location("_nano_d1_sandbox_worker",
+                                                  os.path.join(os.path.dirname(_HERE), "sandbox", "worker.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
     """The two-process verdict (sandbox/worker.py): the server in `mode`'s namespaces, the checker beside it.
     A program's parts come with it (code_prep.SplitProgram); a plain string is all program, no trusted code."""
-    from sandbox.worker import run_checked
+    run_checked = _worker().run_checked
     prefix, wrapped = _wrapper(mode, slot)
     why = run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
                       test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,

@@ -21,7 +21,10 @@ import struct
 import sys
 
 if "encode" not in globals():  # imported (tests), not started with wire.py's source in front
-    from sandbox.wire import decode, encode
+    try:
+        from sandbox.wire import decode, encode
+    except ImportError:  # loaded by path for its framing only (sandbox/worker.py's _load)
+        pass
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 16 << 20
@@ -71,6 +74,11 @@ def _modules(ns):
 
 
 def serve(fd, test_timeout_s=3.0, rlimits=None):
+    try:  # a group of its own: kill(0) (what getppid() = 0 in a pid namespace makes of kill(getppid())) hits only it
+        import os
+        os.setsid()
+    except OSError:
+        pass  # already a session leader (plain mode)
     if rlimits:  # lowered before any program code runs, never raised again
         import resource
         for name, (soft, hard) in rlimits.items():

@@ -66,12 +66,35 @@ def _kill_group(proc):
     proc.wait()
 
 
+def _peek(pid):
+    """pid's exit status if it has exited, not reaped (WNOWAIT: the wrapper's end still needs its pid)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _load(name):
+    """sandbox/<name>.py as a module of its own name: lib/sandbox.py may be imported as a top-level
+    `sandbox` (its tests do), which hides this package."""
+    import importlib.util
+    key = f"_nano_d1_sandbox_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
 class Checker:
     """A checker process and the trainer's end of its socket."""
 
     def __init__(self):
-        from sandbox import wire
-        self.wire, self.jobs = wire, 0
+        self.wire, self.jobs = _load("wire"), 0
         self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # KodCode tests write files
         self.sock, theirs = socket.socketpair()
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _REPO],
@@ -81,7 +104,7 @@ class Checker:
 
     def run(self, job, server_sock, deadline, on_late):
         """Send the job and its server's socket; -> the checker's verdicts, or None (late or gone)."""
-        from sandbox.server import recv_frame, send_frame
+        recv_frame, send_frame = _load("server").recv_frame, _load("server").send_frame
         self.jobs += 1
         try:
             socket.send_fds(self.sock, [b"j"], [server_sock.fileno()])
@@ -150,7 +173,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
         why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
         _give(checker)
-        status = proc.poll()  # None: still serving (ended below); negative: the signal that ended it
+        status = _peek(proc.pid)  # None: still serving (ended below); negative: the signal that ended it
     finally:
         ours.close()
         theirs.close()
