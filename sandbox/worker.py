@@ -30,7 +30,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(_HERE)
 MAX_JOBS = 500          # a checker is replaced after this many jobs (tests may leave state behind)
 EXIT_GRACE_S = 0.5      # after the wall clock: how long the checker gets to report the tests it has left
-_pool, _pool_lock = [], threading.Lock()
+_pool, _pool_lock, _load_lock = [], threading.Lock(), threading.Lock()
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[2]); sys.dont_write_bytecode = True\n"
          "from sandbox.worker import main; main(int(sys.argv[1]))")
 
@@ -79,15 +79,17 @@ def _peek(pid):
 
 def _load(name):
     """sandbox/<name>.py as a module of its own name: lib/sandbox.py may be imported as a top-level
-    `sandbox` (its tests do), which hides this package."""
+    `sandbox` (its tests do), which hides this package. Under a lock: run_batch's threads must not see a
+    module that is still being executed."""
     import importlib.util
     key = f"_nano_d1_sandbox_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+    with _load_lock:
+        if key not in sys.modules:
+            spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[key] = module  # only once complete
+        return sys.modules[key]
 
 
 class Checker:
