@@ -167,7 +167,8 @@ def _wrapper(mode, slot):
 def isolation_mode():
     """The strongest of MODES that works here: 'isolated' (as root: mount namespace, uid drop, user/net/
     pid namespaces), 'userns' (not root: user/mount/net/pid namespaces), else 'plain' with a warning.
-    Checked once, by running a trivial job through it."""
+    Checked once: with STRICT_ASSERTS the program server's containment, sandbox/contain.py's probe (the
+    whitelist root); otherwise by running a trivial job through the namespace wrappers above."""
     global _mode
     with _mode_lock:
         if _mode is None:
@@ -176,7 +177,13 @@ def isolation_mode():
             if not PLAIN and not (shutil.which("unshare") and shutil.which("setpriv")):
                 why = "util-linux unshare/setpriv not found"
             _mode = "plain"
-            if why is None:
+            if why is None and STRICT_ASSERTS:  # the program server's containment: sandbox/contain.py
+                ok, what = _worker()._load("contain").isolation_available()
+                if ok:
+                    _mode = what
+                else:
+                    why = what
+            elif why is None:
                 try:
                     if _run_one("x = 1", ["assert x == 1"], 10.0, 2.0, 256, 0, candidate) == [True]:
                         _mode = candidate
@@ -395,15 +402,13 @@ def _worker():
 
 
 def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
-    """The two-process verdict (sandbox/worker.py): the server in `mode`'s namespaces, the checker beside it.
-    A program's parts come with it (code_prep.SplitProgram); a plain string is all program, no trusted code."""
-    run_checked = _worker().run_checked
-    prefix, wrapped = _wrapper(mode, slot)
-    why = run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
-                      test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,
-                      test_timeout_s=test_timeout_s, rlimits=_rlimits(mode, timeout_s, memory_mb),
-                      python=_interpreter(), wrapper=(prefix, wrapped), outcome=outcome,
-                      end=lambda proc: proc.returncode is not None or _end(proc, wrapped=bool(prefix)))
+    """The two-process verdict (sandbox/worker.py): the server contained by sandbox/contain.py (the
+    whitelist root; as root, the slot's uid), the checker beside it; plain in the plain mode. A program's
+    parts come with it (code_prep.SplitProgram); a plain string is all program, no trusted code."""
+    why = _worker().run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
+                                test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,
+                                test_timeout_s=test_timeout_s, rlimits=_rlimits(mode, timeout_s, memory_mb),
+                                python=_interpreter(), plain=mode == "plain", uid=SANDBOX_UID - slot, outcome=outcome)
     return [w is None for w in why]
 
 

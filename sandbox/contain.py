@@ -283,17 +283,17 @@ def _contained(argv, readable, venv, uid, rlimits, tmp_mb, cwd, popen_kwargs):
     return subprocess.Popen(shim, env=env, **popen_kwargs)
 
 
-def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, rlimits=None, tmp_mb=64, cwd="/tmp",
+def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, rlimits=None, tmp_mb=64, cwd=None,
                     plain=None, **popen_kwargs):
     """subprocess.Popen(argv) in the namespaces, on the whitelist root described above: only the
     interpreter (with `venv`, its virtualenv too) and `readable` (paths, bound read-only at their real
     paths) are in reach. argv[0] must be an absolute path that exists inside: PYTHON, BASE_PYTHON
     (venv=False) or a program under /usr/bin. `uid`: who runs it when we are root. `rlimits`:
     {"RLIMIT_AS": (soft, hard), ...} set just before exec. `tmp_mb`: the private /tmp's size; `cwd`:
-    the working directory inside (under /tmp). popen_kwargs go to Popen (stdin, stdout, stderr,
+    the working directory inside (under /tmp; default /tmp). popen_kwargs go to Popen (stdin, stdout, stderr,
     pass_fds, start_new_session, env: default PATH, LANG, HOME = TMPDIR = cwd), except preexec_fn.
     plain=True (or NANO_D1_SANDBOX=plain, or no namespaces here): a plain Popen, with the banner once
-    per process; cwd then is popen's own (a fresh temporary directory if not given). The mode is
+    per process; cwd then is a host directory (the caller's to remove; if not given, a fresh temporary one). The mode is
     proc.contain_mode."""
     if "preexec_fn" in popen_kwargs:
         raise TypeError("contain: no preexec_fn (it would fork the whole caller); set rlimits instead")
@@ -302,12 +302,12 @@ def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, rlimits=No
         plain = True
     ok, what = (False, "forced by plain=True") if plain else isolation_available()
     if ok:
-        proc = _contained(argv, readable, venv, uid, rlimits, tmp_mb, cwd, popen_kwargs)
+        proc = _contained(argv, readable, venv, uid, rlimits, tmp_mb, cwd or "/tmp", popen_kwargs)
         proc.contain_mode = what
         return proc
     _warn_plain(what)
     kwargs = dict(popen_kwargs)
-    workdir = kwargs.pop("cwd", None) or tempfile.mkdtemp(prefix="nano-d1-plain-")
+    workdir = cwd or tempfile.mkdtemp(prefix="nano-d1-plain-")
     if kwargs.get("env") is None:
         kwargs["env"] = {**ENV, "HOME": workdir, "TMPDIR": workdir}
     if rlimits:  # no preexec_fn (it forks the whole caller): a tiny exec wrapper sets them instead

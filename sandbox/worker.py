@@ -7,9 +7,9 @@ socketpair per job (SCM_RIGHTS) and the server the other.
 
 Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
 not once per program), kept in a pool of idle ones, and replaced after MAX_JOBS jobs or when a job does not
-come back in time. start_server is the one place the server's launcher lives: a plain subprocess here,
-with resource limits, a private working directory and a scrubbed environment (containment: see
-sandbox/contain.py's work); everything else is independent of how the server is contained.
+come back in time. start_server is the one place the server's launcher lives: sandbox/contain.py's
+contained_popen (the whitelist root, the uid drop, resource limits; the plain fallback says so loudly);
+everything else is independent of how the server is contained.
 
     from sandbox.worker import run_checked
     run_checked("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [None] (None: passed)
@@ -40,18 +40,37 @@ def _server_source():
         return f.read() + "\n" + g.read()
 
 
-def start_server(sock, *, python=None, workdir, test_timeout_s, rlimits=None, wrapper=((), {})):
-    """Start the program server on `sock` (its end of the socketpair) -> the Popen. THE LAUNCHER: a plain
-    subprocess, in a new session (the whole group is killed at the end), in `workdir`, with an environment
-    of PATH, LANG, HOME and TMPDIR only; `rlimits` are set by the server before the program runs.
-    `wrapper`: (command prefix, its environment), lib/sandbox.py's namespace scripts where the machine
-    has them (the socket's fd passes through them). Containment (sandbox/contain.py) replaces this."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
-    env.update(wrapper[1])
-    cmd = list(wrapper[0]) + [python or sys.executable, "-I", "-B", "-c", _server_source(), str(sock.fileno()),
-                              json.dumps(test_timeout_s), json.dumps(rlimits or {})]
-    return subprocess.Popen(cmd, pass_fds=(sock.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=workdir, env=env, start_new_session=True)
+def start_server(sock, *, python=None, workdir, test_timeout_s, rlimits=None, plain=None, uid=None):
+    """Start the program server on `sock` (its end of the socketpair) -> the Popen. THE LAUNCHER:
+    sandbox/contain.py's contained_popen, so the server runs on the whitelist root (no repository, data,
+    /work or /root in its mount namespace: its own source travels as `-c`, nothing is readable beyond the
+    interpreter and its virtualenv), as `uid` when we are root, with `rlimits` set before exec, in a new
+    session (ended by end_server). Where containment is unavailable (or `plain`): a plain subprocess in
+    `workdir` with the same limits, and contain's REWARD NOT ISOLATED banner once per process. The mode
+    is proc.contain_mode."""
+    contain = _load("contain")
+    contained = not plain and contain.isolation_available()[0]
+    argv = [python or contain.PYTHON, "-I", "-B", "-c", _server_source(), str(sock.fileno()),
+            json.dumps(test_timeout_s), "{}"]  # the limits: contain sets them before exec
+    kwargs = {} if uid is None else {"uid": uid}
+    return contain.contained_popen(argv, readable=(), venv=True, rlimits=rlimits, plain=not contained,
+                                   cwd=None if contained else workdir, pass_fds=(sock.fileno(),),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True, **kwargs)
+
+
+def end_server(proc):
+    """End the server and reap it. Contained: SIGTERM to contain's shim, which SIGKILLs the pid namespace's
+    init (the server: the kernel then kills everything in the namespace) and reaps it, so that nothing is
+    orphaned to PID 1; SIGKILL after EXIT_GRACE_S. Plain: the server's whole session."""
+    if getattr(proc, "contain_mode", "plain") != "plain" and proc.poll() is None:
+        try:
+            proc.terminate()
+            proc.wait(EXIT_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(proc)
 
 
 def _kill_group(proc):
@@ -160,7 +179,7 @@ def close_all():
 
 
 def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, test_timeout_s=3.0, rlimits=None,
-                python=None, wrapper=((), {}), end=_kill_group, outcome=None):
+                python=None, plain=None, uid=None, end=end_server, outcome=None):
     """[None (passed) or why it failed] per test: `program` in a new server, the tests (after the trusted
     `prefix` and `test_source`) in a pooled checker. Late or garbled: every test not reported fails."""
     t0 = time.monotonic()
@@ -169,7 +188,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     proc = status = None
     try:
         proc = start_server(theirs, python=python, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits,
-                            wrapper=wrapper)
+                            plain=plain, uid=uid)
         theirs.close()
         checker = _take()
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
@@ -185,7 +204,8 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     ok = type(why) is list and len(why) == len(tests) and all(w is None or type(w) is str for w in why)
     why = why if ok else ["no verdict from the checker"] * len(tests)
     if outcome is not None:
-        outcome.update(why=why, covered=[ok] * len(tests), returncode=status, seconds=time.monotonic() - t0)
+        outcome.update(why=why, covered=[ok] * len(tests), returncode=status, seconds=time.monotonic() - t0,
+                       mode=getattr(proc, "contain_mode", None))
     return why
 
 
