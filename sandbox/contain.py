@@ -116,6 +116,7 @@ if child:  # outside the pid namespace: wait for its init, pass on how it ended
             continue
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a SIGSEGV passed on leaves no core file here
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)

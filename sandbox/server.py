@@ -73,6 +73,36 @@ def _modules(ns):
     return out
 
 
+class _ByHandle:
+    """A top-level value sent as a handle (serve's handle_of unwraps it)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+NAMES_BUDGET = 4 << 20  # bytes of top-level values sent with "names" as values; the rest go as handles
+
+
+def _values_or_handles(names, trusted):
+    """The program's top-level names with every value whose encoding would not fit the budget left (or
+    does not encode at all) wrapped as a handle: a 64 MiB table must not push the "names" reply past
+    MAX_FRAME and fail every test (only a comparison with that value itself fails: a handle compares with
+    nothing). Measured by encoding with dummy handles."""
+    left, out = NAMES_BUDGET, {}
+    for k, v in names.items():
+        try:
+            n = len(encode(v, trusted=trusted, handle_of=lambda obj: (0, "instance:object")))
+        except BaseException:
+            n = None
+        if n is None or n > left:
+            out[k] = _ByHandle(v)
+        else:
+            out[k] = v
+            left -= n
+    return out
+
+
 def serve(fd, test_timeout_s=3.0, rlimits=None):
     try:  # a group of its own: kill(0) (what getppid() = 0 in a pid namespace makes of kill(getppid())) hits only it
         import os
@@ -87,6 +117,8 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
     table, trusted = [], {}
 
     def handle_of(obj):
+        if type(obj) is _ByHandle:  # a program value too large to send as a value
+            obj = obj.value
         table.append(obj)
         return len(table) - 1, kind_of(obj) + ":" + ",".join(c.__name__ for c in type.__getattribute__(
             obj if isinstance(obj, type) else type(obj), "__mro__"))
@@ -120,7 +152,8 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
             if out[0] == "ok":
                 trusted.update((n, ns[n]) for n in req[2] if isinstance(ns.get(n), type))
                 mods = _modules(ns)
-                out = ("names", {k: v for k, v in ns.items() if not k.startswith("__") and k not in mods}, mods)
+                out = ("names", _values_or_handles({k: v for k, v in ns.items() if not k.startswith("__") and k not in mods},
+                                                   tuple(trusted.values())), mods)
         elif req[0] == "call":
             out = reply(lambda: (req[1](*req[2], **req[3]), req[2]))
         elif req[0] == "getattr":

@@ -85,15 +85,20 @@ def _kill_group(proc):
     proc.wait()
 
 
-def _peek(pid):
-    """pid's exit status if it has exited, not reaped (WNOWAIT: the wrapper's end still needs its pid)."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
-    if info is None:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+def _peek(pid, wait_s=0.0):
+    """pid's exit status once it has exited, waiting up to wait_s, not reaped (WNOWAIT: end_server still
+    needs its pid); None while it runs."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        if info is not None:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.002)
 
 
 def _load(name):
@@ -194,7 +199,9 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
         why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
         _give(checker)
-        status = _peek(proc.pid)  # None: still serving (ended below); negative: the signal that ended it
+        ours.close()  # the checker has closed its copy: a server still serving sees EOF and exits (0)
+        status = _peek(proc.pid, min(EXIT_GRACE_S, max(t0 + timeout_s - time.monotonic(), 0.0)))
+        # None: still running after that (ended below); negative: the signal that ended it
     finally:
         ours.close()
         theirs.close()
