@@ -60,8 +60,9 @@ ATTACKS = [
     ("write outside", "import errno, os\ngot = {}\nfor d in ('/work', '/', '/var/tmp'):\n    try:\n"
      "        open(os.path.join(d, 'nano-d1-escape'), 'w').close()\n        got[d] = 'written'\n"
      "    except OSError as e:\n        got[d] = errno.errorcode[e.errno]",
-     "assert got == {'/work': 'EACCES', '/': 'EACCES', '/var/tmp': 'written'}, got", True,
-     "EACCES as an unprivileged uid; /var/tmp, /tmp, /dev/shm are private tmpfs"),
+     "assert got['/work'] in ('EACCES', 'EROFS', 'ENOENT') and got['/'] in ('EACCES', 'EROFS'), got", True,
+     "EACCES as an unprivileged uid (d1's runner), EROFS/ENOENT on contain's read-only whitelist root; "
+     "/var/tmp is a private tmpfs or absent"),
     ("huge file", "import errno\ntry:\n    open('big', 'wb').write(b'x' * (64 << 20))\n    got = 'written'\n"
      "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got == 'EFBIG', got", True,
      "RLIMIT_FSIZE: EFBIG"),
