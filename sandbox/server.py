@@ -6,7 +6,8 @@ of the calls the test makes. Nothing it sends is trusted by the checker beyond "
 the program may patch or replace all of this, and gain nothing.
 
 Started as `python -I -B -c <wire.py's source + this file's source> <socket fd> [rlimits]`
-(sandbox/worker.py's start_server; the limits are set before the program runs). Requests and replies:
+(sandbox/worker.py's start_server, through sandbox/contain.py: the resource limits are set before exec; the
+rlimits argument, set here before the program runs, is for a server started otherwise). Requests and replies:
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
                                       trusted: the class names whose instances travel as records
     ("call", h, args, kwargs)      -> ("ok", result, args after the call) | ("raise", [MRO names], message)
