@@ -33,7 +33,7 @@ d1's bugs are reproduced by default, because they shape d1's reward scale and dy
   - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
     blocklist gives a program containing e.g. " os" the bonus only.
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
-Separately, the code reward's asserts are strict by default (lib/sandbox.py STRICT_ASSERTS, docs/code-task.md):
+Separately, the code reward's asserts are strict by default (sandbox/run.py STRICT_ASSERTS, docs/code-task.md):
 an object that lies about equality, or a subclass of a builtin, scores nothing, while honest programs
 score as with d1's plain asserts. sandbox.STRICT_ASSERTS = False restores d1's plain asserts exactly.
 
@@ -47,7 +47,7 @@ size; "**" and "//" are rejected (d1's eval would compute them; its prompt only 
 d1 regexes that can backtrack quadratically on hostile text are replaced by linear scans with the
 same semantics (tests/test_rewards.py and tests/test_answers.py check them against `re` on random
 strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of this changes
-a score on realistic text. Code runs in sandbox.py (a separate, isolated, resource-limited process
+a score on realistic text. Code runs in sandbox/run.py (a separate, isolated, resource-limited process
 per program, namespaces where the machine allows), never in the trainer's process; d1 exec()s it in
 a forked child of the trainer behind a substring blocklist, which we keep only for its reward
 values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own process with a 1 s limit;
@@ -322,7 +322,7 @@ def toy_solved(completion, example):
 # -----------------------------------------------------------------------------
 # Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): run
 # the completion's first ```python fence against the item's unit tests. Reading the fence and d1's test
-# rewriting are lib/code_prep.py; the programs run in sandbox.py's isolated subprocess
+# rewriting are lib/code_prep.py; the programs run in sandbox/run.py's isolated subprocess
 
 CODE_IN_ANSWER_BONUS = 0.5      # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
 MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps code_prep's lazy regexes linear enough)
@@ -347,7 +347,7 @@ def coding_reward(completion, example, *, fixed=None, run=None):
 def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
     """coding_reward for many completions, the programs run in parallel (sandbox.run_batch)."""
     if run_batch is None:
-        from lib.sandbox import run_batch  # standard library only; imported on first use
+        from sandbox.run import run_batch  # standard library only; imported on first use
     scores, jobs, where = [], [], []
     for completion, example in zip(completions, examples):
         if len(completion) > MAX_CODE_COMPLETION:

@@ -41,7 +41,7 @@ from lib.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benc
 from lib.records import field, read_records
 
 # the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
-# running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox.py
+# running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox/run.py
 CODE_BENCHMARKS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "leetcode")
 CODE_TASKS = ("code", *CODE_BENCHMARKS)
 # the CPU toys (ours): the Sudoku toy and the code toy (pbe.py, programming by example); generated, bare prompts

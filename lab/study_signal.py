@@ -14,7 +14,7 @@ gets worse (docs/findings.md). Averaging b batches shrinks the noise by √b,
 so the cosine tells how much larger a batch would have to be.
 
 --task pbe measures the same for the code toy (lib/pbe.py: prompts of the training functions, its
-48-token canvas, d1's coding reward run in lib/sandbox.py). Every flag not listed in the parser
+48-token canvas, d1's coding reward run in sandbox/run.py). Every flag not listed in the parser
 below is grpo.py's own (grpo.parse_args), so the measured gradient is that of the run they describe.
 
 Run:  python -m lab.study_signal --model-dir out/toy/seed0/sft          (about a minute on 2 cores)
@@ -55,7 +55,7 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
         rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, rows)])
     elif gargs.task == "countdown_toy":  # the testbed: d1's Countdown reward
         rewards = torch.tensor([countdown_reward(t, ex) for t, ex in zip(texts, rows)])
-    else:  # the code toy: d1's coding reward, the programs run in lib/sandbox.py
+    else:  # the code toy: d1's coding reward, the programs run in sandbox/run.py
         rewards = torch.tensor(coding_rewards(texts, rows))
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), trace=trace,
                         adv=grpo.group_advantages(rewards, G, gargs.scale_std))

@@ -4,7 +4,7 @@ MBPP, MBPP+, LeetCodeDataset), each record turned into one item format. tasks.py
 prompt on top of every item (tasks.rl_prompt, docs/coding.md §1.1) and holds the task table.
 
 An item holds `question` (the text after d1's code instruction) and `solution` (a reference program)
-plus the tests, in one of two forms, both scored by rewards.coding_reward in sandbox.py:
+plus the tests, in one of two forms, both scored by rewards.coding_reward in sandbox/run.py:
   code (KodCode)   tests: the pytest source, rewritten into test calls by d1's own preparation
                    (lib/code_prep.py);
   the benchmarks   entry_point, task_id, program_prefix (code that goes before the model's: HumanEval's

@@ -30,7 +30,7 @@ D1_CODE_BLOCKLIST = (" os", " sys", " subprocess", " shutil", " socket", " psuti
 
 class SplitProgram(str):
     """A program as d1 runs it (one text: the prefix, the model's code, the test functions, in one
-    namespace), which also carries its parts for the two-process check (lib/sandbox.py with
+    namespace), which also carries its parts for the two-process check (sandbox/run.py with
     STRICT_ASSERTS): `untrusted`, what the program server runs; `prefix`, trusted code the checker runs
     first (a benchmark's prompt or imports: the program may replace only its stub functions); and
     `test_source`, trusted test code the checker runs after binding the program's names."""

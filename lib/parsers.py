@@ -273,13 +273,13 @@ EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S = 20.0, 60.0
 
 
 def score_code_batch(generations, examples, run_batch=None):
-    """score_eval for code benchmarks, all programs run in parallel in sandbox.py: the item's
+    """score_eval for code benchmarks, all programs run in parallel in sandbox/run.py: the item's
     program_prefix (HumanEval's prompt, MBPP's imports), then the parsed code, then each of its
     unit_tests. Correct (pass@1) = every test passes; tests_passed / tests_total beside it."""
     if run_batch is None:
         from functools import partial
 
-        from lib.sandbox import run_batch  # standard library only; imported on first use
+        from sandbox.run import run_batch  # standard library only; imported on first use
         run_batch = partial(run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
@@ -297,7 +297,7 @@ def score_code_batch(generations, examples, run_batch=None):
 
 def score_pbe_batch(generations, examples):
     """The code toy (pbe.py, ours): correct = the program passes every hidden test, scored by the RL
-    reward itself (rewards.coding_rewards: d1's extraction and test split, run in sandbox.py);
+    reward itself (rewards.coding_rewards: d1's extraction and test split, run in sandbox/run.py);
     `score` keeps the share of hidden tests passed."""
     shares = coding_rewards(generations, examples)
     return [{"pred": extract_code(g)[0], "correct": s >= 1.0, "score": float(s >= 1.0), "tests_share": s}
@@ -323,7 +323,7 @@ def score_eval(task, generation, example):
     and for Sudoku and toy also cells_correct, cells_total, solved.
     `example` keys: gsm8k answer (text after "####", a full solution, or a number); math answer;
     countdown nums, target; sudoku / toy puzzle, solution; code benchmarks program_prefix, unit_tests
-    (their programs run in sandbox.py; score_eval_batch runs many at once)."""
+    (their programs run in sandbox/run.py; score_eval_batch runs many at once)."""
     if task in CODE_BENCHMARKS or task == "pbe":
         return score_eval_batch(task, [generation], [example])[0]
     if task == "gsm8k":

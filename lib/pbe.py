@@ -2,7 +2,7 @@
 The CPU code toy (ours, not d1): programming by example over small integers. A hidden function of
 one integer from a tiny grammar; the prompt shows a few of its input/output pairs; the model writes
 a fenced one-line Python function; the reward is the share of hidden tests it passes, executed by
-sandbox.py through d1's own coding reward (rewards.coding_reward: the first ```python fence, its
+sandbox/run.py through d1's own coding reward (rewards.coding_reward: the first ```python fence, its
 first `def` renamed to the target of the first `assert NAME(`, every `assert` line one test). It
 exercises the whole path of the real code task on the tiny model in minutes.
 

@@ -45,7 +45,7 @@ ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME a
 WARNING = ("REWARD NOT ISOLATED ({why}): programs run as a plain subprocess and can read the "
            "repository, the data and any answer file")
 # the interpreter for argv[0], the same path inside and outside (its directories are bound as they are):
-# the virtualenv's bin/python, so that its site-packages stay importable (lib/sandbox.py's choice)
+# the virtualenv's bin/python, so that its site-packages stay importable (sandbox/run.py's choice)
 PYTHON = (lambda exe: exe if os.path.exists(exe) else os.path.realpath(sys.executable))(
     os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable)))
 BASE_PYTHON = os.path.realpath(sys.executable)  # the installation's own binary, without the virtualenv

@@ -1,7 +1,7 @@
 """
 Tests for the code benchmarks: their loaders (tasks.py), the eval parser (parsers.parse_code_eval,
 score_code_batch), eval.py's --canonical path over the real files (every reference solution of
-HumanEval and of d1's 257 MBPP items passes, run in sandbox.py), and the code reward on benchmark
+HumanEval and of d1's 257 MBPP items passes, run in sandbox/run.py), and the code reward on benchmark
 items (rewards.coding_reward's program_prefix / unit_tests path, total_rewards == total_reward).
 
 Run: python -m pytest tests/test_code_eval.py -q
@@ -99,7 +99,7 @@ def test_loaders_counts_and_prompts():
 @needs_data
 @pytest.mark.parametrize("task,path,expected", [("humaneval", HUMANEVAL, 164), ("mbpp", MBPP, 257)])
 def test_reference_solutions_pass_through_the_eval_path(tmp_path, task, path, expected):
-    # eval.py --canonical: reference solutions written as completions, parsed, run in sandbox.py,
+    # eval.py --canonical: reference solutions written as completions, parsed, run in sandbox/run.py,
     # saved as JSONL + manifest, read back and re-scored (the --rescore path)
     passed, n, failed = evaluation.canonical(task, path, out_dir=tmp_path)
     assert (passed, n, failed) == (expected, expected, [])

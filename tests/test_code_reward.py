@@ -1,7 +1,7 @@
 """
 Tests for d1's coding reward (rewards.coding_reward / coding_rewards / prepare_code_tests): the
 extraction rule, the target-name renaming, both test styles, d1's single-function import quirk both
-ways, the blocklist, and hostile completions. Programs run in sandbox.py, as in training.
+ways, the blocklist, and hostile completions. Programs run in sandbox/run.py, as in training.
 
 Run: python -m pytest tests/test_code_reward.py -q
 """
@@ -12,7 +12,7 @@ import pytest
 
 import rewards
 from conftest import SHARED_DATA
-from lib import sandbox
+from sandbox import run as sandbox
 from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests, total_reward
 from tasks import load_task
 

@@ -29,7 +29,7 @@ def imports_of(path, modules):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from lib import sandbox` imports lib.sandbox; `from lib.sandbox import run` imports lib.sandbox
+            # `from lib import parsers` imports lib.parsers; `from lib.parsers import x` imports lib.parsers
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue

@@ -1,5 +1,5 @@
 """
-Issue 36, reward integrity: six classes of reward hack that the strict asserts (lib/strict_asserts.py)
+Issue 36, reward integrity: six classes of reward hack that the strict asserts (sandbox/strict_asserts.py)
 do not stop, each a program that computes nothing, scored through `rewards.coding_rewards` exactly as
 training calls it (a completion with one ```python fence, outside <answer>, so no 0.5 bonus: the
 score is the share of unit tests passed). Each test asserts the score the issue asks for: 0.

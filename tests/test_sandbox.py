@@ -1,6 +1,6 @@
 """
-Tests for sandbox.py: tests pass and fail as they should, one bool per test; every attack of the
-containment table (sandbox_attacks.py) is contained (the program's own view, an errno or a count, checked by its probe)
+Tests for sandbox/run.py: tests pass and fail as they should, one bool per test; every attack of the
+containment table (sandbox/attacks.py) is contained (the program's own view, an errno or a count, checked by its probe)
 in bounded time, the test process is unharmed, nothing is left behind (processes, files, the temp
 directory), and the next call works normally. The attacks that need namespaces skip where the
 machine has none; the rest also run in the plain fallback, and in the non-root "userns" mode. Where
@@ -20,9 +20,9 @@ import warnings
 
 import pytest
 
-from lib import sandbox, sandbox_attacks
-from lib.sandbox import run_batch, run_tests
-from lib.sandbox_attacks import ATTACKS
+from sandbox import attacks as sandbox_attacks, run as sandbox
+from sandbox.run import run_batch, run_tests
+from sandbox.attacks import ATTACKS
 
 ISOLATED = sandbox.isolation_mode() == "isolated"
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason="no user/pid/net/mount namespaces with a uid drop here")
@@ -172,8 +172,10 @@ def test_isolated_with_the_interpreter_under_tmp(tmp_path, venv):
     (tmp_path / "marker").write_text("the real /tmp")  # beside the venv, but not bound back: invisible
     # the program looks (the tests run in the checker, on the host, with STRICT_ASSERTS)
     program = f"import os\nSEEN = os.path.exists({str(tmp_path / 'marker')!r})"
-    probe = f"import sandbox; print(sandbox.isolation_mode()); print(sandbox.run_tests({program!r}, ['assert SEEN is False']))"
-    res = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", probe], cwd=sandbox.__file__.rsplit("/", 1)[0],
+    probe = (f"from sandbox import run; print(run.isolation_mode()); "
+             f"print(run.run_tests({program!r}, ['assert SEEN is False']))")
+    res = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", probe],
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          capture_output=True, text=True, timeout=60)
     assert res.stdout.split() == ["isolated", "[True]"], res.stdout + res.stderr  # and /tmp is still private
 
@@ -274,7 +276,7 @@ def test_fallback_is_chosen_once_with_one_warning(monkeypatch):
         assert sandbox.isolation_mode() == "plain"
         assert run_batch([(ADD, ["assert add(1, 2) == 3"])] * 2) == [[True], [True]]
     assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == \
-        ["sandbox.py: no namespaces (util-linux unshare/setpriv not found); programs run with resource limits, "
+        ["sandbox/run.py: no namespaces (util-linux unshare/setpriv not found); programs run with resource limits, "
          "a private working directory and a scrubbed environment only"]
 
 
@@ -286,9 +288,9 @@ def test_working_directory_removed():
 
 
 def test_containment_table_command():
-    # `python -m lib.sandbox_attacks` prints one row per attack, and the sandbox works after each; forced
+    # `python -m sandbox.attacks` prints one row per attack, and the sandbox works after each; forced
     # plain here so it is quick and safe anywhere (the attacks that would reach the machine are skipped)
-    out = subprocess.run([sys.executable, "-m", "lib.sandbox_attacks", "--mode", "plain", "--timeout", "1"],
+    out = subprocess.run([sys.executable, "-m", "sandbox.attacks", "--mode", "plain", "--timeout", "1"],
                          capture_output=True, text=True, timeout=120,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| attack")]
@@ -299,7 +301,7 @@ def test_containment_table_command():
 
 def test_forced_plain_by_environment_variable():
     # NANO_D1_SANDBOX=plain (read at import): the documented switch for a machine without namespaces
-    code = "from lib import sandbox; print(sandbox.isolation_mode(), sandbox.run_tests('x = 1', ['assert x == 1']))"
+    code = "from sandbox import run; print(run.isolation_mode(), run.run_tests('x = 1', ['assert x == 1']))"
     env = {**os.environ, "NANO_D1_SANDBOX": "plain"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

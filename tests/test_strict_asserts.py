@@ -1,6 +1,6 @@
 """
-Tests for lib/strict_asserts.py through the sandbox: every class of reward hack that passes plain asserts
-scores 0 under the strict check (each class its own test, run for real in sandbox.py, plain mode first to
+Tests for sandbox/strict_asserts.py through the sandbox: every class of reward hack that passes plain asserts
+scores 0 under the strict check (each class its own test, run for real in sandbox/run.py, plain mode first to
 show that the hack does pass d1's asserts), honest values score as before, the covered forms are counted,
 and where the line lies: a program that walks the runner's frames can still forge its result.
 
@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from lib import sandbox
-from lib.strict_asserts import approx_equal, as_plain, check, is_plain
-from lib.strict_rewrite import covered_form
+from sandbox import run as sandbox
+from sandbox.strict_asserts import approx_equal, as_plain, check, is_plain
+from sandbox.strict_rewrite import covered_form
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"]
 

@@ -394,7 +394,7 @@ def main(argv=None):
     p.add_argument("--world-size", type=int, default=8,
                    help="--memory-plan with --lora-r 0: FSDP2 shards over this many GPUs")
     add_shape_flag(p)
-    p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by lib/sandbox.py, "
+    p.add_argument("--sandbox", action="store_true", help="instead of a round: programs/s scored by sandbox/run.py, "
                    "a G = 6 group with 10 tests each, one by one vs batched")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     args, rest = p.parse_known_args(argv)

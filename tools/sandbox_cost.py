@@ -1,6 +1,6 @@
 """
 tools/sandbox_cost.py: what the code reward's execution costs. Programs per second that
-lib/sandbox.py scores for one rollout group of G programs with unit tests each, one by one and
+sandbox/run.py scores for one rollout group of G programs with unit tests each, one by one and
 batched over the CPU cores. No model: the reward's side of a code-task round (docs/code-task.md).
 
 Run (through tools/bench.py, which prints the line):
@@ -12,11 +12,11 @@ import time
 
 
 def sandbox_cost(group=6, n_tests=10, repeats=3, workers=None):
-    """Programs per second that sandbox.py scores: one rollout group of `group` programs with `n_tests`
+    """Programs per second that sandbox/run.py scores: one rollout group of `group` programs with `n_tests`
     unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
     and batched (run_batch over the CPU cores), with the strict assert check and with d1's plain
     asserts (the two interleaved, so that load on the machine hits both alike). Medians of `repeats`."""
-    from lib import sandbox
+    from sandbox import run as sandbox
     program = "def f(x):\n    return 3 * x + 1\n"
     tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
     jobs = [(program, tests)] * group

@@ -1,5 +1,5 @@
 """
-tools/strict_check.py: the strict verdict (lib/sandbox.py with STRICT_ASSERTS: the two-process check of
+tools/strict_check.py: the strict verdict (sandbox/run.py with STRICT_ASSERTS: the two-process check of
 sandbox/worker.py) on the code benchmarks' reference solutions, against d1's plain asserts. Per
 benchmark: the items whose reference solution passes every test in each mode, the items where the
 modes disagree (each one named), the share of tests the strict check covered (tests with a verdict from the checker), and the seconds per program in each mode.
@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from eval import load_items
-from lib import sandbox
+from sandbox import run as sandbox
 from lib.code_prep import benchmark_program
 from lib.parsers import EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU code toy on the tiny model, end to end, for 3 seeds (programming by example, lib/pbe.py):
 #   make the tiny LLaDA -> masked SFT on (shown pairs -> one-line function) -> diffu-GRPO with d1's
-#   coding reward (first ```python fence, every hidden `assert` run in lib/sandbox.py) -> greedy eval of both
+#   coding reward (first ```python fence, every hidden `assert` run in sandbox/run.py) -> greedy eval of both
 #   checkpoints on functions of held-out semantic classes -> the table.
 # The same path as the real code task: rewards.coding_reward, sandbox.run_batch, eval.py's JSONL + manifest.
 # Usage: bash lab/runs/code_toy.sh [seeds...]   (default: 0 1 2); outputs in out/code_toy/seed*/

@@ -1,11 +1,11 @@
 """
-The rewriting half of the strict assert check (lib/strict_asserts.py has the idea and the check): before
+The rewriting half of the strict assert check (sandbox/strict_asserts.py has the idea and the check): before
 a program runs, each covered assert of its tests becomes `yield (kind, op, *operands)`, so that the
-runner (lib/sandbox_runner.py) hands the operands to strict_asserts.check(). Done in the trainer's
-process by sandbox.py, which sends the compiled result to the sandbox: parsing is not executing, and
+runner (sandbox/runner.py) hands the operands to strict_asserts.check(). Done in the trainer's
+process by sandbox/run.py, which sends the compiled result to the sandbox: parsing is not executing, and
 the sandbox then need not import `ast` (a fifth of a sandbox's start-up).
 
-    from lib.strict_rewrite import prepare
+    from sandbox.strict_rewrite import prepare
     code, functions, plans, covered = prepare(program, tests)   # SyntaxError: run it as written
 
 Standard library only.

@@ -1,5 +1,5 @@
 """
-The sandbox's containment table: every attack on lib/sandbox.py run for real, with the result that means
+The sandbox's containment table: every attack on sandbox/run.py run for real, with the result that means
 "contained", what is meant to contain it, and how each run actually ended. tests/test_sandbox.py runs the
 same ATTACKS; the README's table is this module's output.
 
@@ -8,8 +8,8 @@ own view (an errno, a count); the table's "observed" column is read from how the
 the runner's exit status), not claimed. Attacks that would reach the real machine in a weaker mode are
 skipped there (UNSAFE_IN_PLAIN, UNSAFE_IN_USERNS_AS_ROOT). Standard library only.
 
-    python -m lib.sandbox_attacks                 # the strongest mode that works here
-    python -m lib.sandbox_attacks --mode plain    # the fallback without namespaces, honestly
+    python -m sandbox.attacks                 # the strongest mode that works here
+    python -m sandbox.attacks --mode plain    # the fallback without namespaces, honestly
 """
 import argparse
 import os
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from lib import sandbox
+from sandbox import run as sandbox
 
 # The attacks of the containment table (and tests/test_sandbox.py): (name, program, probe test, the
 # result that means "contained", what is meant to contain it). The probe runs after the program in its

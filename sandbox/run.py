@@ -22,7 +22,7 @@ With STRICT_ASSERTS (the default) the verdict takes two processes (issue 36, san
 program runs in a program server inside these layers, and the tests run in a checker process that never
 executes program code, with the program's names bound to proxies: every comparison is the checker's, on
 builtin values rebuilt from bytes (the program's parts: code_prep.SplitProgram). STRICT_ASSERTS = False:
-d1's plain asserts, exactly as before: a small runner (lib/sandbox_runner.py) reads the job as JSON on
+d1's plain asserts, exactly as before: a small runner (sandbox/runner.py) reads the job as JSON on
 stdin, sets the limits, execs the program once, then each test in the same namespace under its own
 timer; a test passes if it raises nothing. The runner's verdicts go back
 over a pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass for a
@@ -30,16 +30,15 @@ result; the program's stdout/stderr go to /dev/null. Missing, garbled or late re
 failed. (A program runs in the runner's process: one that walks up to the runner's frame can still
 forge its result line. That is reward hacking, not escape; docs/code-task.md says where the line is.)
 
-    from lib.sandbox import run_tests, run_batch
+    from sandbox.run import run_tests, run_batch
     run_tests("def f(x):\\n    return x + 1", ["assert f(1) == 2", "assert f(2) == 4"])   # [True, False]
     run_batch([(program, tests), ...], workers=2)    # a rollout group in parallel, in job order
 
 The containment table (each attack run for real: whether it was contained, how the run actually
-ended, time to return) is lib/sandbox_attacks.py: `python -m lib.sandbox_attacks`, and with
+ended, time to return) is sandbox/attacks.py: `python -m sandbox.attacks`, and with
 `--mode plain` the fallback without namespaces.
 """
 import functools
-import importlib.util
 import itertools
 import json
 import marshal
@@ -56,6 +55,8 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+
+from sandbox import contain, strict_rewrite, worker
 
 DEFAULT_TIMEOUT_S = 10.0    # wall clock for the whole program (d1: 1 s per test function; KodCode's
                             # pytest files have ~6 tests, and importing pytest alone takes ~0.1 s)
@@ -76,7 +77,7 @@ PLAIN = os.environ.get("NANO_D1_SANDBOX") == "plain"  # force the fallback (test
 STRICT_ASSERTS = True
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The runner, lib/sandbox_runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
+# The runner, sandbox/runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
 # sandbox (read once, _source). It must not trust the program; its docstring says how it doesn't.
 
 # Run as root inside a fresh mount namespace, before dropping privileges (the program never sees it):
@@ -178,7 +179,7 @@ def isolation_mode():
                 why = "util-linux unshare/setpriv not found"
             _mode = "plain"
             if why is None and STRICT_ASSERTS:  # the program server's containment: sandbox/contain.py
-                ok, what = _worker()._load("contain").isolation_available()
+                ok, what = contain.isolation_available()
                 if ok:
                     _mode = what
                 else:
@@ -192,7 +193,7 @@ def isolation_mode():
                 except OSError as e:
                     why = f"unshare failed: {e}"
             if _mode == "plain" and not PLAIN:
-                warnings.warn(f"sandbox.py: no namespaces ({why}); programs run with resource limits, a private "
+                warnings.warn(f"sandbox/run.py: no namespaces ({why}); programs run with resource limits, a private "
                               "working directory and a scrubbed environment only", RuntimeWarning, stacklevel=3)
         return _mode
 
@@ -269,7 +270,7 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, s
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
     prefix, extra = _wrapper(mode, slot)
     env.update(extra)  # the namespace scripts' own variables; they hand the program only the four above
-    cmd = prefix + [_interpreter(), "-I", "-B", "-c", _source("sandbox_runner.py")]
+    cmd = prefix + [_interpreter(), "-I", "-B", "-c", _source("runner.py")]
     read_fd, write_fd = os.pipe()
     proc, why = None, None
     try:
@@ -360,25 +361,22 @@ def _check(program, tests, timeout_s, memory_mb):
 
 @functools.cache
 def _source(name):
-    """The text of lib/<name> (the runner, the strict check), read once: what the sandbox executes."""
+    """The text of sandbox/<name> (the runner, the strict check), read once: what the sandbox executes."""
     with open(os.path.join(_HERE, name)) as f:
         return f.read()
 
 
 @functools.cache
 def _strict_parts():
-    """(lib/strict_asserts.py compiled and marshalled as hex, lib/strict_rewrite.py's prepare), made
-    once. strict_rewrite is loaded by path, not as lib.strict_rewrite: this file works on its own,
-    beside its three siblings."""
-    spec = importlib.util.spec_from_file_location("strict_rewrite", os.path.join(_HERE, "strict_rewrite.py"))
-    rewrite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rewrite)
-    return marshal.dumps(compile(_source("strict_asserts.py"), "strict_asserts.py", "exec")).hex(), rewrite.prepare
+    """(sandbox/strict_asserts.py compiled and marshalled as hex, sandbox/strict_rewrite.py's prepare),
+    made once."""
+    code = compile(_source("strict_asserts.py"), "strict_asserts.py", "exec")
+    return marshal.dumps(code).hex(), strict_rewrite.prepare
 
 
 def _strict_job(program, tests, strict):
-    """The job's strict-assert part: the check (lib/strict_asserts.py, compiled once) and the program and
-    tests rewritten (lib/strict_rewrite.prepare), marshalled as hex: the runner's interpreter is this one,
+    """The job's strict-assert part: the check (sandbox/strict_asserts.py, compiled once) and the program and
+    tests rewritten (sandbox/strict_rewrite.prepare), marshalled as hex: the runner's interpreter is this one,
     and compiling or importing `ast` in every sandbox cost more than the check itself. A program that
     does not parse gets no plan, and runs (and fails) as written."""
     if not strict:
@@ -391,21 +389,11 @@ def _strict_job(program, tests, strict):
     return {"strict_code": code, "strict_plan": plan}
 
 
-@functools.cache
-def _worker():
-    """sandbox/worker.py, loaded by path: this file may itself be imported as a top-level `sandbox`."""
-    spec = importlib.util.spec_from_file_location("_nano_d1_sandbox_worker",
-                                                  os.path.join(os.path.dirname(_HERE), "sandbox", "worker.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
     """The two-process verdict (sandbox/worker.py): the server contained by sandbox/contain.py (the
     whitelist root; as root, the slot's uid), the checker beside it; plain in the plain mode. A program's
     parts come with it (code_prep.SplitProgram); a plain string is all program, no trusted code."""
-    why = _worker().run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
+    why = worker.run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
                                 test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,
                                 test_timeout_s=test_timeout_s, rlimits=_rlimits(mode, timeout_s, memory_mb),
                                 python=_interpreter(), plain=mode == "plain", uid=SANDBOX_UID - slot, outcome=outcome)

@@ -1,14 +1,14 @@
 """
 The sandbox's runner: the script that runs inside the sandbox, as `python -I -B -c <this file's source>
-<result fd>` (lib/sandbox.py reads it and starts it; it is never imported). It reads its job as JSON on
-stdin (the program, the test snippets, the limits, a nonce, and with strict asserts lib/strict_asserts.py
-compiled and the program and tests as lib/strict_rewrite.py rewrote them),
+<result fd>` (sandbox/run.py reads it and starts it; it is never imported). It reads its job as JSON on
+stdin (the program, the test snippets, the limits, a nonce, and with strict asserts sandbox/strict_asserts.py
+compiled and the program and tests as sandbox/strict_rewrite.py rewrote them),
 sets the limits, runs the program once, then each test in the program's namespace under its own timer.
 
 It must not trust the program, which runs in its process: everything the runner uses after the program
 has started is bound first, as locals of _main (not module globals: the program could reach those as
 __main__), so a program that patches builtins or modules (exec, json.dumps, os.write) changes nothing it
-does. With strict asserts, lib/strict_asserts.py is executed here before the program, and the covered
+does. With strict asserts, sandbox/strict_asserts.py is executed here before the program, and the covered
 asserts' verdicts come from its check(). The verdicts go out once, at the end, on the result fd after
 the nonce: per test "c" or "u" (covered or not), then "P" (passed) or "F" + why it failed, hex-encoded
 (no json: it could have been patched). Standard library only.

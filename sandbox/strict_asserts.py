@@ -26,7 +26,7 @@ abs, math.isclose and pytest.approx's rule are the ones here, not the names the 
 assert runs as written and is counted as not covered (`covered` per test), so each benchmark's share of
 strictly checked tests is known (python -m tools.strict_check).
 
-What is rewritten (lib/strict_rewrite.py, in the trainer's process): the asserts at the top level of
+What is rewritten (sandbox/strict_rewrite.py, in the trainer's process): the asserts at the top level of
 each test snippet (run as the body of a generator function whose `global` line keeps the snippet's names
 in the program's namespace, as before), and those in the program's own top-level test functions that a
 test snippet calls as `name()` (KodCode's pytest functions after d1's split). Nested functions and
@@ -38,7 +38,7 @@ and re's match and pattern objects as scalars. A value of any other type (a name
 deque) fails a covered assert; the benchmarks' reference solutions measure what that costs
 (docs/code-task.md).
 
-This file is standard library only. sandbox.py hands it, compiled, to the runner (lib/sandbox_runner.py)
+This file is standard library only. sandbox/run.py hands it, compiled, to the runner (sandbox/runner.py)
 with the rewritten code, and the runner executes it into a namespace of its own BEFORE the program runs,
 so the names below (the builtins captured as _type, _abs, ...) are bound before the program can patch
 anything. Where the line lies (a program that reaches into
