@@ -22,10 +22,7 @@ import struct
 import sys
 
 if "encode" not in globals():  # imported (tests), not started with wire.py's source in front
-    try:
-        from sandbox.wire import decode, encode
-    except ImportError:  # loaded by path for its framing only (sandbox/worker.py's _load)
-        pass
+    from sandbox.wire import decode, encode
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 16 << 20

@@ -26,11 +26,13 @@ import tempfile
 import threading
 import time
 
+from sandbox import contain, server, wire
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(_HERE)
 MAX_JOBS = 500          # a checker is replaced after this many jobs (tests may leave state behind)
 EXIT_GRACE_S = 0.5      # after the wall clock: how long the checker gets to report the tests it has left
-_pool, _pool_lock, _load_lock = [], threading.Lock(), threading.Lock()
+_pool, _pool_lock = [], threading.Lock()
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[2]); sys.dont_write_bytecode = True\n"
          "from sandbox.worker import main; main(int(sys.argv[1]))")
 
@@ -48,7 +50,6 @@ def start_server(sock, *, python=None, workdir, test_timeout_s, rlimits=None, pl
     session (ended by end_server). Where containment is unavailable (or `plain`): a plain subprocess in
     `workdir` with the same limits, and contain's REWARD NOT ISOLATED banner once per process. The mode
     is proc.contain_mode."""
-    contain = _load("contain")
     contained = not plain and contain.isolation_available()[0]
     argv = [python or contain.PYTHON, "-I", "-B", "-c", _server_source(), str(sock.fileno()),
             json.dumps(test_timeout_s), "{}"]  # the limits: contain sets them before exec
@@ -101,26 +102,11 @@ def _peek(pid, wait_s=0.0):
         time.sleep(0.002)
 
 
-def _load(name):
-    """sandbox/<name>.py as a module of its own name: lib/sandbox.py may be imported as a top-level
-    `sandbox` (its tests do), which hides this package. Under a lock: run_batch's threads must not see a
-    module that is still being executed."""
-    import importlib.util
-    key = f"_nano_d1_sandbox_{name}"
-    with _load_lock:
-        if key not in sys.modules:
-            spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules[key] = module  # only once complete
-        return sys.modules[key]
-
-
 class Checker:
     """A checker process and the trainer's end of its socket."""
 
     def __init__(self):
-        self.wire, self.jobs = _load("wire"), 0
+        self.jobs = 0
         self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # KodCode tests write files
         self.sock, theirs = socket.socketpair()
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _REPO],
@@ -130,20 +116,19 @@ class Checker:
 
     def run(self, job, server_sock, deadline, on_late):
         """Send the job and its server's socket; -> the checker's verdicts, or None (late or gone)."""
-        recv_frame, send_frame = _load("server").recv_frame, _load("server").send_frame
         self.jobs += 1
         try:
             socket.send_fds(self.sock, [b"j"], [server_sock.fileno()])
-            send_frame(self.sock, self.wire.encode(job))
+            server.send_frame(self.sock, wire.encode(job))
             self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
             try:
-                data = recv_frame(self.sock)
+                data = server.recv_frame(self.sock)
             except TimeoutError:
                 on_late()  # the server dies: the checker's remaining requests fail at once
                 self.sock.settimeout(EXIT_GRACE_S)
-                data = recv_frame(self.sock)
+                data = server.recv_frame(self.sock)
                 self.jobs = MAX_JOBS  # late once: replaced
-            reply = self.wire.decode(data) if data is not None else None
+            reply = wire.decode(data) if data is not None else None
         except (OSError, ValueError):
             self.jobs = MAX_JOBS
             return None
@@ -218,8 +203,7 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
 
 def main(fd):
     """The checker process: jobs from the trainer, each with its server's socket, until EOF."""
-    from sandbox import checker, wire
-    from sandbox.server import recv_frame, send_frame
+    from sandbox import checker
     sock = socket.socket(fileno=fd)
     while True:
         try:
@@ -228,14 +212,14 @@ def main(fd):
             return
         if not fds:
             return
-        data = recv_frame(sock)
+        data = server.recv_frame(sock)
         if data is None:
             return
         _, program, tests, prefix, test_source, test_timeout_s = wire.decode(data)
-        server = socket.socket(fileno=fds[0])
-        conn = checker.Connection(server, timeout_s=test_timeout_s + 0.5)
+        server_sock = socket.socket(fileno=fds[0])
+        conn = checker.Connection(server_sock, timeout_s=test_timeout_s + 0.5)
         try:
             why = checker.check_job(conn, program, tests, prefix, test_source, test_timeout_s + 1.0)
         finally:
-            server.close()
-        send_frame(sock, wire.encode(("done", why)))
+            server_sock.close()
+        server.send_frame(sock, wire.encode(("done", why)))
