@@ -10,25 +10,18 @@ check_job() is one program's tests on an open connection to its server: the trus
 prompt, MBPP's imports, LeetCode's helpers) runs here first and keeps its own names, except the stubs
 the program is asked to complete (a function whose body is only a docstring); the program's other names
 become proxies (its standard-library modules: the checker's own import); KodCode's test source runs
-after that, so its test functions are the checker's. sandbox/worker.py runs it in a process of its own;
-run_program() runs it in the caller's process (tests).
-
-    from sandbox.checker import run_program
-    run_program("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [True]
+after that, so its test functions are the checker's. sandbox/worker.py runs it in a process of its own
+(worker.run_checked: one program, its server and a pooled checker).
 """
 import ast
 import builtins
 import importlib
-import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 
 from sandbox import server, wire
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
 # exceptions a program may not raise into the test: they would steer its control flow
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
 NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}  # side effects on import
@@ -252,25 +245,3 @@ def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=No
     # one namespace for all snippets, as d1's runner has (MBPP+'s `import math` is a test of its own)
     return [_timed(lambda: exec(compile(test, "<test>", "exec"), base), test_timeout_s) for test in tests]
 
-
-def launch():
-    """(server process, connection): the program server as a plain subprocess (tests; the reward path
-    starts it through sandbox/worker.py's start_server)."""
-    with open(os.path.join(_HERE, "wire.py")) as f, open(os.path.join(_HERE, "server.py")) as g:
-        source = f.read() + "\n" + g.read()
-    ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", source, str(theirs.fileno())],
-                            pass_fds=(theirs.fileno(),), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    theirs.close()
-    return proc, Connection(ours)
-
-
-def run_program(program, tests, prefix="", test_source=""):
-    """[passed] per test snippet: the program in its server, the tests here, as written."""
-    proc, conn = launch()
-    try:
-        return [w is None for w in check_job(conn, program, tests, prefix, test_source)]
-    finally:
-        conn.sock.close()
-        proc.kill()
-        proc.wait()

@@ -21,18 +21,26 @@ through builtin methods only (dict.items, list iteration), so an object's own me
     from sandbox.wire import encode, decode
     decode(encode([1, (2.5, "a"), {3: {4}}]))    # [1, (2.5, 'a'), {3: {4}}]
 """
-import collections
-import re
 import struct
+import sys
 
 MAX_NODES = 1_000_000   # nodes per message (what today's strict check allows a value)
 MAX_INT_DIGITS = 4300   # CPython's own limit on int <-> str conversion
 _F, _C = struct.Struct(">d"), struct.Struct(">dd")
-_NoneType, _Match = type(None), type(re.match("", ""))
+_NoneType = type(None)
 # the standard library's dict subclasses that honest solutions return (MBPP 40, 88: a Counter): sent
 # as the plain dict of their items, read by dict's own C code
-VETTED_DICTS = (dict, collections.Counter, collections.OrderedDict, collections.defaultdict)
+VETTED_DICT_NAMES = ("Counter", "OrderedDict", "defaultdict")
 _dict_items, _str_encode, _bytes_decode = dict.items, str.encode, bytes.decode
+
+
+def _stdlib_types():
+    """(re's Match type or None, the vetted dict classes), from the modules already loaded: a match or a
+    Counter cannot exist before re or collections is imported, and the program server, which imports
+    neither, must not pay their ~10 ms at every start (its encoder's answers are never trusted anyway)."""
+    re, coll = sys.modules.get("re"), sys.modules.get("collections")
+    match = type(re.match("", "")) if re is not None else None
+    return match, (dict, *(getattr(coll, n) for n in VETTED_DICT_NAMES)) if coll is not None else (dict,)
 
 
 class WireError(ValueError):
@@ -88,6 +96,7 @@ def encode(value, *, trusted=(), handle_of=None, callback_of=None):
     else that is not a builtin value goes to `callback_of(obj)` (the checker: its callables) or
     `handle_of(obj) -> (id, kind)` (the server: its objects), and raises TypeError without them."""
     out, stack, opened, trusted = bytearray(), [value], {}, tuple(trusted)
+    match_type, vetted_dicts = _stdlib_types()
     while stack:
         v = stack.pop()
         t = type(v)
@@ -118,18 +127,18 @@ def encode(value, *, trusted=(), handle_of=None, callback_of=None):
             out += b"U" if t is tuple else b"Z"
             _uint(out, len(v))
             stack.extend(reversed(list(v)))
-        elif t is _Match:
+        elif t is match_type:
             out += b"m"
             stack.extend((v.group(0), v.span()))
         elif id(v) in opened:  # a list, dict, set or object met before: a reference
             out += b"R"
             _uint(out, opened[id(v)][0])
-        elif t is list or t is set or _one_of(t, VETTED_DICTS) or _one_of(t, trusted):
+        elif t is list or t is set or _one_of(t, vetted_dicts) or _one_of(t, trusted):
             opened[id(v)] = (len(opened), v)  # keeps v alive, so its id stays unique
             if t is list or t is set:
                 items = list(v)
                 out += b"L" if t is list else b"S"
-            elif _one_of(t, VETTED_DICTS):
+            elif _one_of(t, vetted_dicts):
                 items = [x for kv in _dict_items(v) for x in kv]
                 out += b"D"
             else:
@@ -210,7 +219,7 @@ def decode(data, *, trusted=None, make_handle=None, make_callback=None, max_node
             if n > MAX_INT_DIGITS + 1:
                 raise WireError("an int with too many digits")
             digits = r.take(n)
-            if not re.fullmatch(rb"-?[0-9]+", digits):
+            if not (digits[1:] if digits[:1] == b"-" else digits).isdigit():  # bytes: ASCII digits only
                 raise WireError("not an int")
             _put(frame, int(digits))
         elif tag == b"f":

@@ -1,16 +1,21 @@
 """
-Tests for the prototype checker and program server (sandbox/checker.py, sandbox/server.py; issue 36,
-WIP): the test forms of the benchmarks run as remote calls (plain functions, LeetCode's Solution
-methods, in-place mutation, stateful objects, generators, expected exceptions), and the programs of
-tests/test_reward_integrity.py that do not need containment (classes 1, 2, 3, 5, 6) pass nothing.
-Not yet through rewards.coding_rewards: the prototype has no namespaces and is not wired in.
+Tests for the checker and the program server (sandbox/checker.py, sandbox/server.py, through
+sandbox/worker.run_checked; issue 36): the test forms of the benchmarks run as remote calls (plain
+functions, LeetCode's Solution methods, in-place mutation, stateful objects, generators, expected
+exceptions), and the programs of tests/test_reward_integrity.py that do not need containment (classes
+1, 2, 3, 5, 6) pass nothing. tests/test_reward_integrity.py runs them all through rewards.coding_rewards.
 
 Run: python -m pytest tests/test_checker.py -q
 """
 import pytest
 
 import test_reward_integrity as hacks
-from sandbox.checker import run_program
+from sandbox.worker import run_checked
+
+
+def run_program(program, tests):
+    return [why is None for why in run_checked(program, tests)]
+
 
 FORMS = {
     "plain function": ("def add(a, b):\n    return a + b\n", hacks.ADD_TESTS),
