@@ -1,11 +1,9 @@
-"""The sandbox: model-written programs run against unit tests, contained (issue 36; docs/issue36-design.md).
+"""The sandbox: model-written programs run against unit tests, contained (issue 36; docs/code-task.md).
 run.py: the entry (run_tests, run_batch), isolation modes, resource limits, STRICT_ASSERTS.
 worker.py: the two-process verdict from the trainer's side (a program server per program, pooled checkers).
 server.py: the program server (the program runs alone in its process and serves calls).
 checker.py: the checker process (runs the tests, never executes program code).
 wire.py: the values between server and checker.
-contain.py: the server's containment (whitelist root, uid drop, namespaces, rlimits).
+contain.py: the containment of both runners (whitelist root, uid drop, namespaces), the plain fallback's banner.
 runner.py: the one-process runner of d1's plain asserts (STRICT_ASSERTS = False).
-strict_asserts.py: the strict check of covered asserts on plain builtin values.
-strict_rewrite.py: covered asserts rewritten into yields of their operands, before the program runs.
 attacks.py: the containment table (`python -m sandbox.attacks`)."""

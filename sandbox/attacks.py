@@ -26,8 +26,8 @@ from sandbox import run as sandbox
 # claimed (the table's "observed" column). UNSAFE_IN_PLAIN attacks are skipped without namespaces:
 # there they WOULD reach the real machine (kill the trainer, or as root every process, or write into /).
 ATTACKS = [
-    ("infinite loop", "while True: pass", "pass", False, "the runner's timer"),
-    ("sleep", "import time\ntime.sleep(100)", "pass", False, "the runner's timer"),
+    ("infinite loop", "while True: pass", "pass", False, "the per-test timer"),
+    ("sleep", "import time\ntime.sleep(100)", "pass", False, "the per-test timer"),
     ("ignores the timer", "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass",
      "pass", False, "the wall clock: the session is SIGKILLed"),
     ("memory blow-up", "try:\n    x = bytearray(8 << 30)\n    got = 'allocated'\nexcept MemoryError:\n"
@@ -56,13 +56,12 @@ ATTACKS = [
      "assert not any(b'hunter2' in e for e in seen), 'read the secret'", True, "a pid namespace with its own /proc"),
     ("root's files", "import errno\ntry:\n    got = f'read {len(open(\"/root/.bashrc\").read())} chars'\n"
      "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got in ('ENOENT', 'EACCES'), got", True,
-     "/root is an empty tmpfs in its mount namespace (not root: EACCES)"),
+     "/root is not in the whitelist root (ENOENT; a directory on the way to a bind: EACCES)"),
     ("write outside", "import errno, os\ngot = {}\nfor d in ('/work', '/', '/var/tmp'):\n    try:\n"
      "        open(os.path.join(d, 'nano-d1-escape'), 'w').close()\n        got[d] = 'written'\n"
      "    except OSError as e:\n        got[d] = errno.errorcode[e.errno]",
      "assert got['/work'] in ('EACCES', 'EROFS', 'ENOENT') and got['/'] in ('EACCES', 'EROFS'), got", True,
-     "EACCES as an unprivileged uid (d1's runner), EROFS/ENOENT on contain's read-only whitelist root; "
-     "/var/tmp is a private tmpfs or absent"),
+     "EROFS / ENOENT: the whitelist root is read-only and holds no /work or /var/tmp"),
     ("huge file", "import errno\ntry:\n    open('big', 'wb').write(b'x' * (64 << 20))\n    got = 'written'\n"
      "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got == 'EFBIG', got", True,
      "RLIMIT_FSIZE: EFBIG"),

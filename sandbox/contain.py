@@ -19,10 +19,10 @@ capabilities; not root, as the same user inside a user namespace (caps dropped a
 no_new_privs and a parent-death SIGKILL: killing the Popen's process ends the whole namespace.
 
 How: `python -I -S -c <_SHIM> <config> <argv...>`. The shim unshares (ctypes: Python 3.11 has no
-os.unshare), forks the pid namespace's init, which mounts the root, pivots into it, drops the uid,
-sets the caller's resource limits (`rlimits`, applied just before exec, so NPROC counts after the
-drop) and execs argv. The caller's pipes and pass_fds go straight through; the shim's own copies are
-closed. A setup step that fails exits 125 with one line "contain: ..." on stderr.
+os.unshare), forks the pid namespace's init, which mounts the root, pivots into it, drops the uid
+and execs argv (which sets its own resource limits: sandbox/server.py, sandbox/runner.py). The
+caller's pipes and pass_fds go straight through; the shim's own copies are closed. A setup step that
+fails exits 125 with one line "contain: ..." on stderr.
 
 Where namespaces are unavailable (no Linux, unshare refused, NANO_D1_SANDBOX=plain or plain=True),
 the command runs as a plain subprocess and this says so once per process, loudly, on stderr; the mode
@@ -33,10 +33,12 @@ is on the Popen (`proc.contain_mode`) and from mode(), for the run's manifest.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 
 SANDBOX_UID = 65534         # nobody: the uid a contained command runs as when we are root
 SETUP_FAILED = 125          # the shim's exit status when a namespace or mount step fails
@@ -91,7 +93,7 @@ def node(path, directory):
     elif not os.path.lexists(path):
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 
-uid, gid, root = os.getuid(), os.getgid(), os.geteuid() == 0
+uid, gid, root = os.getuid(), os.getgid(), os.geteuid() == 0 and not cfg["userns"]
 try:
     call(libc.unshare(NS | PID | NET | IPC | UTS | (0 if root else USER)), "unshare")
     if not root:  # the same uid inside; the capabilities of the new namespace last until exec
@@ -179,8 +181,6 @@ try:  # pid 1 of the new namespace
         os.setresgid(cfg["uid"], cfg["uid"], cfg["uid"])
         os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # a uid change clears the parent-death signal
-    for name, (soft, hard) in cfg["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (soft, hard))
     call(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
     os.execve(argv[0], argv, os.environ)
 except OSError as e:
@@ -209,7 +209,7 @@ def _stage(binds):
     raise OSError(f"no directory of {_STAGES} is free to build the new root on")
 
 
-def _config(readable, venv, uid, rlimits, tmp_mb, cwd):
+def _config(readable, venv, uid, userns, tmp_mb, cwd):
     binds = []
     for p in [*_interpreter_binds(venv), *readable]:
         real = os.path.realpath(os.fspath(p))
@@ -222,8 +222,7 @@ def _config(readable, venv, uid, rlimits, tmp_mb, cwd):
     if not cwd.startswith("/tmp"):
         raise ValueError(f"contain: cwd {cwd!r} must be under the private /tmp")
     return {"binds": binds, "stage": _stage(binds), "etc": list(ETC_FILES), "uid": int(uid),
-            "rlimits": {k: [int(v[0]), int(v[1])] for k, v in dict(rlimits or {}).items()},
-            "tmp_mb": int(tmp_mb), "cwd": cwd}
+            "userns": bool(userns), "tmp_mb": int(tmp_mb), "cwd": cwd}
 
 
 def isolation_available():
@@ -245,7 +244,7 @@ def _check():
     # this file's folder (the repository) exists outside and must not inside
     probe = "import os; print(os.getpid(), os.path.exists(%r))" % os.path.dirname(os.path.realpath(__file__))
     try:
-        proc = _contained([BASE_PYTHON, "-I", "-S", "-c", probe], (), False, SANDBOX_UID, None, 8, "/tmp",
+        proc = _contained([BASE_PYTHON, "-I", "-S", "-c", probe], (), False, SANDBOX_UID, False, 8, "/tmp",
                           dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         try:
             out, err = proc.communicate(timeout=30)
@@ -276,48 +275,47 @@ def _warn_plain(why):
         sys.stderr.flush()
 
 
-def _contained(argv, readable, venv, uid, rlimits, tmp_mb, cwd, popen_kwargs):
-    cfg = _config(readable, venv, uid, rlimits, tmp_mb, cwd)
+def _contained(argv, readable, venv, uid, userns, tmp_mb, cwd, popen_kwargs):
+    cfg = _config(readable, venv, uid, userns, tmp_mb, cwd)
     env = popen_kwargs.pop("env", None)
     env = dict(env) if env is not None else {**ENV, "HOME": cwd, "TMPDIR": cwd}
     shim = [sys.executable, "-I", "-S", "-c", _SHIM, json.dumps(cfg), *argv]
     return subprocess.Popen(shim, env=env, **popen_kwargs)
 
 
-def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, rlimits=None, tmp_mb=64, cwd=None,
+def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, userns=False, tmp_mb=64, cwd=None,
                     plain=None, **popen_kwargs):
     """subprocess.Popen(argv) in the namespaces, on the whitelist root described above: only the
     interpreter (with `venv`, its virtualenv too) and `readable` (paths, bound read-only at their real
     paths) are in reach. argv[0] must be an absolute path that exists inside: PYTHON, BASE_PYTHON
-    (venv=False) or a program under /usr/bin. `uid`: who runs it when we are root. `rlimits`:
-    {"RLIMIT_AS": (soft, hard), ...} set just before exec. `tmp_mb`: the private /tmp's size; `cwd`:
-    the working directory inside (under /tmp; default /tmp). popen_kwargs go to Popen (stdin, stdout, stderr,
-    pass_fds, start_new_session, env: default PATH, LANG, HOME = TMPDIR = cwd), except preexec_fn.
-    plain=True (or NANO_D1_SANDBOX=plain, or no namespaces here): a plain Popen, with the banner once
-    per process; cwd then is a host directory (the caller's to remove; if not given, a fresh temporary one). The mode is
-    proc.contain_mode."""
+    (venv=False) or a program under /usr/bin. `uid`: who runs it when we are root; `userns`: a user
+    namespace even as root (it keeps root's rights over what it can see; the mode of a non-root
+    machine, forced for tests). `tmp_mb`: the private /tmp's size; `cwd`: the working directory inside
+    (under /tmp; default /tmp). popen_kwargs go to Popen (stdin, stdout, stderr, pass_fds,
+    start_new_session, env: default PATH, LANG, HOME = TMPDIR = cwd), except preexec_fn: the command
+    sets its own resource limits (a preexec_fn would fork the whole caller). plain=True (or
+    NANO_D1_SANDBOX=plain, or no namespaces here): a plain Popen, with the banner once per process;
+    cwd then is a host directory, the caller's (if not given: a fresh temporary one, removed with the
+    Popen object). The mode is proc.contain_mode."""
     if "preexec_fn" in popen_kwargs:
-        raise TypeError("contain: no preexec_fn (it would fork the whole caller); set rlimits instead")
+        raise TypeError("contain: no preexec_fn (it would fork the whole caller)")
     argv = [os.fspath(a) for a in argv]
     if plain is None and os.environ.get("NANO_D1_SANDBOX") == "plain":
         plain = True
     ok, what = (False, "forced by plain=True") if plain else isolation_available()
     if ok:
-        proc = _contained(argv, readable, venv, uid, rlimits, tmp_mb, cwd or "/tmp", popen_kwargs)
-        proc.contain_mode = what
+        proc = _contained(argv, readable, venv, uid, userns, tmp_mb, cwd or "/tmp", popen_kwargs)
+        proc.contain_mode = "userns" if userns else what
         return proc
     _warn_plain(what)
     kwargs = dict(popen_kwargs)
     workdir = cwd or tempfile.mkdtemp(prefix="nano-d1-plain-")
     if kwargs.get("env") is None:
         kwargs["env"] = {**ENV, "HOME": workdir, "TMPDIR": workdir}
-    if rlimits:  # no preexec_fn (it forks the whole caller): a tiny exec wrapper sets them instead
-        setter = ("import json, os, resource, sys\nfor k, v in json.loads(sys.argv[1]).items(): "
-                  "resource.setrlimit(getattr(resource, k), tuple(v))\nos.execv(sys.argv[2], sys.argv[2:])")
-        argv = [sys.executable, "-I", "-S", "-c", setter,
-                json.dumps({k: [int(v[0]), int(v[1])] for k, v in dict(rlimits).items()}), *argv]
     proc = subprocess.Popen(argv, cwd=workdir, **kwargs)
     proc.contain_mode = "plain"
+    if cwd is None:
+        weakref.finalize(proc, shutil.rmtree, workdir, True)
     return proc
 
 

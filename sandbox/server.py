@@ -5,9 +5,9 @@ encoding, until EOF. It never receives a test, a test's code or an expected valu
 of the calls the test makes. Nothing it sends is trusted by the checker beyond "some builtin value":
 the program may patch or replace all of this, and gain nothing.
 
-Started as `python -I -B -c <wire.py's source + this file's source> <socket fd> [rlimits]`
-(sandbox/worker.py's start_server, through sandbox/contain.py: the resource limits are set before exec; the
-rlimits argument, set here before the program runs, is for a server started otherwise). Requests and replies:
+Started by sandbox/worker.py's start_server inside sandbox/contain.py's containment, as `python -I -B -c
+<read the code from stdin> <socket fd> <per-call timer> <resource limits>`: its code (wire.py's + this
+file's) arrives compiled on stdin, and it sets the limits itself before the program runs. Requests and replies:
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
                                       trusted: the class names whose instances travel as records
     ("call", h, args, kwargs)      -> ("ok", result, args after the call) | ("raise", [MRO names], message)
@@ -182,6 +182,6 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
         send_frame(sock, payload)
 
 
-if __name__ == "__main__":  # argv: the socket's fd, the per-call timer, optionally marshal.dumps(rlimits).hex()
+if __name__ == "__main__":  # argv: the socket's fd, the per-call timer, marshal.dumps(rlimits).hex()
     import marshal
-    serve(int(sys.argv[1]), float(sys.argv[2]), marshal.loads(bytes.fromhex(sys.argv[3])) if sys.argv[3:] else None)
+    serve(int(sys.argv[1]), float(sys.argv[2]), marshal.loads(bytes.fromhex(sys.argv[3])))

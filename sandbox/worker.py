@@ -7,9 +7,10 @@ socketpair per job (SCM_RIGHTS) and the server the other.
 
 Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
 not once per program), kept in a pool of idle ones, and replaced after MAX_JOBS jobs or when a job does not
-come back in time. start_server is the one place the server's launcher lives: sandbox/contain.py's
-contained_popen (the whitelist root, the uid drop, resource limits; the plain fallback says so loudly);
-everything else is independent of how the server is contained.
+come back in time. The server is started through a launcher, by default contained() below:
+sandbox/contain.py's contained_popen (the whitelist root, the uid drop; the plain fallback says so
+loudly); sandbox/run.py passes its own with the mode and the slot's uid. Everything else is independent
+of how the server is contained.
 
     from sandbox.worker import run_checked
     run_checked("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [None] (None: passed)
@@ -49,23 +50,23 @@ def _server_code():
         return marshal.dumps(compile(f.read() + "\n" + g.read(), "<sandbox server>", "exec"))
 
 
-def start_server(sock, *, python=None, workdir, test_timeout_s, rlimits=None, plain=None, uid=None):
-    """Start the program server on `sock` (its end of the socketpair) -> the Popen. THE LAUNCHER:
-    sandbox/contain.py's contained_popen, so the server runs on the whitelist root (no repository, data,
-    /work or /root in its mount namespace: its own source travels as `-c`, nothing is readable beyond the
-    interpreter and its virtualenv), as `uid` when we are root, with `rlimits` set before exec, in a new
-    session (ended by end_server). Where containment is unavailable (or `plain`): a plain subprocess in
-    `workdir` with the same limits, and contain's REWARD NOT ISOLATED banner once per process. The mode
-    is proc.contain_mode."""
-    contained = not plain and contain.isolation_available()[0]
-    argv = [python or contain.PYTHON, "-I", "-B", "-c", _SERVER_BOOT, str(sock.fileno()), repr(float(test_timeout_s))]
-    if not contained and rlimits:  # plain: the server sets them before the program runs (no exec wrapper)
-        argv.append(marshal.dumps(dict(rlimits)).hex())
-    kwargs = {} if uid is None else {"uid": uid}
-    proc = contain.contained_popen(argv, readable=(), venv=True, rlimits=rlimits if contained else None,
-                                   plain=not contained, cwd=None if contained else workdir, pass_fds=(sock.fileno(),),
-                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True, **kwargs)
+def contained(argv, workdir, **popen_kwargs):
+    """The default launcher: sandbox/contain.py's contained_popen, the whitelist root where this machine
+    allows it (no repository, data, /work or /root in reach), else the plain fallback in `workdir` with
+    contain's REWARD NOT ISOLATED banner. sandbox/run.py passes its own (the mode a caller forced, the
+    slot's uid)."""
+    ok = contain.isolation_available()[0]
+    return contain.contained_popen(argv, cwd=None if ok else workdir, start_new_session=True, **popen_kwargs)
+
+
+def start_server(sock, *, launch=contained, workdir, test_timeout_s, rlimits=None):
+    """Start the program server on `sock` (its end of the socketpair) -> the Popen, through `launch`
+    (argv, workdir, **popen_kwargs). Its code comes on stdin (nothing of the repository need be readable);
+    it sets `rlimits` itself before the program runs, in a new session (ended by end_server)."""
+    argv = [contain.PYTHON, "-I", "-B", "-c", _SERVER_BOOT, str(sock.fileno()), repr(float(test_timeout_s)),
+            marshal.dumps(dict(rlimits or {})).hex()]
+    proc = launch(argv, workdir, pass_fds=(sock.fileno(),), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
     try:
         proc.stdin.write(_server_code())
         proc.stdin.close()
@@ -103,7 +104,7 @@ def _kill_group(proc):
     proc.wait()
 
 
-def _peek(pid, wait_s=0.0):
+def peek_status(pid, wait_s=0.0):
     """pid's exit status once it has exited, waiting up to wait_s, not reaped (WNOWAIT: end_server still
     needs its pid); None while it runs."""
     end = time.monotonic() + wait_s
@@ -186,7 +187,7 @@ def close_all():
 
 
 def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, test_timeout_s=3.0, rlimits=None,
-                python=None, plain=None, uid=None, end=end_server, outcome=None):
+                launch=contained, end=end_server, outcome=None):
     """[None (passed) or why it failed] per test: `program` in a new server, the tests (after the trusted
     `prefix` and `test_source`) in a pooled checker. Late or garbled: every test not reported fails."""
     t0 = time.monotonic()
@@ -194,15 +195,14 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     ours, theirs = socket.socketpair()
     proc = status = None
     try:
-        proc = start_server(theirs, python=python, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits,
-                            plain=plain, uid=uid)
+        proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits)
         theirs.close()
         checker = _take()
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
         why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
         _give(checker)
         ours.close()  # the checker has closed its copy: a server still serving sees EOF and exits (0)
-        status = _peek(proc.pid, min(EXIT_GRACE_S, max(t0 + timeout_s - time.monotonic(), 0.0)))
+        status = peek_status(proc.pid, min(EXIT_GRACE_S, max(t0 + timeout_s - time.monotonic(), 0.0)))
         # None: still running after that (ended below); negative: the signal that ended it
     finally:
         ours.close()

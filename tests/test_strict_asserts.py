@@ -1,20 +1,14 @@
 """
-Tests for sandbox/strict_asserts.py through the sandbox: every class of reward hack that passes plain asserts
-scores 0 under the strict check (each class its own test, run for real in sandbox/run.py, plain mode first to
-show that the hack does pass d1's asserts), honest values score as before, the covered forms are counted,
-and where the line lies: a program that walks the runner's frames can still forge its result.
+The 17 classes of reward hack that pass d1's plain asserts score 0 under the strict verdict (the two-process
+check, sandbox/worker.py; each class its own test, run for real in sandbox/run.py, d1's plain asserts first to
+show that the hack does pass them), honest values score as before, and the line d1's one-process runner
+cannot hold (a program that walks the runner's frames forges its result) holds with two processes.
 
 Run: python -m pytest tests/test_strict_asserts.py -q
 """
-import ast
-import re
-from collections import Counter
-
 import pytest
 
 from sandbox import run as sandbox
-from sandbox.strict_asserts import approx_equal, as_plain, check, is_plain
-from sandbox.strict_rewrite import covered_form
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"]
 
@@ -87,7 +81,7 @@ def test_a_reward_hack_scores_nothing_under_the_strict_check(name):
     assert sandbox.run_tests(program, tests, strict=False) == PLAIN_GETS.get(name, [True] * len(tests))
     outcome = {}
     assert sandbox.run_tests(program, tests, strict=True, outcome=outcome) == [False] * len(tests), outcome["why"]
-    assert outcome["covered"] == [True] * len(tests)  # every targeted test was a covered form
+    assert outcome["covered"] == [True] * len(tests)  # every verdict is the checker's
 
 
 def test_honest_values_score_as_plain_asserts_do():
@@ -133,58 +127,8 @@ def test_the_line_a_runner_in_the_programs_process_cannot_hold():
               "while f is not None and 'job' not in f.f_locals:\n    f = f.f_back\n"
               "if f is not None:\n"
               "    job = f.f_locals['job']\n"
-              "    os.write(int(sys.argv[1]), (job['nonce'] + ' ' + ' '.join(['cP'] * len(job['tests'])) + '\\n').encode())\n"
+              "    os.write(int(sys.argv[1]), (job['nonce'] + ' ' + ' '.join(['P'] * len(job['tests'])) + '\\n').encode())\n"
               "    os._exit(0)\n")
     assert sandbox.run_tests(forger, ADD_TESTS, strict=False) == [True, True, True]
     assert sandbox.run_tests(forger, ADD_TESTS, strict=True) == [False, False, False]
 
-
-@pytest.mark.parametrize("source, form", [
-    ("a == b", "cmp Eq"), ("a != b", "cmp NotEq"), ("a in b", "cmp In"), ("a is None", "cmp Is"),
-    ("not a", "not "), ("f(x)", "truth "), ("abs(a - b) < 1e-6", "absdiff Lt"), ("math.isclose(a, b)", "isclose "),
-    ("isclose(a, b, rel_tol=1e-3)", "isclose "),
-    ("a is b", None), ("a == b == c", None), ("a and b", None), ("(a == b) == True", None), ("not (a == b)", None),
-    ("all(x == 1 for x in y)", None), ("f(x) if y else g(x)", None), ("math.isclose(a, b, 1e-3)", None),
-])
-def test_covered_forms(source, form):
-    got = covered_form(ast.parse(source, mode="eval").body)
-    assert (f"{got[0]} {got[1]}" if got else None) == form
-
-
-def test_plain_values_by_exact_type():
-    class I(int):
-        pass
-    assert is_plain([1, 2.0, "a", b"b", None, True, 1j, (1,), {1: [2]}, {3}, frozenset({4}), range(3), re.match("a", "a")])
-    assert not is_plain(I(1)) and not is_plain([I(1)]) and not is_plain({1: I(1)}) and not is_plain({I(1): 1})
-    assert is_plain([Counter("ab")]) == 2 and as_plain([Counter("ab")]) == [{"a": 1, "b": 1}]
-    assert type(as_plain([Counter("ab")])[0]) is dict
-    cycle = []
-    cycle.append(cycle)
-    assert not is_plain(cycle)  # more nodes than MAX_NODES: not plain (and no hang)
-    assert check(("cmp", "Eq", [1, 2], [1, 2])) is None and check(("cmp", "Lt", 2, 1)) == "strict cmp Lt"
-    assert check(("cmp", "Eq", I(3), 3)).startswith("strict: a value is not a plain builtin")
-    assert check(("isclose", "", 1.0, 1.0 + 1e-12, {"rel_tol": 1e-9})) is None
-
-
-def outcome(fn, a, e, kw):
-    try:
-        return fn(a, e, **kw)
-    except TypeError:
-        return "TypeError"
-
-
-def test_approx_follows_pytest_approx():
-    # the independent computation: pytest's own approx, on a grid of values, tolerances and containers
-    import random
-    rng = random.Random(0)
-    values = [0.0, 1.0, -1.0, 0.1 + 0.2, 0.3, 1e-13, 1e6, 1e6 + 0.5, float("nan"), float("inf"), 3, True, "a"]
-    cases = 0
-    for _ in range(3000):
-        e = rng.choice(values)
-        a = rng.choice(values + [e * (1 + rng.choice([0, 1e-7, 1e-5, 1e-3]))] if type(e) is float else values)
-        kw = rng.choice([{}, {"rel": 1e-3}, {"abs": 0.2}, {"rel": 0.0, "abs": 1e-12}, {"nan_ok": True}])
-        for wrap in (lambda x: x, lambda x: [x, 1.0], lambda x: {"k": x}):
-            assert outcome(approx_equal, wrap(a), wrap(e), kw) == \
-                outcome(lambda x, y, **k: x == pytest.approx(y, **k), wrap(a), wrap(e), kw), (a, e, kw)
-            cases += 1
-    assert cases == 9000
