@@ -86,9 +86,12 @@ def prepare_code_tests(code, tests, *, fixed=False):
     if import_style and not (split and fixed):
         # d1: every `from solution import X` becomes the solution itself (none are left after a split)
         program = _IMPORT_TARGET.sub(lambda _: solution, tests)
-        # the checker's parts: the solution (none after d1's split, as above) and the tests without the
-        # import lines, which the program's names stand for
-        untrusted, test_source = ("" if split else solution), _IMPORT_LINE.sub("", tests)
+        # the checker's parts: the tests without the import lines, which the program's names stand for,
+        # and the program as d1's text has it: the solution once per import line, each followed by the
+        # rest of its line (`from solution import gcd, lcm` leaves ", lcm" on the solution's last line)
+        untrusted = "" if split else "\n".join(solution + tests[m.end():].split("\n", 1)[0]
+                                               for m in _IMPORT_TARGET.finditer(tests))
+        test_source = _IMPORT_LINE.sub("", tests)
     else:
         program = solution + "\n" + tests
         untrusted, test_source = solution, tests

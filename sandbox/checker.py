@@ -26,10 +26,15 @@ from sandbox import server, wire
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
 NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}  # side effects on import
 MAX_WHY_CHARS = 80
+MAX_MESSAGE_CHARS = 200  # an exception's message as it travels (the server cuts the program's at the same)
 
 
 class RemoteError(Exception):
     """An exception the program raised that the checker does not re-raise as itself, or no reply."""
+
+
+class CheckerTimeout(TimeoutError):
+    """The checker's per-test timer."""
 
 
 class Remote:
@@ -111,6 +116,7 @@ class Connection:
     def __init__(self, sock, timeout_s=5.0):
         self.sock, self.handles, self.exceptions, self.dead = sock, {}, {}, None
         self.trusted = {}  # class name -> the checker's own class, whose instances travel as records
+        self.callbacks = []  # the test's callables passed to the program (K on the wire), by id
         sock.settimeout(timeout_s)
 
     def handle(self, k, kind):
@@ -134,16 +140,24 @@ class Connection:
             self.exceptions[key] = type(mro[0], (base,), {"__module__": "solution"})
         return self.exceptions[key]
 
+    def _encode(self, msg):
+        return wire.encode(msg, handle_of=self._own, callback_of=self._callback, trusted=tuple(self.trusted.values()))
+
+    def _receive(self):
+        data = server.recv_frame(self.sock)
+        if data is None:
+            raise RemoteError("the program server is gone")
+        return wire.decode(data, make_handle=self.handle, trusted=self.trusted)
+
     def request(self, msg, args=(), stop=False):
         if self.dead:
             raise RemoteError(f"the connection is dead: {self.dead}")
-        payload = wire.encode(msg, handle_of=self._own, trusted=tuple(self.trusted.values()))
         try:
-            server.send_frame(self.sock, payload)
-            data = server.recv_frame(self.sock)
-            if data is None:
-                raise RemoteError("the program server is gone")
-            reply = wire.decode(data, make_handle=self.handle, trusted=self.trusted)
+            server.send_frame(self.sock, self._encode(msg))
+            reply = self._receive()
+            while type(reply) is tuple and len(reply) == 4 and reply[0] == "callback":
+                server.send_frame(self.sock, self._encode(self._run_callback(*reply[1:])))
+                reply = self._receive()
         except BaseException as e:  # a timeout, EOF, a garbled frame, a timer mid-frame: out of step
             self.dead = type(e).__name__
             raise RemoteError(f"no reply: {type(e).__name__}") from None
@@ -153,9 +167,11 @@ class Connection:
             if len(reply) != 3 or type(reply[1]) is not dict or type(reply[2]) is not dict:
                 raise RemoteError("a malformed reply")
             return reply[1], reply[2]
-        if len(reply) != 3 or (reply[0] == "raise" and not (type(reply[1]) is list and reply[1]
-                                                            and all(type(n) is str for n in reply[1]))):
+        if len(reply) != 4 or type(reply[3]) is not str or (reply[0] == "raise" and not (
+                type(reply[1]) is list and reply[1] and all(type(n) is str for n in reply[1]))):
             raise RemoteError("a malformed reply")
+        if reply[3]:  # what the call printed, to the test's sys.stdout (which it may have redirected)
+            sys.stdout.write(reply[3])
         if reply[0] == "raise":
             mro, message = reply[1], reply[2]
             if stop and mro[:1] == ["StopIteration"]:
@@ -164,6 +180,30 @@ class Connection:
         if type(reply[2]) is list:
             write_back(args, reply[2])
         return reply[1]
+
+    def _run_callback(self, k, args, kwargs):
+        """The program called one of the test's callables: run it here, on the values it sent -> the answer.
+        The test's own timer ending it (CheckerTimeout) is not the program's to catch: it propagates."""
+        if not (type(k) is int and 0 <= k < len(self.callbacks) and type(args) is list and type(kwargs) is dict
+                and all(type(n) is str for n in kwargs)):
+            return ("raise", ["TypeError"], "a malformed callback")
+        try:
+            return ("ok", self.callbacks[k](*args, **kwargs))
+        except CheckerTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001 (the callable's own failure, the program's to handle)
+            try:
+                message = str(e)[:MAX_MESSAGE_CHARS]
+            except Exception:  # noqa: BLE001 (an exception whose str() raises)
+                message = ""
+            return ("raise", [c.__name__ for c in type(e).__mro__], message)
+
+    def _callback(self, obj):
+        """A callable of the test's goes to the program as a callback id; the program's own go as handles."""
+        if type(obj) is Remote:
+            return None
+        self.callbacks.append(obj)
+        return len(self.callbacks) - 1
 
     def _own(self, obj):
         """Handles go back as themselves; anything else of the checker's is not sent."""
@@ -199,7 +239,7 @@ def _timed(fn, limit_s):
     timer = limit_s and threading.current_thread() is threading.main_thread()
 
     def alarm(signum, frame):
-        raise TimeoutError("the checker's per-test timer")
+        raise CheckerTimeout("the checker's per-test timer")
     try:
         if timer:
             old = signal.signal(signal.SIGALRM, alarm)
@@ -218,11 +258,13 @@ def _timed(fn, limit_s):
 def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=None):
     """[None (passed) or why it failed] per test snippet: `program` runs in conn's server; `prefix` and
     `test_source` (trusted) and each snippet run here, with the program's names bound as proxies."""
-    base = {"__name__": "__test__"}
+    # __main__, as the tests see it in d1's one program (KodCode's `if __name__ == "__main__": pytest.main(
+    # [__file__])` runs there and fails: every test fails, in either verdict)
+    base = {"__name__": "__main__"}
     failed = _timed(lambda: exec(compile(prefix, "<prefix>", "exec"), base), test_timeout_s)
     if failed:
         return ["prefix: " + failed] * len(tests)
-    conn.trusted = {k: v for k, v in base.items() if isinstance(v, type) and v.__module__ == "__test__"}
+    conn.trusted = {k: v for k, v in base.items() if isinstance(v, type) and v.__module__ == "__main__"}
     replaceable = stubs(prefix)
     try:
         names, modules = conn.request(("exec", program, sorted(conn.trusted)))

@@ -7,16 +7,22 @@ the program may patch or replace all of this, and gain nothing.
 
 Started by sandbox/worker.py's start_server inside sandbox/contain.py's containment, as `python -I -B -c
 <read the code from stdin> <socket fd> <per-call timer> <resource limits>`: its code (wire.py's + this
-file's) arrives compiled on stdin, and it sets the limits itself before the program runs. Requests and replies:
+file's) arrives compiled on stdin, and it sets the limits itself before the program runs. Requests and
+replies (every reply ends with what the call printed, for a test that captures sys.stdout):
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
                                       trusted: the class names whose instances travel as records
-    ("call", h, args, kwargs)      -> ("ok", result, args after the call) | ("raise", [MRO names], message)
+    ("call", h, args, kwargs)      -> ("ok", result, args after the call, printed)
+                                      | ("raise", [MRO names], message, printed)
     ("getattr", h, name)           -> the same
     ("setattr", h, name, value)    -> the same
     ("op", h, name, args)          -> the same, for len, iter, next, getitem, setitem, contains, str
-Standard library only.
+A callable of the test's among the arguments (K on the wire) becomes a function here that sends
+("callback", k, args, kwargs) and serves the checker's requests until its ("ok", value) or ("raise",
+[MRO names], message) comes back. Standard library only.
 """
 import _signal as signal  # signal.py's enums cost a server start ~3 ms; the functions are _signal's
+import builtins
+import io
 import os
 import sys
 
@@ -24,6 +30,7 @@ if "encode" not in globals():  # imported (tests), not started with wire.py's so
     from sandbox.wire import decode, encode
 
 MAX_FRAME = 16 << 20
+MAX_PRINTED = 1 << 20  # bytes of a call's printed output sent back with its reply
 OPS = {"len": len, "iter": iter, "next": next, "getitem": lambda o, k: o[k], "contains": lambda o, k: k in o,
        "setitem": lambda o, k, v: o.__setitem__(k, v), "str": str}
 
@@ -50,6 +57,32 @@ def recv_frame(sock):
 
 def send_frame(sock, data):
     sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+class Printed(io.RawIOBase):
+    """sys.stdout during a call: a text stream with a binary buffer under it (sys.stdout.buffer.write works)
+    that keeps the first MAX_PRINTED bytes and drops the rest (4 GiB printed cost nothing)."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.text = io.TextIOWrapper(io.BufferedWriter(self), encoding="utf-8", errors="surrogateescape",
+                                     write_through=True)
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        room = MAX_PRINTED - len(self.data)
+        if room > 0:
+            self.data += bytes(b[:room])
+        return len(b)
+
+    def value(self):
+        try:
+            self.text.flush()
+        except BaseException:  # the program closed or broke it: what came through is the answer
+            pass
+        return self.data.decode("utf-8", "replace")
 
 
 class FdSocket:
@@ -134,52 +167,79 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
         return len(table) - 1, kind_of(obj) + ":" + ",".join(c.__name__ for c in type.__getattribute__(
             obj if isinstance(obj, type) else type(obj), "__mro__"))
 
+    def send(msg):
+        try:
+            payload = encode(msg, handle_of=handle_of, trusted=tuple(trusted.values()))
+        except BaseException as e:  # a value the wire cannot carry and no handle for it
+            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:200], ""))
+        send_frame(sock, payload)
+
+    def receive():
+        data = recv_frame(sock)
+        if data is None:  # the checker is done with us
+            os._exit(0)
+        return decode(data, make_handle=lambda k, kind: table[k], make_callback=callback, trusted=trusted)
+
+    def callback(k):
+        """A callable of the test's (a key function, a lambda): calling it asks the checker to run it."""
+        def call(*args, **kwargs):
+            send(("callback", k, list(args), kwargs))
+            while True:  # the checker's answer; the requests its callable makes meanwhile are served
+                msg = receive()
+                if msg[0] == "ok":
+                    return msg[1]
+                if msg[0] == "raise":
+                    cls = next((c for c in (getattr(builtins, n, None) for n in msg[1]) if isinstance(c, type)
+                                and issubclass(c, Exception)), Exception)
+                    raise cls(msg[2])
+                send(handle(msg))
+        return call
+
     def alarm(signum, frame):
         raise TimeoutError("the server's per-call timer")
 
     def reply(fn):
+        # fn() under the per-call timer, what it prints captured. Both saved and restored: a callback can
+        # nest a call inside this one
+        printed, old_out = Printed(), sys.stdout
         try:
-            signal.setitimer(signal.ITIMER_REAL, test_timeout_s)
+            old_timer = signal.setitimer(signal.ITIMER_REAL, test_timeout_s)
             try:
-                return ("ok",) + fn()
+                sys.stdout = printed.text
+                return ("ok",) + fn() + (printed.value(),)
             finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                sys.stdout = old_out
+                signal.setitimer(signal.ITIMER_REAL, *old_timer)
         except BaseException as e:
-            return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:200])
+            return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:200], printed.value())
 
     def setattr_(obj, name, value):
         setattr(obj, name, value)
         return None, ()
 
+    def handle(req):
+        if req[0] == "call":
+            return reply(lambda: (req[1](*req[2], **req[3]), req[2]))
+        if req[0] == "getattr":
+            return reply(lambda: (getattr(req[1], req[2]), ()))
+        if req[0] == "setattr":
+            return reply(lambda: setattr_(req[1], req[2], req[3]))
+        if req[0] == "op":
+            return reply(lambda: (OPS[req[2]](req[1], *req[3]), req[3]))
+        if req[0] == "exec":
+            out = reply(lambda: (exec(compile(req[1], "<program>", "exec"), ns), None))
+            if out[0] != "ok":
+                return out
+            trusted.update((n, ns[n]) for n in req[2] if isinstance(ns.get(n), type))
+            mods = _modules(ns)
+            return ("names", _values_or_handles({k: v for k, v in ns.items() if not k.startswith("__") and k not in mods},
+                                                tuple(trusted.values())), mods)
+        return ("raise", ["ValueError"], f"unknown request {req[0]!r}", "")
+
     signal.signal(signal.SIGALRM, alarm)
     ns = {"__name__": "__main__"}
     while True:
-        data = recv_frame(sock)
-        if data is None:
-            return
-        req = decode(data, make_handle=lambda k, kind: table[k], trusted=trusted)
-        if req[0] == "exec":
-            out = reply(lambda: (exec(compile(req[1], "<program>", "exec"), ns), None))
-            if out[0] == "ok":
-                trusted.update((n, ns[n]) for n in req[2] if isinstance(ns.get(n), type))
-                mods = _modules(ns)
-                out = ("names", _values_or_handles({k: v for k, v in ns.items() if not k.startswith("__") and k not in mods},
-                                                   tuple(trusted.values())), mods)
-        elif req[0] == "call":
-            out = reply(lambda: (req[1](*req[2], **req[3]), req[2]))
-        elif req[0] == "getattr":
-            out = reply(lambda: (getattr(req[1], req[2]), ()))
-        elif req[0] == "setattr":
-            out = reply(lambda: setattr_(req[1], req[2], req[3]))
-        elif req[0] == "op":
-            out = reply(lambda: (OPS[req[2]](req[1], *req[3]), req[3]))
-        else:
-            out = ("raise", ["ValueError"], f"unknown request {req[0]!r}")
-        try:
-            payload = encode(out, handle_of=handle_of, trusted=tuple(trusted.values()))
-        except BaseException as e:  # a value the wire cannot carry and no handle for it
-            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:200]))
-        send_frame(sock, payload)
+        send(handle(receive()))
 
 
 if __name__ == "__main__":  # argv: the socket's fd, the per-call timer, marshal.dumps(rlimits).hex()

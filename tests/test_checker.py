@@ -36,6 +36,20 @@ FORMS = {
                              "import pytest\nwith pytest.raises(Bad):\n    f(-1)", "assert f(1) == 1"]),
     "a Counter is its dict": ("from collections import Counter\ndef c(s):\n    return Counter(s)\n",
                               ["assert c('aab') == {'a': 2, 'b': 1}"]),
+    # the test's callables run in the checker, when the program calls them (a key function, a builtin,
+    # one that raises, one that calls the program back while the program waits for it)
+    "callbacks": ("def by(xs, key):\n    return sorted(xs, key=key)\n"
+                  "def apply(f, x):\n    try:\n        return f(x)\n    except ValueError as e:\n        return str(e)\n"
+                  "def double(x):\n    return 2 * x\n",
+                  ["assert by([3, -1, 2], key=lambda x: x * x) == [-1, 2, 3]", "assert by(['b', 'A'], str.lower) == ['A', 'b']",
+                   "def bad(x):\n    raise ValueError('no ' + str(x))\nassert apply(bad, 4) == 'no 4'",
+                   "assert apply(lambda x: double(x) + 1, 5) == 11", "seen = []\napply(seen.append, 7)\nassert seen == [7]"]),
+    "printed output": ("def hello(n):\n    for i in range(n):\n        print('hi', i)\n"
+                       "def shout():\n    print('!')\n    raise KeyError('k')\n",
+                       ["import io, contextlib\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    hello(2)\n"
+                        "assert buf.getvalue() == 'hi 0\\nhi 1\\n'",
+                        "import io, sys, pytest\nsys.stdout = buf = io.StringIO()\ntry:\n    with pytest.raises(KeyError):\n"
+                        "        shout()\nfinally:\n    sys.stdout = sys.__stdout__\nassert buf.getvalue() == '!\\n'"]),
 }
 
 

@@ -89,6 +89,17 @@ def test_d1_single_function_import_quirk_both_ways():
         rewards.D1_BUGS = old
 
 
+def test_two_names_imported_keep_d1s_leftover_in_both_verdicts():
+    # d1 substitutes the solution for `from solution import gcd` and leaves ", lcm" on its last line:
+    # lcm returns a tuple and its test fails. The checker's program part carries the same leftover
+    solution = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\ndef lcm(a, b):\n    return a * b // gcd(a, b)"
+    tests = ("from solution import gcd, lcm\n\ndef test_gcd():\n    assert gcd(12, 18) == 6\n\n"
+             "def test_lcm():\n    assert lcm(12, 18) == 36\n")
+    program, calls = prepare_code_tests(solution, tests, fixed=True)
+    assert program.untrusted.endswith("gcd(a, b), lcm") and "import" not in program.test_source
+    assert [sandbox.run_tests(program, calls, strict=strict) for strict in (True, False)] == [[True, False]] * 2
+
+
 def test_d1_blocklist_only_with_d1_bugs():
     code = "import os\ndef add(a, b):\n    return a + b\n"
     assert coding_reward(answer(code), {"tests": IMPORT_TESTS_2}, fixed=False) == 0.5
@@ -135,7 +146,7 @@ def test_load_kodcode_prompt_and_errors(tmp_path):
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "kodcode_demo").exists(), reason="needs ../shared/data")
-def test_kodcode_demo_reference_solutions_under_d1_rules(tmp_path):
+def test_kodcode_demo_reference_solutions_under_d1_rules(tmp_path, monkeypatch):
     # KodCode's pipeline demo (its own field names) rewritten in KodCode-Light-RL-10K's format, loaded,
     # and its verified solutions fenced inside <answer> (SOURCE.md: 107/109 pass under pytest). d1's
     # rules cost some: of the 109, with the import quirk repaired, 86 get the full 1.5; 10 import two
@@ -149,5 +160,10 @@ def test_kodcode_demo_reference_solutions_under_d1_rules(tmp_path):
     exs = load_task("code", path)
     comps = [answer(ex["solution"].rstrip("\n") + "\n") for ex in exs]
     assert len(exs) == 109
-    assert sum(s == 1.5 for s in coding_rewards(comps, exs, fixed=True)) == 86
-    assert sum(s == 1.5 for s in coding_rewards(comps, exs, fixed=False)) == 79
+    checked = {fixed: coding_rewards(comps, exs, fixed=fixed) for fixed in (True, False)}
+    assert sum(s == 1.5 for s in checked[True]) == 86
+    assert sum(s == 1.5 for s in checked[False]) == 79
+    # issue 36: the two-process verdict gives every item the score of d1's one program (its import
+    # leftovers, `__name__ == "__main__"`, printed output and the test's callables included)
+    monkeypatch.setattr(sandbox, "STRICT_ASSERTS", False)
+    assert {fixed: coding_rewards(comps, exs, fixed=fixed) for fixed in (True, False)} == checked
