@@ -38,7 +38,7 @@ ATTACKS = [
      True,
      "RLIMIT_NPROC (EAGAIN); the children die with the pid namespace"),
     ("setsid orphan", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)",
-     "pass", True, "killed with the pid namespace when the runner exits"),
+     "pass", True, "killed with the pid namespace when the sandbox ends"),
     ("kill the parent", "import os, signal\nppid = os.getppid()\nos.kill(ppid, signal.SIGKILL)\n"
      "got = f'getppid() = {ppid}'",
      "assert got == 'getppid() = 0', got", True, "the parent is outside its pid namespace (getppid() = 0)"),
@@ -69,9 +69,9 @@ ATTACKS = [
     # 2-core machine, past the 1 s test timer, and the attack then read as "not contained" (a flaky test)
     ("gigabytes of output", "import sys\nchunk = b'x' * 2**26\nfor _ in range(64):\n"
      "    sys.stdout.buffer.write(chunk)\ngot = '4 GiB printed'", "pass", True,
-     "stdout/stderr go to /dev/null; results come on their own pipe"),
-    ("segfault", "import ctypes\nctypes.string_at(0)", "pass", False, "the runner dies: no result, all False"),
-    ("os._exit", "import os\nos._exit(0)", "pass", False, "no result line: all False"),
+     "stdout/stderr go to /dev/null (a call's own output: its first MiB); verdicts travel apart"),
+    ("segfault", "import ctypes\nctypes.string_at(0)", "pass", False, "the process dies: no verdict, all False"),
+    ("os._exit", "import os\nos._exit(0)", "pass", False, "no verdict: all False"),
     ("non-UTF-8 output", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x80' * 1000)", "pass", True,
      "output is never decoded"),
 ]

@@ -1,8 +1,8 @@
 """
-The checker (issue 36; docs/issue36-design.md): runs the tests as written, in a process that never
-executes program code. Every name the program defines is bound to a proxy; calling it sends the
-arguments to the program server (sandbox/server.py) and gets back builtin values, rebuilt here by
-sandbox/wire.py, so every comparison, set(), sorted() and bool() of a test runs on the checker's own
+The checker (docs/code-task.md, "A reward that cannot be gamed"): runs the tests as written, in a
+process that never executes program code. Every name the program defines is bound to a proxy; calling it
+sends the arguments to the program server (sandbox/server.py) and gets back builtin values, rebuilt here
+by sandbox/wire.py, so every comparison, set(), sorted() and bool() of a test runs on the checker's own
 objects. A proxy has no remote __eq__, __hash__ or __bool__: an object the program keeps passes no
 comparison and no truth test.
 

@@ -1,6 +1,6 @@
 """
-Containment for the program server (issue 36, item 3: no answers in reach; docs/issue36-design.md,
-"Containment"). contained_popen() starts a command in new mount, pid, network, IPC and UTS namespaces
+Containment for the program server and d1's runner (no answers in reach; docs/code-task.md, "The
+sandbox"). contained_popen() starts a command in new mount, pid, network, IPC and UTS namespaces
 (plus a user namespace when not root) on a fresh root that holds only what the interpreter needs:
 
     /usr, /bin /lib /lib64 /sbin (as on the host: symlinks into /usr, or read-only binds)
@@ -97,7 +97,8 @@ uid, gid, root = os.getuid(), os.getgid(), os.geteuid() == 0 and not cfg["userns
 try:
     call(libc.unshare(NS | PID | NET | IPC | UTS | (0 if root else USER)), "unshare")
     if not root:  # the same uid inside; the capabilities of the new namespace last until exec
-        for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+        for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
+                           ("gid_map", "%d %d 1" % (gid, gid))):
             with open("/proc/self/" + name, "w") as f:
                 f.write(text)
     child = os.fork()

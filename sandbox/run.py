@@ -99,22 +99,19 @@ def _nproc_counts_per_userns():
 
 
 def _rlimits(mode, timeout_s, memory_mb):
-    """The runner's resource limits, set by the runner itself before the program runs. Not in a
+    """The sandbox's resource limits, set by the server or runner itself before the program runs. Not in a
     preexec_fn: that makes subprocess fork() the whole trainer instead of vfork() (measured: 163 ms per
     program from a 4 GiB process vs 0.8 ms), and Python code between fork and exec is unsafe with threads."""
     cpu = int(timeout_s) + 1  # CPU seconds can't exceed the wall clock anyway; SIGXCPU kills a spinning loop
     limits = {"RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20, memory_mb << 20),
               "RLIMIT_FSIZE": (MAX_FILE_BYTES, MAX_FILE_BYTES), "RLIMIT_NOFILE": (MAX_OPEN_FILES, MAX_OPEN_FILES),
               "RLIMIT_CORE": (0, 0)}
-    # NPROC counts a uid's processes: per user namespace and uid on Linux >= 5.14, per host uid before.
-    # Set here, inside the sandbox's own user namespace, it counts this sandbox's processes only
-    # (measured, kernel 6.18: a fork bomb holding its 30 children does not stop a concurrent job's
-    # subprocess.run, 5/5, even with one shared uid; set before `unshare --user`, as a preexec_fn did,
-    # it was charged to the host uid and the concurrent job failed 5/5). For older kernels, isolated
-    # mode also gives each running sandbox a uid of its own (_slot). userns: older kernels would count
-    # the trainer's own processes and threads and fail innocent forks, so only on >= 5.14. plain: root
-    # ignores it, and a user's count would include the trainer's threads; there a fork bomb is bounded
-    # by the wall clock and the session kill only.
+    # NPROC counts a uid's processes. isolated: each running sandbox has a uid of its own (65534 - slot,
+    # _slot), so it counts this sandbox's processes only (charged to one shared uid, a fork bomb holding
+    # its 30 children made a concurrent job's subprocess.run fail 5/5). userns: per user namespace on
+    # Linux >= 5.14; older kernels would count the trainer's own processes and threads and fail innocent
+    # forks. plain: root ignores it, and a user's count would include the trainer's threads; there a
+    # fork bomb is bounded by the wall clock and the session kill only.
     if mode == "isolated" or (mode == "userns" and _nproc_counts_per_userns()):
         limits["RLIMIT_NPROC"] = (MAX_PROCESSES, MAX_PROCESSES)
     return limits

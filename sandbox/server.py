@@ -1,14 +1,15 @@
 """
-The program server (issue 36; docs/issue36-design.md): the one process that runs the program. It execs
-the program once, then answers the checker's requests over one socket, in frames of sandbox/wire.py's
-encoding, until EOF. It never receives a test, a test's code or an expected value: only the arguments
-of the calls the test makes. Nothing it sends is trusted by the checker beyond "some builtin value":
-the program may patch or replace all of this, and gain nothing.
+The program server (docs/code-task.md, "A reward that cannot be gamed"): the one process that runs the
+program. It execs the program once, then answers the checker's requests over one socket, in frames of
+sandbox/wire.py's encoding, until EOF. It never receives a test, a test's code or an expected value:
+only the arguments of the calls the test makes. Nothing it sends is trusted by the checker beyond "some
+builtin value": the program may patch or replace all of this, and gain nothing.
 
 Started by sandbox/worker.py's start_server inside sandbox/contain.py's containment, as `python -I -B -c
 <read the code from stdin> <socket fd> <per-call timer> <resource limits>`: its code (wire.py's + this
 file's) arrives compiled on stdin, and it sets the limits itself before the program runs. Requests and
-replies (every reply ends with what the call printed, for a test that captures sys.stdout):
+replies (a reply to a request that runs program code ends with what it printed, for a test that
+captures sys.stdout):
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
                                       trusted: the class names whose instances travel as records
     ("call", h, args, kwargs)      -> ("ok", result, args after the call, printed)
@@ -232,8 +233,8 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
                 return out
             trusted.update((n, ns[n]) for n in req[2] if isinstance(ns.get(n), type))
             mods = _modules(ns)
-            return ("names", _values_or_handles({k: v for k, v in ns.items() if not k.startswith("__") and k not in mods},
-                                                tuple(trusted.values())), mods)
+            names = {k: v for k, v in ns.items() if not k.startswith("__") and k not in mods}
+            return ("names", _values_or_handles(names, tuple(trusted.values())), mods)
         return ("raise", ["ValueError"], f"unknown request {req[0]!r}", "")
 
     signal.signal(signal.SIGALRM, alarm)

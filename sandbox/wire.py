@@ -1,7 +1,7 @@
 """
-The wire between the checker and the program server (issue 36, WIP; docs/issue36-design.md): values
-as bytes and back, so that what the checker compares is a builtin it built itself, never an object
-the program made. Standard library only; the server gets this file's source as it gets its own.
+The wire between the checker and the program server (docs/code-task.md, "A reward that cannot be
+gamed"): values as bytes and back, so that what the checker compares is a builtin it built itself, never
+an object the program made. Standard library only; the server gets this file compiled with its own.
 
 A value is a graph, written depth first as tagged nodes:
     N None   T True   F False   i int (decimal digits)   f float (8 bytes, IEEE 754)   c complex
@@ -13,6 +13,7 @@ A value is a graph, written depth first as tagged nodes:
       class of that name, attributes written into its __dict__ (none may shadow the class's own)
     H a handle: an object that stays in the program server (id, kind)     K a callback into the checker (id)
     m a regular-expression match, as its span and group(0), rebuilt as a Match of this file
+    y a builtin class by name (int, str, ValueError: `remove_datatype(xs, int)`), the receiver's own
 Counts and lengths are unsigned LEB128. decode() is iterative (no recursion limit to hit), bounded in
 nodes and in the digits of an int, and builds builtin types only (plus Match, the receiver's trusted
 classes and whatever its handle / callback makers return). encode() reads values by exact type,
@@ -21,10 +22,11 @@ through builtin methods only (dict.items, list iteration), so an object's own me
     from sandbox.wire import encode, decode
     decode(encode([1, (2.5, "a"), {3: {4}}]))    # [1, (2.5, 'a'), {3: {4}}]
 """
+import builtins
 import struct
 import sys
 
-MAX_NODES = 1_000_000   # nodes per message (what today's strict check allows a value)
+MAX_NODES = 1_000_000   # nodes per message
 MAX_INT_DIGITS = 4300   # CPython's own limit on int <-> str conversion
 _F, _C = struct.Struct(">d"), struct.Struct(">dd")
 _NoneType = type(None)
@@ -71,6 +73,12 @@ class Match:
 
     def __repr__(self):
         return f"<Match span={self._span!r} match={self._text!r}>"
+
+
+def _builtin_class(cls):
+    """cls is the class that this process's builtins module holds under its name (int, ValueError)."""
+    name = type.__getattribute__(cls, "__name__")
+    return type(name) is str and getattr(builtins, name, None) is cls
 
 
 def _one_of(t, classes):
@@ -123,6 +131,9 @@ def encode(value, *, trusted=(), handle_of=None, callback_of=None):
         elif t is range:
             out += b"r"
             stack.extend((v.step, v.stop, v.start))
+        elif t is type and _builtin_class(v):
+            out += b"y"
+            _text(out, type.__getattribute__(v, "__name__"))
         elif t is tuple or t is frozenset:
             out += b"U" if t is tuple else b"Z"
             _uint(out, len(v))
@@ -228,6 +239,11 @@ def decode(data, *, trusted=None, make_handle=None, make_callback=None, max_node
             _put(frame, complex(*_C.unpack(r.take(16))))
         elif tag == b"s":
             _put(frame, r.text())
+        elif tag == b"y":
+            cls = getattr(builtins, r.text(), None)
+            if type(cls) is not type or not _builtin_class(cls):
+                raise WireError("not a builtin class")
+            _put(frame, cls)
         elif tag == b"b":
             _put(frame, r.take(r.uint()))
         elif tag in (b"U", b"Z", b"r", b"m"):  # immutable: built when its items are in

@@ -1,9 +1,9 @@
 """
-The two-process verdict (issue 36; docs/issue36-design.md), from the trainer's side: per program, a
-program server (sandbox/server.py, started by start_server) runs the program, and a checker process
-(main() below, which never executes program code) runs the tests against it (sandbox/checker.py's
-check_job). The verdicts come from the checker only; the trainer hands the checker one end of a fresh
-socketpair per job (SCM_RIGHTS) and the server the other.
+The two-process verdict (docs/code-task.md, "A reward that cannot be gamed"), from the trainer's side:
+per program, a program server (sandbox/server.py, started by start_server) runs the program, and a
+checker process (main() below, which never executes program code) runs the tests against it
+(sandbox/checker.py's check_job). The verdicts come from the checker only; the trainer hands the checker
+one end of a fresh socketpair per job (SCM_RIGHTS) and the server the other.
 
 Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
 not once per program), kept in a pool of idle ones, and replaced after MAX_JOBS jobs or when a job does not

@@ -39,17 +39,25 @@ FORMS = {
     # the test's callables run in the checker, when the program calls them (a key function, a builtin,
     # one that raises, one that calls the program back while the program waits for it)
     "callbacks": ("def by(xs, key):\n    return sorted(xs, key=key)\n"
-                  "def apply(f, x):\n    try:\n        return f(x)\n    except ValueError as e:\n        return str(e)\n"
+                  "def apply(f, x):\n    try:\n        return f(x)\n"
+                  "    except ValueError as e:\n        return str(e)\n"
                   "def double(x):\n    return 2 * x\n",
-                  ["assert by([3, -1, 2], key=lambda x: x * x) == [-1, 2, 3]", "assert by(['b', 'A'], str.lower) == ['A', 'b']",
+                  ["assert by([3, -1, 2], key=lambda x: x * x) == [-1, 2, 3]",
+                   "assert by(['b', 'A'], str.lower) == ['A', 'b']",
                    "def bad(x):\n    raise ValueError('no ' + str(x))\nassert apply(bad, 4) == 'no 4'",
-                   "assert apply(lambda x: double(x) + 1, 5) == 11", "seen = []\napply(seen.append, 7)\nassert seen == [7]"]),
+                   "assert apply(lambda x: double(x) + 1, 5) == 11",
+                   "seen = []\napply(seen.append, 7)\nassert seen == [7]"]),
+    "a builtin class as an argument": ("def drop(xs, t):\n    return [x for x in xs if not isinstance(x, t)]\n",
+                                       ["assert drop((4, 7.7, 'a'), int) == [7.7, 'a']",  # MBPP 533's form
+                                        "assert drop([ValueError, 1], type) == [1]"]),
     "printed output": ("def hello(n):\n    for i in range(n):\n        print('hi', i)\n"
                        "def shout():\n    print('!')\n    raise KeyError('k')\n",
-                       ["import io, contextlib\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    hello(2)\n"
+                       ["import io, contextlib\nbuf = io.StringIO()\n"
+                        "with contextlib.redirect_stdout(buf):\n    hello(2)\n"
                         "assert buf.getvalue() == 'hi 0\\nhi 1\\n'",
-                        "import io, sys, pytest\nsys.stdout = buf = io.StringIO()\ntry:\n    with pytest.raises(KeyError):\n"
-                        "        shout()\nfinally:\n    sys.stdout = sys.__stdout__\nassert buf.getvalue() == '!\\n'"]),
+                        "import io, sys, pytest\nsys.stdout = buf = io.StringIO()\n"
+                        "try:\n    with pytest.raises(KeyError):\n        shout()\n"
+                        "finally:\n    sys.stdout = sys.__stdout__\nassert buf.getvalue() == '!\\n'"]),
 }
 
 

@@ -92,7 +92,8 @@ def test_d1_single_function_import_quirk_both_ways():
 def test_two_names_imported_keep_d1s_leftover_in_both_verdicts():
     # d1 substitutes the solution for `from solution import gcd` and leaves ", lcm" on its last line:
     # lcm returns a tuple and its test fails. The checker's program part carries the same leftover
-    solution = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\ndef lcm(a, b):\n    return a * b // gcd(a, b)"
+    solution = ("def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
+                "def lcm(a, b):\n    return a * b // gcd(a, b)")
     tests = ("from solution import gcd, lcm\n\ndef test_gcd():\n    assert gcd(12, 18) == 6\n\n"
              "def test_lcm():\n    assert lcm(12, 18) == 36\n")
     program, calls = prepare_code_tests(solution, tests, fixed=True)

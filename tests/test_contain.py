@@ -79,7 +79,8 @@ def test_readable_is_read_only(tmp_path):
     (folder / "server.py").write_text("ANSWER = 42\n")
     src = ("import sys\nsys.path.insert(0, %r)\nimport server\nprint(server.ANSWER)\n"
            "for attempt in (lambda: open(%r, 'a'), lambda: open(%r, 'w')):\n"
-           "    try:\n        attempt()\n        print('WROTE')\n    except OSError as e:\n        print(type(e).__name__)\n"
+           "    try:\n        attempt()\n        print('WROTE')\n"
+           "    except OSError as e:\n        print(type(e).__name__)\n"
            ) % (str(folder), str(folder / "server.py"), str(folder / "new.py"))
     status, out, err = run(src, readable=[folder])
     assert status == 0, err

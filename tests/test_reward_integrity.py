@@ -1,27 +1,24 @@
 """
-Issue 36, reward integrity: six classes of reward hack that the strict asserts (sandbox/strict_asserts.py)
-do not stop, each a program that computes nothing, scored through `rewards.coding_rewards` exactly as
-training calls it (a completion with one ```python fence, outside <answer>, so no 0.5 bonus: the
-score is the share of unit tests passed). Each test asserts the score the issue asks for: 0.
-
-WORK IN PROGRESS (branch wip-36): these tests FAIL today, on purpose, and are not marked xfail. The
-score each class gets TODAY (measured 2026-11-26, isolated mode as root, kernel 6.18, 2 cores) is
-BEFORE below; the design that brings them to 0 is docs/issue36-design.md.
+Issue 36, reward integrity: six classes of reward hack that the one-process strict check (the covered
+asserts rewritten and checked in the program's own process, removed by issue 36) did not stop, each a
+program that computes nothing, scored through `rewards.coding_rewards` exactly as training calls it (a
+completion with one ```python fence, outside <answer>, so no 0.5 bonus: the score is the share of unit
+tests passed). Each scores 0 under the two-process verdict (sandbox/worker.py, docs/code-task.md).
+The score each class got from the one-process check (2026-11-26, isolated mode as root, kernel 6.18):
 
   class                      before   how
-  1 the rewrite fails         1.0     a 1000-term sum makes strict_rewrite.prepare raise RecursionError
-                                      (ast.fix_missing_locations recurses); the tests then run as plain
+  1 the rewrite fails         1.0     a 1000-term sum made the rewrite raise RecursionError
+                                      (ast.fix_missing_locations recurses); the tests then ran as plain
                                       asserts, where an always-equal object passes
   2 patched builtins          1.0     builtins.set / sorted / len / list -> constants: both operands of
                                       `set(f(x)) == set((4, 5))` are the same plain value
-  3 tracing hooks             1.0     sys.settrace: in the runner's drive() frame, `bad` is set back to
-                                      None before it is tested (3.11 writes f_locals back after a trace)
+  3 tracing hooks             1.0     sys.settrace: in the runner's drive() frame, `bad` was set back to
+                                      None before it was tested (3.11 writes f_locals back after a trace)
   4 readable answers          1.0     the program reads HumanEval's canonical solution from the data file
                                       (and the repository checkout) and execs it
-  5 a race                    0.2-0.4 a thread, watching the main thread's frame, fills the returned list
-                                      with always-equal objects after is_plain() took its elements and
-                                      before the comparison (timing: 0.2, 0.2, 0.2, 0.3, 0.4 in five
-                                      runs; 0.0-0.1 with shorter lists)
+  5 a race                    0.2-0.4 a thread, watching the main thread's frame, filled the returned list
+                                      with always-equal objects after the type check took its elements
+                                      and before the comparison (0.2, 0.2, 0.2, 0.3, 0.4 in five runs)
   6 the test's frame          1.0     the function reads the expected value from the LOAD_CONST after the
                                       call in its caller's bytecode (sys._getframe(1))
 
@@ -75,9 +72,9 @@ def test_honest_control_scores_full():
 
 
 # ---- 1. the rewrite fails ---------------------------------------------------------------------------
-# A long chain of additions parses and compiles in the sandbox, but strict_rewrite.prepare's
-# ast.fix_missing_locations recurses once per nesting level and raises RecursionError; sandbox._strict_job
-# then sends no plan and the tests run as plain asserts, where an always-equal object passes.
+# A long chain of additions parses and compiles in the sandbox, but the old rewrite's
+# ast.fix_missing_locations recursed once per nesting level and raised RecursionError; the tests then ran
+# as plain asserts, where an always-equal object passes. The checker rewrites nothing.
 REWRITE_FAILS = ("TABLE_SIZE = " + " + ".join(["1"] * 1000) + "\n"
                  "class Sum:\n    def __eq__(self, other):\n        return True\n"
                  "def add(a, b):\n    return Sum()\n")
@@ -89,7 +86,7 @@ def test_1_the_rewrite_fails():
 
 # ---- 2. patched builtins ----------------------------------------------------------------------------
 # MBPP's tests wrap both operands in set(), sorted(), list(), len(): patched to constants, both sides
-# are the same plain value, and the strict check compares two equal builtins.
+# are the same plain value, and the in-process check compared two equal builtins.
 SET_TESTS = ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))",
              "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))",
              "assert sorted(similar_elements((11, 12, 14, 13), (17, 15, 14, 13))) == sorted((13, 14))",

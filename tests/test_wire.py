@@ -62,6 +62,20 @@ def test_vetted_dicts_arrive_as_dicts():
         assert type(got) is dict and got == dict(v)
 
 
+def test_builtin_classes_travel_by_name_and_only_they():
+    import builtins
+    got = decode(encode([int, str, ValueError, type, object]))
+    assert got == [int, str, ValueError, type, object] and all(a is b for a, b in zip(got, [int, str, ValueError,
+                                                                                          type, object]))
+    fake = type("int", (), {})  # a class that calls itself int is not builtins.int: a handle, not a name
+    assert decode(encode([fake], handle_of=lambda obj: (7, "class:int")), make_handle=lambda k, kind: (k, kind)) \
+        == [(7, "class:int")]
+    with pytest.raises(WireError):
+        decode(b"y\x04open")  # a builtin, but not a class
+    with pytest.raises(TypeError):
+        encode(collections.deque)  # a standard-library class that builtins does not hold: no value
+
+
 def test_a_match_travels_as_span_and_text():
     got = decode(encode(re.search("b+", "abbc")))
     assert type(got) is Match and got and got.span() == (1, 3) and got.group() == "bb"
@@ -143,7 +157,8 @@ def test_deep_nesting_needs_no_recursion():
 
 def test_random_bytes_decode_to_builtins_or_fail_cleanly():
     rng = random.Random(0)
-    allowed = {type(None), bool, int, float, complex, str, bytes, range, list, tuple, dict, set, frozenset, Match}
+    allowed = {type(None), bool, int, float, complex, str, bytes, range, list, tuple, dict, set, frozenset, Match,
+               type}  # type: a builtin class by name (its own test above)
     seeds = [encode(v) for v in VALUES]
     decoded = 0
     for _ in range(20_000):

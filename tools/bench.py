@@ -404,7 +404,7 @@ def main(argv=None):
     B, P = gargs.groups_per_micro * gargs.num_generations, args.prompt_len or default_prompt_len(gargs)
     if args.sandbox:  # no model: the code reward's execution cost
         res = sandbox_cost(repeats=max(3, args.repeats))
-        print(format_sandbox_cost(res))  # with the strict assert check and with d1's plain asserts
+        print(format_sandbox_cost(res))  # with the checker and with d1's plain asserts
     elif args.memory_plan:  # the real widths, depth 1 and 2: fits a laptop even for the 8B shape
         res = run_memory_plan(preset_config(gargs.preset, args.shape), gargs, B, P, args.world_size, device,
                               device_label(device), args.shape if gargs.preset == "8b" else "tiny")

@@ -14,8 +14,8 @@ import time
 def sandbox_cost(group=6, n_tests=10, repeats=3, workers=None):
     """Programs per second that sandbox/run.py scores: one rollout group of `group` programs with `n_tests`
     unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
-    and batched (run_batch over the CPU cores), with the strict assert check and with d1's plain
-    asserts (the two interleaved, so that load on the machine hits both alike). Medians of `repeats`."""
+    and batched (run_batch over the CPU cores), with the checker's two-process verdict and with d1's
+    plain asserts (the two interleaved, so that load on the machine hits both alike). Medians of `repeats`."""
     from sandbox import run as sandbox
     program = "def f(x):\n    return 3 * x + 1\n"
     tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
@@ -41,8 +41,8 @@ def sandbox_cost(group=6, n_tests=10, repeats=3, workers=None):
 
 def format_sandbox_cost(res):
     """The line tools/bench.py --sandbox prints."""
-    return (f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests, strict asserts: sequential "
-            f"{res['sequential_strict_programs_per_s']:.1f} programs/s, batched over {res['workers']} workers "
-            f"{res['batched_strict_programs_per_s']:.1f} ({res['speedup']:.2f}x); d1's plain asserts: sequential "
-            f"{res['sequential_plain_programs_per_s']:.1f}, batched {res['batched_plain_programs_per_s']:.1f}; "
-            f"the strict check costs {100 * res['strict_cost']:+.0f} % batched")
+    return (f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests, the checker's verdict: "
+            f"sequential {res['sequential_strict_programs_per_s']:.1f} programs/s, batched over {res['workers']} "
+            f"workers {res['batched_strict_programs_per_s']:.1f} ({res['speedup']:.2f}x); d1's plain asserts: "
+            f"sequential {res['sequential_plain_programs_per_s']:.1f}, batched {res['batched_plain_programs_per_s']:.1f};"
+            f" the checker costs {100 * res['strict_cost']:+.0f} % batched")
