@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ops.checks import one_line_hook
+
 
 DIST_TIMEOUT_S = 1200  # a collective waits this long for a lost rank, then fails (torch: 10-30 min)
 
@@ -210,6 +212,7 @@ def init_training(args):
     # the SAME seed on every rank (llm.c does this too; nanoGPT adds the rank): identical init (LoRA's
     # random A) and data order (sft.py draws the whole global batch on every rank, keeps its slice)
     torch.manual_seed(args.seed)
+    sys.excepthook = one_line_hook(sys.excepthook)  # a failed save (a full disk): one line, exit 1
     run = Run(distributed, rank, local_rank, world_size, device, device_type, dtype, save_dtype, args.autocast)
     if run.master:
         # the resolved flags, one JSON line at the top of the log: every run records its own settings

@@ -37,12 +37,14 @@ import json
 import os
 import re
 import shutil
+import sys
 
 import torch
 
 from lib.adapters import lora_state_dict
 from lib.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
 from ops.ddp import everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state, plain_llada
+from ops.checks import RunError
 from ops.metrics import ARGS_FILE, METRICS_FILE, read_json
 
 SAVES_DIR = "saves"                  # complete saves, one directory each
@@ -63,12 +65,38 @@ def save_dir(out_dir, step):
     return os.path.join(out_dir, SAVES_DIR, f"step-{step:06d}")
 
 
-def complete_saves(out_dir):
-    """[(step, path)] of the complete saves in out_dir, oldest first (a *.partial is not one)."""
+def save_problem(path):
+    """Why the save directory `path` cannot be resumed from (a file it needs is absent or empty, its
+    weight index names a shard that is not there), or None. A save is renamed into place only once
+    whole, so this finds what happened to it afterwards: a second run on the same out-dir before the
+    lock (ops/lock.py), a disk or a person that removed files."""
+    need = [CONFIG_FILE, INDEX_FILE, STATE_FILE, INFO_FILE]
+    try:
+        with open(os.path.join(path, INDEX_FILE)) as f:
+            need += sorted(set(json.load(f)["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return f"no readable {INDEX_FILE}"
+    for name in need:
+        p = os.path.join(path, name)
+        if not os.path.isfile(p) or os.path.getsize(p) == 0:
+            return f"{name} {'is empty' if os.path.isfile(p) else 'is missing'}"
+    return None
+
+
+def complete_saves(out_dir, skipped=None):
+    """[(step, path)] of the complete saves in out_dir, oldest first: named step-N (a *.partial is not
+    one) and whole (save_problem). `skipped`, a list, gets (path, why) for each named save that is not."""
     root = os.path.join(out_dir, SAVES_DIR)
     found = [(int(m[1]), os.path.join(root, d)) for d in os.listdir(root) if (m := SAVE_NAME.match(d))] \
         if os.path.isdir(root) else []
-    return sorted(found)
+    whole = []
+    for step, path in sorted(found):
+        why = save_problem(path)
+        if why is None:
+            whole.append((step, path))
+        elif skipped is not None:
+            skipped.append((path, why))
+    return whole
 
 
 def changed_flags(saved, args):
@@ -119,6 +147,33 @@ def check_run_dir(args):
     check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
     require(not args.resume or complete_saves(args.out_dir), f"--resume: {args.out_dir} holds no complete save "
             "(the run stopped before its first); start it again with --force instead of --resume")
+
+
+def save_bytes(args):
+    """About how many bytes one save of this run takes: the start model's weight files (a save holds
+    the same tensors, LoRA merged, in the training dtype) plus trainer_state.pt, which for full
+    fine-tuning holds AdamW's two fp32 moments per parameter (and under --fsdp the fp32 masters);
+    LoRA's adapters and moments are small. 0 when the start model is not written yet (the tiny default)."""
+    if not os.path.isdir(args.model_dir):
+        return 0
+    weights = sum(os.path.getsize(os.path.join(args.model_dir, f)) for f in os.listdir(args.model_dir)
+                  if f.endswith(".safetensors"))
+    params = weights // 2  # bf16 files, as LLaDA and Dream ship (an fp32 file overstates nothing below)
+    return weights + (0 if args.lora_r > 0 else (8 + 4 * bool(args.fsdp)) * params)
+
+
+def check_room(args):
+    """Up front: the disk under --out-dir has room for one save (save_bytes); a note when it has not
+    for the --keep-last saves plus the one being written."""
+    from ops.checks import require
+    need, free = save_bytes(args), shutil.disk_usage(args.out_dir).free
+    gib = lambda n: f"{n / 2**30:.1f} GiB"
+    require(free >= need, f"--out-dir {args.out_dir} has {gib(free)} free; one save of this run takes about "
+            f"{gib(need)} (the weights plus trainer_state.pt): free some space or pick another --out-dir")
+    if free < (args.keep_last + 1) * need and int(os.environ.get("RANK", 0)) == 0:
+        print(f"note: --out-dir {args.out_dir} has {gib(free)} free, less than the {args.keep_last + 1} saves of "
+              f"about {gib(need)} each that --keep-last {args.keep_last} holds while the next is written",
+              file=sys.stderr)
 
 
 def _fsync_dir_tree(path):
@@ -184,6 +239,22 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     if not run.master:
         return
     final = save_dir(args.out_dir, step)
+    try:
+        _write_save(args, model, to_save, optimizer_state=optim_state, masters=masters, step=step, extras=extras,
+                    final=final)
+        if make_public:
+            publish(final, args.out_dir)
+    except OSError as e:  # a full disk, a file system gone read-only: the saves before this one are whole
+        shutil.rmtree(final + PARTIAL, ignore_errors=True)
+        last = complete_saves(args.out_dir)
+        raise RunError(f"the save of step {step} could not be written ({e.strerror}: {e.filename}); the newest "
+                       f"complete save is {last[-1][1] if last else 'none'}, untouched: free space (or repair "
+                       f"the file system) and run the same command with --resume") from None
+
+
+def _write_save(args, model, to_save, optimizer_state, masters, step, extras, final):
+    """save_checkpoint's writing, on rank 0: save `final` as one unit (every file into final.partial,
+    flushed, then renamed), and the oldest saves beyond --keep-last removed."""
     partial = final + PARTIAL
     for old in (partial, final):  # a crashed earlier attempt at this step, or a re-run of it
         shutil.rmtree(old, ignore_errors=True)
@@ -194,7 +265,7 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     extras = extras or {}
     # what --resume needs beyond the official-layout weights (the step, the optimizer, the flags, the
     # script's extras, and the fp32 masters under FSDP or the adapters under LoRA)
-    torch.save({"step": step, "optimizer": optim_state, "args": vars(args), "fsdp": args.fsdp, "masters": masters,
+    torch.save({"step": step, "optimizer": optimizer_state, "args": vars(args), "fsdp": args.fsdp, "masters": masters,
                 "lora": lora_state_dict(model) if args.lora_r > 0 else None, "extras": extras},
                os.path.join(partial, STATE_FILE))
     plain = {k: v for k, v in extras.items() if isinstance(v, (int, float, str, bool))}
@@ -203,15 +274,14 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     _fsync_dir_tree(partial)
     os.rename(partial, final)  # atomic: from here on the save exists, whole
     # keep the newest keep_last saves, and no leftover *.partial of an earlier crash
-    saves = complete_saves(args.out_dir)
-    for _, old in saves[:max(0, len(saves) - args.keep_last)]:
-        shutil.rmtree(old, ignore_errors=True)
+    skipped = []
+    saves = complete_saves(args.out_dir, skipped)
+    for old in [p for _, p in saves[:max(0, len(saves) - args.keep_last)]] + [p for p, _ in skipped]:
+        shutil.rmtree(old, ignore_errors=True)  # the oldest, and any save that is no longer whole
     root = os.path.join(args.out_dir, SAVES_DIR)
     for name in os.listdir(root):
         if name.endswith(PARTIAL):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    if make_public:
-        publish(final, args.out_dir)
 
 
 def resume_weights(args, run, model):
@@ -221,11 +291,17 @@ def resume_weights(args, run, model):
     layout; FSDP: the fp32 masters in the state file."""
     if not args.resume:
         return None, None
-    saves = complete_saves(args.out_dir)
+    skipped = []
+    saves = complete_saves(args.out_dir, skipped)
     if not saves:  # checks.check_out_dir saw a run here, but none of its saves was complete
         raise FileNotFoundError(f"--resume: {args.out_dir} holds no complete save (the run stopped before its "
                                 f"first save); start it again without --resume (--force clears the directory)")
     src = saves[-1][1]
+    if run.master:
+        for path, why in skipped:
+            if int(SAVE_NAME.search(path)[1]) > saves[-1][0]:
+                print(f"note: --resume skips {path} ({why}); continuing from the newest whole save, {src}",
+                      file=sys.stderr)
     state_file = os.path.join(src, STATE_FILE)
     # weights_only=False: the state also holds vars(args). FSDP: memory-mapped on CPU, so ranks other than 0
     # never read the optimizer state that rank 0 broadcasts (restore_optimizer); pages load when touched

@@ -15,10 +15,11 @@ import torch
 from lib.adapters import add_lora, lora_disabled
 from lib.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
+from ops import lock
 from ops.checks import ShowDefaults, check_model, require
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
-from ops.resume import (RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, recorded_revision,
+from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
                         restore_optimizer, resume_weights)
 from ops.stop import Stopper
 
@@ -131,7 +132,18 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
     resume keeps the hub commit its run started from) and its headers (no weights loaded), and
     what --out-dir already holds (another run is refused unless --resume or --force)."""
     check_model(args, toy_default, missing_hint, recorded_revision(args))
-    check_run_dir(args)  # last: --force deletes
+    # one run per out-dir: rank 0 holds its lock from here to the end (ops/lock.py), before anything in it
+    # is read, deleted (--force) or written
+    locked = int(os.environ.get("RANK", 0)) == 0
+    if locked:
+        lock.take(args.out_dir)
+    try:
+        check_room(args)  # disk space for a save, before a model is loaded
+        check_run_dir(args)  # last: --force deletes
+    except (ValueError, OSError):
+        if locked:
+            lock.give_back(args.out_dir)  # refused: the out-dir as it was
+        raise
 
 
 def load_policy(args, run):

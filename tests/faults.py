@@ -25,6 +25,9 @@ FAULT is one of (K counts from 1; RANK is the torchrun rank, 0 without torchrun)
     int-launcher-after-step:K   rank 0 sends SIGINT to its parent, the launcher, right after its K-th optimizer
                             step: Ctrl-C in the terminal of a torchrun, whose workers run in sessions of their own
     slow-save:S             every save sleeps S seconds once its weights are written (an 8B save takes minutes)
+    disk-full-in-save:K     the disk is full during the K-th save: once its weights are written, the next
+                            write fails with ENOSPC (errno 28)
+    disk-free:N             shutil.disk_usage reports N bytes free (the up-front room check)
     none                    no fault (the same code path, for the uninterrupted reference run)
 Faults joined by "+" are all injected (term-after-step:3+term-in-save:1: a second SIGTERM during the stop's save).
 """
@@ -141,6 +144,16 @@ def inject(fault, rank):
             time.sleep(nums[0])
             return out
         resume.save_merged = slow
+    elif kind == "disk-full-in-save":
+        import errno
+
+        def full(_):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "trainer_state.pt")
+        resume.save_merged = counting(resume.save_merged, nums[0], full)
+    elif kind == "disk-free":
+        import shutil
+        usage = shutil.disk_usage
+        shutil.disk_usage = lambda path: usage(path)._replace(free=nums[0])
     elif kind not in ("none", "rank-kill", "rank-stop", "term-after-step", "int-launcher-after-step"):
         raise SystemExit(f"unknown fault {fault!r}")
 
