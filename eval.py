@@ -291,7 +291,8 @@ if __name__ == "__main__":
     parser.add_argument("--out-dir", type=str, default="out/eval", help="results: <out-dir>/<task>_<gen>[_seed<s>]/")
     parser.add_argument("--resume", action="store_true", help="continue the runs of this same command after a crash "
                         "or kill: each result dir keeps its whole batches on disk and generates the rest (the files "
-                        "end up identical to an uninterrupted run's); a finished one is only scored, and one that "
+                        "end up identical to an uninterrupted run's); a finished one is only scored (unless its "
+                        "rank files lost or garbled records since: then it is continued the same way), and one that "
                         "does not exist yet is run from scratch, so one --resume continues a multi-length, "
                         "multi-seed eval that died half way")
     parser.add_argument("--force", action="store_true", help="start over in result dirs that hold an earlier run "
@@ -388,9 +389,12 @@ if __name__ == "__main__":
                     write_manifest(out, {**manifest, "complete": False})
                 if ddp:
                     dist.barrier()  # the dir exists (and --force's deletions are done) before any rank writes
-                # --resume: the whole batches already on disk stay (a torn last line goes); fresh: an empty file
+                # --resume: the whole batches before a torn or garbled line stay; fresh: an empty file
                 done = resume_records(mine, [i for i, _ in my_items], bs) if state == "partial" else []
                 write_atomic(mine, "".join(done))
+                if state == "partial":  # what was kept, so a repaired finished run does not pass silently
+                    print(f"[rank {rank}] --resume: {mine} keeps {len(done)} of its {len(my_items)} records "
+                          f"(whole batches) and generates the other {len(my_items) - len(done)}", flush=True)
                 def on_batch(records, mine=mine):
                     # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records
                     # travel between ranks and a kill loses at most the batch in flight

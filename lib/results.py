@@ -17,6 +17,9 @@ A number an eval prints must be the number of the items it names, so:
     command plus --resume: the whole batches on disk are kept (resume_records) and the rest
     generated, each batch with the generator keyed by (seed, batch start), so the files end up
     identical to an uninterrupted run's;
+  - a finished run whose rank files no longer hold every record its manifest names (a torn or garbled
+    tail, a lost batch: a copy cut short, a full disk) is continued by --resume as an unfinished one,
+    from the first record that is not whole, so it too ends identical to an uninterrupted run;
   - a folder holding an earlier run is refused unless --resume (with the same settings) or --force
     (result_dir_state), checked before any model loads (checks.upfront: one line, exit 2).
 
@@ -84,9 +87,15 @@ def read_jsonl(path):
             if not line.strip():
                 continue
             try:
-                recs.append(json.loads(line))
+                rec = json.loads(line)
             except ValueError:
-                raise ValueError(f"{path}:{n}: not a JSON line (a run killed mid-write? --resume repairs it)") from None
+                rec = None
+            # a kill mid-write tears only the last line, but a garbled line anywhere is the same to --resume
+            # (resume_records): it keeps the whole batches before it and generates the rest, so the hint is true
+            require(isinstance(rec, dict), f"{path}:{n}: not a JSON record (torn or garbled); the eval.py command "
+                                           f"that wrote it, plus --resume, keeps the whole batches before it and "
+                                           f"generates the rest")
+            recs.append(rec)
     return recs
 
 
@@ -106,7 +115,8 @@ def read_records(out, man):
     missing, extra = want - got, got - want
     require(not missing and not extra, f"{out}: its rank files hold {len(recs)} records for the manifest's "
             f"{len(man['item_ids'])} items: {sum(missing.values())} missing (ids {sorted(missing)[:5]}), "
-            f"{sum(extra.values())} extra or repeated (ids {sorted(extra, key=str)[:5]}); --force runs it again")
+            f"{sum(extra.values())} extra or repeated (ids {sorted(extra, key=str)[:5]}); the eval.py command that "
+            f"wrote it, plus --resume, generates what is missing, --force runs it all again")
     return recs
 
 
@@ -251,9 +261,10 @@ RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "d
 
 def result_dir_state(out, settings, resume, force):
     """What a run with manifest `settings` does in result dir `out`: "fresh" (nothing there, or --force:
-    rank 0 deletes what is there), "partial" (--resume continues it) or "complete" (--resume of a
-    finished run: its results are only scored). Refuses, with one InputError, a dir holding an earlier
-    run without --resume or --force, and a --resume whose settings differ. Reads only."""
+    rank 0 deletes what is there), "partial" (--resume continues it: an unfinished run, or a finished one
+    whose rank files do not hold every record it names) or "complete" (--resume of a finished run: its
+    results are only scored). Refuses, with one InputError, a dir holding an earlier run without
+    --resume or --force, and a --resume whose settings differ. Reads only."""
     require(not os.path.exists(out) or os.path.isdir(out), f"{out} exists and is not a directory")
     present = run_files(out)
     if not present or force:
@@ -269,4 +280,14 @@ def result_dir_state(out, settings, resume, force):
               if k not in RESUME_FREE and old.get(k) != new.get(k)]
     require(not differ, f"--resume: {out} was run with other settings ({'; '.join(differ)}); resume with the "
                         f"same flags, or --force to start over")
-    return "complete" if old.get("complete", True) else "partial"
+    if not old.get("complete", True):
+        return "partial"
+    # "complete" was true of the files when it was written. A finished run whose rank files lost or garbled
+    # records since (read_records refuses them: a copy cut short, a full disk) is continued like an unfinished
+    # one: resume_records keeps the whole batches before the first bad record and the rest is generated again,
+    # which is what the refusal of --rescore / --compare tells the user to do
+    try:
+        read_records(out, old)
+    except ValueError:
+        return "partial"
+    return "complete"
