@@ -80,15 +80,17 @@ def read_manifest(out):
 
 
 def read_jsonl(path):
-    """The records of one rank file; a line that is not JSON is a ValueError naming file:line."""
+    """The records of one rank file; a line that is not a JSON object is a ValueError naming file:line."""
     recs = []
-    with open(path) as f:
+    # bytes, decoded line by line: garbled bytes that are not UTF-8 are a bad line like any other, not an
+    # error of the whole file (the records themselves are ASCII: json.dumps escapes the rest)
+    with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except ValueError:
+                rec = json.loads(line.decode())
+            except ValueError:  # UnicodeDecodeError included
                 rec = None
             # a kill mid-write tears only the last line, but a garbled line anywhere is the same to --resume
             # (resume_records): it keeps the whole batches before it and generates the rest, so the hint is true
@@ -222,14 +224,15 @@ def resume_records(path, item_ids, batch_size):
     uninterrupted run, and each batch's generator is keyed by its start, so the final file is the same."""
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        lines = f.read().split("\n")[:-1]  # what follows the last newline is a torn line (or nothing)
+    with open(path, "rb") as f:  # bytes, as read_jsonl: a garbled line need not be UTF-8
+        lines = f.read().split(b"\n")[:-1]  # what follows the last newline is a torn line (or nothing)
     kept = []
     for line in lines:
         try:
+            line = line.decode()
             rec = json.loads(line)
-        except ValueError:
-            break  # a torn or corrupt line: it and everything after it are generated again
+        except ValueError:  # UnicodeDecodeError included
+            break  # a torn or garbled line: it and everything after it are generated again
         if len(kept) == len(item_ids) or not isinstance(rec, dict) or rec.get("id") != item_ids[len(kept)]:
             break
         kept.append(line + "\n")
