@@ -1,8 +1,9 @@
 """
 Tests for eval.py's reliability: bad input is one line before any work, a result dir is read exactly as
 its manifest names it, and a killed run continued with --resume ends with the same files and numbers as
-an uninterrupted one, and so does a run stopped by SIGTERM (it ends at a batch boundary, exit 75). The kill and
-the signal are deterministic (tests/faults.py, on the k-th sampler call), never a sleep.
+an uninterrupted one, and so does a run stopped by SIGTERM (it ends at a batch boundary, exit 75) and a finished
+run whose rank file lost or garbled records since. The kill and the signal are deterministic (tests/faults.py, on
+the k-th sampler call), never a sleep; the damaged files are written by the tests themselves.
 
 Run: python -m pytest tests/test_eval_reliability.py -q
 """
@@ -16,7 +17,7 @@ import sys
 import pytest
 
 from conftest import REPO, run, write_digit_model
-from lib.results import load_results, rescore, resume_records
+from lib.results import load_results, rescore, result_dir_state, resume_records
 
 # the toy on 6 items in batches of 2 (3 batches per run), two seeds at temperature 1: the sampler draws
 # from each batch's generator, so a resume that got a batch's items or its key wrong changes the files
@@ -38,9 +39,9 @@ def ev(model_dir, out_dir, *extra):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, digits):
-    """An uninterrupted run: (its out dir, its stdout)."""
+    """An uninterrupted run: (its out dir, its stdout); its --json summary is summary.json beside the out dir."""
     out = tmp_path_factory.mktemp("ref") / "eval"
-    return out, run(ev(digits, out), REPO)
+    return out, run(ev(digits, out, "--json", str(out.parent / "summary.json")), REPO)
 
 
 def accuracies(stdout):
@@ -120,6 +121,61 @@ def test_resume_drops_a_torn_line_and_partial_batches(tmp_path, digits, referenc
     assert resume_records(str(d / "nothing.jsonl"), ids, 4) == []
     stdout = run(ev(digits, out, "--resume"), REPO)
     assert rank0(out, 1) == rank0(ref_out, 1) and accuracies(stdout) == accuracies(ref_stdout)
+
+
+def garbled(line, junk):
+    """`line` with `junk` over the bytes in its middle: its length and its newline kept, as a bad block leaves it."""
+    mid = len(line) // 2
+    return line[:mid] + junk + line[mid + len(junk):]
+
+
+# a finished run (manifest complete) whose rank file lost or garbled records since: a copy cut short, a full
+# disk, a bad block. Case -> (the seed whose rank0 file is damaged, its 6 lines -> the damaged bytes, the
+# records --resume keeps: the whole batches of 2 before the first bad line, the mode that must refuse it
+# without --resume and a piece of its one line)
+DAMAGED = {
+    "tail torn by 40 bytes": (1, lambda ls: b"".join(ls)[:-40], 4, "rescore", "rank0.jsonl:6: not a JSON record"),
+    # bytes that are not UTF-8 either: a bad line like any other, not an error of the whole file
+    "last line garbled": (0, lambda ls: b"".join(ls[:5] + [garbled(ls[5], b"\xff\xfe\x00\x00")]), 4, "compare",
+                          "rank0.jsonl:6: not a JSON record"),
+    "last batch lost": (1, lambda ls: b"".join(ls[:4]), 4, "rescore", "4 records for the manifest's 6 items: "
+                                                                       "2 missing (ids [4, 5])"),
+    # not a tail: whatever follows a garbled line is generated again too (each batch has its own generator,
+    # so the batches after it come out the same), rather than trusting records read past a bad block
+    "middle line garbled": (0, lambda ls: b"".join(ls[:2] + [garbled(ls[2], b"\x00" * 8)] + ls[3:]), 2, "rescore",
+                            "rank0.jsonl:3: not a JSON record"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_resume_repairs_a_finished_run_whose_rank_file_lost_records(tmp_path, digits, reference, case):
+    ref_out, ref_stdout = reference
+    seed, damage, kept, mode, says = DAMAGED[case]
+    out = tmp_path / "eval"
+    shutil.copytree(ref_out, out)
+    d = out / f"toy_16_seed{seed}"
+    path = d / "generations.rank0.jsonl"
+    path.write_bytes(damage(path.read_bytes().splitlines(keepends=True)))
+    assert json.loads((d / "manifest.json").read_text())["complete"] is True  # finished, says its manifest
+    # without --resume: one line that says what is wrong and what to do, and what it says must be true (below)
+    read = ["--rescore", str(d)] if mode == "rescore" else ["--compare", str(ref_out / d.name), str(d)]
+    msg = refused([sys.executable, str(REPO / "eval.py"), *read])
+    assert says in msg and "the eval.py command that wrote it, plus --resume" in msg
+    # the state the up-front checks give it: continued like an unfinished run, not only scored
+    man = json.loads((d / "manifest.json").read_text())
+    assert result_dir_state(str(d), man, resume=True, force=False) == "partial"
+    assert result_dir_state(str(ref_out / d.name), man, resume=True, force=False) == "complete"
+    stdout = run(ev(digits, out, "--resume", "--json", str(tmp_path / "summary.json")), REPO)
+    # the whole batches before the damage stay; the other, untouched seed is only scored
+    assert stdout.count("--resume: ") == 1 and f"{path} keeps {kept} of its 6 records" in stdout
+    timeless = lambda p: {k: v for k, v in json.loads(p.read_text()).items() if k not in ("time", "wall_seconds")}
+    for s in (0, 1):
+        assert rank0(out, s) == rank0(ref_out, s)  # byte-identical records
+        assert timeless(out / f"toy_16_seed{s}" / "manifest.json") == timeless(ref_out / f"toy_16_seed{s}" /
+                                                                                "manifest.json")
+    assert accuracies(stdout) == accuracies(ref_stdout) and len(accuracies(stdout)) == 2
+    assert (tmp_path / "summary.json").read_bytes() == (ref_out.parent / "summary.json").read_bytes()
+    assert rescore([str(d)]) == rescore([str(ref_out / d.name)])
 
 
 def test_results_are_read_as_the_manifest_names_them(tmp_path, reference):
