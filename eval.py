@@ -66,6 +66,7 @@ from lib.results import (
     write_atomic,
     write_manifest,
 )
+from ops import lock
 from ops.checks import ShowDefaults, check_data_paths, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.stop import EXIT_STOPPED, Stopper
@@ -346,11 +347,17 @@ if __name__ == "__main__":
         # (gen, seed) -> (result dir, its manifest settings, "fresh" | "partial" | "complete"), all decided
         # now: a command that would refuse its third result dir must not first spend hours on the other two
         runs, fingerprint = {}, model_fingerprint(args.model_dir)
-        for gen in gens:
-            for seed in seeds:
-                settings = run_settings(args, all_items, gen, seed, world, dtype, device_name, fingerprint)
-                out = result_dir(args, gen, seed)
-                runs[gen, seed] = out, settings, result_dir_state(out, settings, args.resume, args.force)
+        try:
+            for gen in gens:
+                for seed in seeds:
+                    settings = run_settings(args, all_items, gen, seed, world, dtype, device_name, fingerprint)
+                    out = result_dir(args, gen, seed)
+                    if rank == 0:  # one run per result dir (ops/lock.py), held from before its state is read
+                        lock.take(out, "result dir")
+                    runs[gen, seed] = out, settings, result_dir_state(out, settings, args.resume, args.force)
+        except (ValueError, OSError):
+            lock.give_back_all()  # refused: every result dir as it was
+            raise
     if args.force and rank == 0:
         # only now that every check passed; the other ranks wait for rank 0 in the process group's set-up
         for out, _, _ in runs.values():

@@ -39,28 +39,29 @@ def _describe(text):
         return "a run whose lock file says nothing readable"
 
 
-def take(out_dir):
+def take(out_dir, what="--out-dir"):
     """Hold out_dir's lock until this process ends -> None. Creates out_dir (and the lock file) if
     needed. Another live run holding it: InputError naming the holder. out_dir not writable (a
-    read-only file system, no permission): InputError saying so, before any model is loaded."""
+    read-only file system, no permission): InputError saying so, before any model is loaded. `what`
+    names out_dir in the messages (eval.py: "result dir")."""
     key = os.path.realpath(out_dir)
     if key in _held:
         return
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise InputError(f"--out-dir {out_dir} exists and is not a directory")
+        raise InputError(f"{what} {out_dir} exists and is not a directory")
     path = os.path.join(out_dir, LOCK_FILE)
     made_dir, made_file = not os.path.isdir(out_dir), not os.path.lexists(path)
     try:
         os.makedirs(out_dir, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise InputError(f"--out-dir {out_dir} is not writable ({e.strerror}); pick another --out-dir") from None
+        raise InputError(f"{what} {out_dir} is not writable ({e.strerror}); pick another --out-dir") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
         os.close(fd)
-        raise InputError(f"--out-dir {out_dir} is in use by another run ({_describe(text)}); wait for it to end, "
+        raise InputError(f"{what} {out_dir} is in use by another run ({_describe(text)}); wait for it to end, "
                          f"or pick another --out-dir") from None
     previous = os.pread(fd, 4096, 0)
     try:  # the holder's name, for a refused run to read; also the probe that the directory is writable
@@ -69,7 +70,7 @@ def take(out_dir):
         os.fsync(fd)
     except OSError as e:
         os.close(fd)
-        raise InputError(f"--out-dir {out_dir} is not writable ({e.strerror}); pick another --out-dir") from None
+        raise InputError(f"{what} {out_dir} is not writable ({e.strerror}); pick another --out-dir") from None
     if previous.strip() and b'"released"' not in previous:
         print(f"note: took over {path} from {_describe(previous)}, which ended without releasing it",
               file=sys.stderr)
@@ -78,18 +79,20 @@ def take(out_dir):
         atexit.register(release_all)
 
 
-def give_back(out_dir):
-    """Undo take() for a run refused right after it (the out-dir holds another run): the lock file's
-    text as it was, or no lock file (and no out-dir) where take() made them. A refused run writes nothing."""
-    fd, _, made_dir, made_file, previous = _held.pop(os.path.realpath(out_dir))
-    if made_file:
-        os.remove(os.path.join(out_dir, LOCK_FILE))
-    else:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, previous, 0)
-    os.close(fd)
-    if made_dir:
-        os.rmdir(out_dir)
+def give_back_all():
+    """Undo every take() of this process, newest first, for a run refused by a check after it (the
+    out-dir holds another run): each lock file's text as it was, or no lock file (and no directory)
+    where take() made them. A refused run writes nothing."""
+    for key in reversed(list(_held)):
+        fd, out_dir, made_dir, made_file, previous = _held.pop(key)
+        if made_file:
+            os.remove(os.path.join(out_dir, LOCK_FILE))
+        else:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, previous, 0)
+        os.close(fd)
+        if made_dir:
+            os.rmdir(out_dir)
 
 
 def release_all():

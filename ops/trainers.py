@@ -134,15 +134,13 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
     check_model(args, toy_default, missing_hint, recorded_revision(args))
     # one run per out-dir: rank 0 holds its lock from here to the end (ops/lock.py), before anything in it
     # is read, deleted (--force) or written
-    locked = int(os.environ.get("RANK", 0)) == 0
-    if locked:
+    if int(os.environ.get("RANK", 0)) == 0:
         lock.take(args.out_dir)
     try:
         check_room(args)  # disk space for a save, before a model is loaded
         check_run_dir(args)  # last: --force deletes
     except (ValueError, OSError):
-        if locked:
-            lock.give_back(args.out_dir)  # refused: the out-dir as it was
+        lock.give_back_all()  # refused: the out-dir as it was
         raise
 
 

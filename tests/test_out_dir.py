@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -141,3 +142,22 @@ def test_a_read_only_out_dir_is_refused_before_the_model_loads(tmp_path, digit_m
     line = one_error_line(res, 2)
     assert f"--out-dir {ro / 'run'} is not writable (Read-only file system)" in line, line
     assert "trainable parameters" not in res.stdout  # refused before the model was built
+
+
+def test_an_eval_result_dir_in_use_is_refused_and_left_as_it_was(tmp_path, digit_model):
+    # the lock of one result dir held by another process (eval.py's own runs take it the same way)
+    out = tmp_path / "eval"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+                               "from ops import lock; lock.take(sys.argv[2]); print('held', flush=True); "
+                               "time.sleep(120)", str(REPO), str(out / "toy_16")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = tree(out)
+        res = proc([sys.executable, "eval.py", "--model-dir", str(digit_model), "--out-dir", str(out), "--toy-items",
+                    "6", "--batch-size", "2"])
+        line = one_error_line(res, 2)
+        assert f"result dir {out / 'toy_16'} is in use by another run (pid {holder.pid} on " in line, line
+        assert tree(out) == before
+    finally:
+        holder.kill()
+        holder.wait()
