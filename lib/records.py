@@ -21,6 +21,9 @@ What `--data` may name:
 
 Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row
 where there is one, and the likely cause: a broken file is said at load time, never at reward time.
+A file is read whole before any record is handed out, so a gzip file cut short is an error even when
+the records a run needs come before the cut; a JSON line nested too deeply for Python's parser, and
+bytes that are not UTF-8 text, are named by line (or row) like a syntax error.
 
     from lib.records import field, read_records
     for where, rec in read_records("gsm8k/test.jsonl"):
@@ -38,6 +41,8 @@ from pathlib import Path
 CSV_FIRST_ROW = 2  # a csv's line 1 is its header, so the first record is line 2
 PARQUET_MAGIC = b"PAR1"  # parquet's first (and last) 4 bytes
 GZIP_MAGIC = b"\x1f\x8b"
+JSON = json.JSONDecoder()  # json.loads' own decoder; raw_decode reads one element of an array at a time
+JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the whitespace JSON allows between values
 PYARROW_SOURCE = r"^Could not open Parquet input source '[^']*': "  # the head of pyarrow's open errors
 # other binary formats a data file turns out to be, named when it is not UTF-8 text
 OTHER_BINARY = {b"PK\x03\x04": "a zip archive (an .xlsx is one): unpack or export it first",
@@ -105,7 +110,11 @@ def _file_records(path):
 
 def _gunzip(path, raw):
     """The file's bytes, decompressed when they are gzip; a .gz that is not gzip, or a truncated or
-    corrupt one, is one ValueError."""
+    corrupt one, is one ValueError. Read whole, never streamed: a cut file is an error even when the
+    records a run needs come before the cut."""
+    if path.suffix == ".gz" and GZIP_MAGIC.startswith(raw):  # empty, or cut inside gzip's two magic bytes
+        raise ValueError(f"{path}: truncated gzip file ({len(raw)} of its bytes are here, no text); download "
+                         f"or copy it again")
     if not raw.startswith(GZIP_MAGIC):
         if path.suffix == ".gz":
             raise ValueError(f"{path}: named .gz but not gzip data (it starts {raw[:8]!r}); "
@@ -114,10 +123,38 @@ def _gunzip(path, raw):
     try:
         return gzip.decompress(raw)
     except EOFError:  # the stream stops before gzip's end marker: an interrupted download or copy
-        raise ValueError(f"{path}: truncated gzip file (it ends before gzip's end-of-stream marker); "
-                         f"download or copy it again") from None
+        where, stop = _gzip_cut(path, _gzip_prefix(raw))
+        raise ValueError(f"{where}: truncated gzip file ({stop}, before gzip's end-of-stream marker); download "
+                         f"or copy it again") from None
     except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
         raise ValueError(f"{path}: not a readable gzip file ({_first_line(e)})") from None
+
+
+def _gzip_prefix(raw):
+    """The text a cut gzip file holds before the cut: each member (a gzip file may be several, one after
+    the other) decompressed as far as its bytes go."""
+    text = []
+    while raw:
+        member = zlib.decompressobj(wbits=31)  # 31: gzip's header and trailer around the deflate stream
+        try:
+            text.append(member.decompress(raw))
+        except zlib.error:
+            break
+        if not member.eof:  # the member the cut fell in
+            break
+        raw = member.unused_data
+    return b"".join(text)
+
+
+def _gzip_cut(path, text):
+    """(where, how) the text a cut gzip file holds stops: in a line (cut in two), after a line (the cut fell
+    between lines, or in gzip's trailer), or before any text."""
+    lines = text.count(b"\n")
+    if not text:
+        return str(path), "it stops before any text"
+    if text.endswith(b"\n"):
+        return f"{path}:{lines}", f"its text stops after line {lines}"
+    return f"{path}:{lines + 1}", f"its text stops in line {lines + 1}, cut in two"
 
 
 def _parquet_records(path, data):
@@ -137,13 +174,35 @@ def _parquet_records(path, data):
         # input: 2 of 50 runs; 0 of 60 and 0 of 50 this way)
         buf = pa.allocate_buffer(len(data))
         pa.FixedSizeBufferWriter(buf).write(data)
-        rows = pq.read_table(pa.BufferReader(buf)).to_pylist()
+        table = pq.read_table(pa.BufferReader(buf))
+        rows = table.to_pylist()
+    except UnicodeDecodeError:  # a string column holding bytes that are not UTF-8 (pyarrow does not check)
+        raise ValueError(_parquet_not_utf8(path, table)) from None
     except (pa.ArrowException, OSError) as e:
         # pyarrow names its input '<Buffer>' (it reads the bytes): the message names the path instead
         cause = _first_line(e, drop=PYARROW_SOURCE)
         raise ValueError(f"{path}: not a readable parquet file ({cause}); "
                          f"truncated or corrupt? download it again") from None
     return _nonempty([(f"{path} row {i}", row) for i, row in enumerate(rows)], path)
+
+
+def _parquet_not_utf8(path, table):
+    """'file row i: field 'name' ...' for the first value of `table` that is not UTF-8: column by column,
+    then row by row in the column that fails (only after to_pylist has failed: the quick path stays quick)."""
+    for name in table.column_names:
+        column = table.column(name)
+        try:
+            column.to_pylist()
+            continue
+        except UnicodeDecodeError:
+            pass
+        for i in range(len(column)):
+            try:
+                column[i].as_py()
+            except UnicodeDecodeError as e:
+                return (f"{path} row {i}: field {name!r} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+                        f"byte {e.start + 1} of its value): the file was written from text in another encoding")
+    return f"{path}: a string column is not UTF-8 text"  # not reached: some column failed
 
 
 def _decode(path, data):
@@ -169,24 +228,83 @@ def _text_records(path, text):
     """A csv, a JSON array or jsonl, told apart by the name (csv) and the first character ([)."""
     if path.name.endswith(".csv"):  # csv module keeps every field a string: Sudoku's leading zeros survive
         rows = csv.DictReader(text.splitlines())
-        return _nonempty([(f"{path}:{i}", row) for i, row in enumerate(rows, start=CSV_FIRST_ROW)], path)
-    if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
         try:
-            return _nonempty([(f"{path}[{i}]", rec) for i, rec in enumerate(json.loads(text))], path)
-        except json.JSONDecodeError as e:
-            # from None: the message already names the file; the decoder's traceback would only add noise
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+            return _nonempty([(f"{path}:{i}", row) for i, row in enumerate(rows, start=CSV_FIRST_ROW)], path)
+        except csv.Error as e:  # not a ValueError: it would leave the scripts' up-front block as a traceback
+            # line_num counts the lines read before the row that failed (a field above csv's size limit)
+            raise ValueError(f"{path}:{rows.line_num + 1}: malformed csv ({e})") from None
+    if text.lstrip().startswith("["):  # one JSON array (e.g. an s1K dump)
+        return _nonempty(_array_records(path, text), path)
     records = []
     # split at "\n" only: str.splitlines() also splits at U+2028 and other separators that JSON keeps
     # raw inside strings, which would cut a valid record in two
-    for i, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue  # tolerate blank lines (e.g. a trailing one)
         try:
-            records.append((f"{path}:{i}", json.loads(line)))
+            records.append((f"{path}:{i}", _parse_json(line, f"{path}:{i}")))
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
+            # a last line without its newline that does not parse is what a copy cut short leaves
+            cut = " (the last line, and the file does not end in a newline: truncated?)" if i == len(lines) else ""
+            raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg}){cut}") from None
     return _nonempty(records, path)
+
+
+def _array_records(path, text):
+    """The records of one JSON array, parsed one element at a time, so that an element the parser refuses
+    is named by its index and line, as a jsonl line is (json.loads of the whole array would not say which)."""
+    # a cut copy ends inside the array, most often inside a string: said with any syntax error
+    cut = "" if text.rstrip().endswith("]") else " (the file does not end with the array's closing ']': truncated?)"
+    records, line, counted = [], 1, 0  # the line of text[counted], counted as the elements go by
+    pos = _skip_space(text, text.index("[") + 1)
+    while not (text.startswith("]", pos) and not records):  # [] is an empty array, [1,] is an error
+        where = f"{path}[{len(records)}]"
+        line, counted = line + text.count("\n", counted, pos), pos
+        try:
+            rec, pos = _parse_json(text, f"{where} (line {line})", pos)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno}){cut}") from None
+        records.append((where, rec))
+        pos = _skip_space(text, pos)
+        if text.startswith("]", pos):
+            break
+        if not text.startswith(",", pos):
+            raise ValueError(f"{path}:{_line_at(text, pos)}: not valid JSON (expected ',' or ']' "
+                             f"after element {len(records) - 1}){cut}")
+        pos = _skip_space(text, pos + 1)
+    if text[pos + 1:].strip():
+        raise ValueError(f"{path}:{_line_at(text, pos + 1)}: not valid JSON (more text after the "
+                         f"array's closing ']')")
+    return records
+
+
+def _skip_space(text, pos):
+    return JSON_SPACE.match(text, pos).end()
+
+
+def _line_at(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def _parse_json(text, where, pos=None):
+    """One JSON value: all of `text` (pos None) or the one starting at text[pos] (-> value, end). What
+    Python's json refuses with another error than a syntax error is one ValueError naming `where`:
+    nesting deeper than the parser's recursion allows (a RecursionError) and an integer of more digits
+    than Python converts. NaN, Infinity (MbppPlus.jsonl.gz holds -Infinity among its test inputs, a
+    field no loader reads) and lone surrogate escapes (\\udce9) are read as json reads them: what a
+    loader reads goes through field(), which names the field. A syntax error stays a JSONDecodeError,
+    for the caller to word."""
+    try:
+        value = JSON.decode(text) if pos is None else JSON.raw_decode(text, pos)
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply (more levels than Python's parser allows; "
+                         f"a data record needs a handful)") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:  # e.g. an integer of more digits than Python converts (sys.set_int_max_str_digits)
+        raise ValueError(f"{where}: unreadable JSON value ({_first_line(e)})") from None
+    return value
 
 
 # -----------------------------------------------------------------------------
