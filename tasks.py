@@ -31,6 +31,7 @@ hand-written stand-in (tiny byte-level tokenizer unless --model-dir is given):
     python tasks.py --model-dir /path/to/LLaDA-8B-Instruct --data-dir ../shared/data
 """
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ import numpy as np
 from lib import code_data
 from lib.answers import last_boxed
 from lib.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
-from lib.records import field, read_records
+from lib.records import check_text, describe, field, read_records
 
 # the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
 # running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox/run.py
@@ -202,7 +203,7 @@ def load_gsm8k(path):
     extract_hash_answer (the RL gold is compared as an exact string)."""
     out = []
     for where, rec in read_records(path):
-        question, solution = field(rec, "question", where), field(rec, "answer", where)
+        question, solution = field(rec, "question", where, str), field(rec, "answer", where, str)
         # every GSM8K solution ends in "#### N": one without it is a broken file, said here and not at reward time
         if "####" not in solution:
             raise ValueError(f"{where}: field 'answer' has no '#### <answer>' line")
@@ -218,12 +219,13 @@ def load_math(path):
     out = []
     for where, rec in read_records(path):
         # d1 reads the `problem` column; here it is `question`, as in every task
-        ex = {"question": field(rec, "problem", where)}
-        if "solution" in rec:
+        ex = {"question": field(rec, "problem", where, str)}
+        # a null is no value (a parquet column with gaps): it would otherwise become the gold answer 'None'
+        if rec.get("solution") is not None:
             # kept when present: d1's RL reward reads the gold answer out of it at reward time (docs/d1.md §6.2)
-            ex["solution"] = rec["solution"]
-        if "answer" in rec:  # MATH-500's own answer column: d1's eval compares against exactly this
-            ex["answer"] = str(rec["answer"])
+            ex["solution"] = field(rec, "solution", where, str)
+        if rec.get("answer") is not None:  # MATH-500's own answer column: d1's eval compares against exactly this
+            ex["answer"] = _math_answer(rec["answer"], where)
         else:
             # only a solution (d1's RL train set): the gold is its last box, the reading the reward also uses
             ex["answer"] = last_boxed(field(rec, "solution", where))
@@ -233,6 +235,32 @@ def load_math(path):
     return out
 
 
+def _math_answer(answer, where):
+    """MATH-500's answer as text: a string, or a number a hand-written file may hold (5, 0.5). A bool or a
+    float nan / inf (a parquet float column) would become the gold 'True' or 'nan': refused."""
+    number = isinstance(answer, (int, float)) and not isinstance(answer, bool) and math.isfinite(answer)
+    if not (isinstance(answer, str) or number):
+        raise ValueError(f"{where}: field 'answer' must be a string or a finite number, got {describe(answer)}")
+    return str(answer)
+
+
+def _integer(value):
+    """An int, a string of one (d1's file: "30") or an integral float (44.0); None for anything else: int()
+    alone would take True as 1, cut 3.7 to 3 and raise OverflowError for inf."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None  # is_integer: False for nan and inf
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
 def load_countdown(path, n_numbers=3):
     """Countdown jsonl: d1's test format {"input": "a,b,c", "output": "T"} or HF rows {"nums": [...],
     "target": T}. Keeps only rows with n_numbers numbers (d1 filters the 3to4 train set to 3; None keeps all)."""
@@ -240,14 +268,12 @@ def load_countdown(path, n_numbers=3):
     for where, rec in read_records(path):
         d1_format = isinstance(rec, dict) and "input" in rec  # d1's test file: "30,100,93" and "23", strings
         # d1's file stores the numbers as one string "30,100,93", HF rows as a list of ints
-        raw_nums = field(rec, "input" if d1_format else "nums", where)
+        raw_nums = field(rec, "input" if d1_format else "nums", where, str if d1_format else list)
         raw_target = field(rec, "output" if d1_format else "target", where)
-        try:
-            nums = [int(x) for x in (raw_nums.split(",") if d1_format else raw_nums)]
-            target = int(raw_target)
-        except (TypeError, ValueError, AttributeError):
-            # TypeError: a field that is neither a string nor a list; AttributeError: an "input" that is no string
-            raise ValueError(f"{where}: numbers {raw_nums!r} / target {raw_target!r} are not integers") from None
+        nums = [_integer(x) for x in (raw_nums.split(",") if d1_format else raw_nums)]
+        target = _integer(raw_target)
+        if target is None or None in nums:
+            raise ValueError(f"{where}: numbers {raw_nums!r} / target {raw_target!r} are not integers")
         if n_numbers is not None and len(nums) != n_numbers:
             continue  # d1 trains on 3-number problems only; the HF set also has 4-number rows
         # answer is the target as text, like every task's; the reward checks the expression against nums and target
@@ -262,7 +288,7 @@ def load_sudoku(path):
     for where, rec in read_records(path):
         # stripped of blanks around the fields; then exactly 16 digits each, so a grid that lost its leading
         # zeros on the way (read as a number somewhere) fails here, not silently in the reward
-        puzzle, solution = field(rec, "Puzzle", where).strip(), field(rec, "Solution", where).strip()
+        puzzle, solution = field(rec, "Puzzle", where, str).strip(), field(rec, "Solution", where, str).strip()
         if len(puzzle) != 16 or len(solution) != 16 or not (puzzle + solution).isdigit():
             raise ValueError(f"{where}: Puzzle/Solution must be 16-digit strings, got {puzzle!r}, {solution!r}")
         out.append(sudoku_example(puzzle, solution))
@@ -288,9 +314,13 @@ def load_s1k(path):
         trace = field(rec, "thinking_trajectories", where)
         # s1K stores a list with one trajectory (d1 takes [0]); s1K-1.1-style dumps may hold a plain string
         trace = trace[0] if isinstance(trace, list) and trace else trace
-        if not isinstance(trace, str) or not trace:
+        if not trace and isinstance(trace, (str, list)):
             raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")
-        question, attempt = field(rec, "question", where), field(rec, "attempt", where)
+        if not isinstance(trace, str):
+            raise ValueError(f"{where}: field 'thinking_trajectories' must be a string or a list of strings, "
+                             f"got {describe(trace)}")
+        check_text(trace, "thinking_trajectories", where)
+        question, attempt = field(rec, "question", where, str), field(rec, "attempt", where, str)
         # prompt: the SFT user message (docs/d1.md §5.1); completion: the assistant turn, with no newlines inside the
         # tags, unlike the RL format
         out.append({"prompt": SFT_SYSTEM_PROMPT + "\n\n" + question, "question": question, "answer": attempt,

@@ -18,7 +18,7 @@ Records come from lib/records.py (files, or hub dataset ids); every error names 
 """
 import ast
 
-from lib.records import field, read_records
+from lib.records import check_text, describe, field, read_records
 
 # The benchmarks' questions (ours). KodCode's questions name the function in their text; a benchmark
 # question shows the signature (HumanEval, LeetCode's starter code) or one test (MBPP, as its paper's
@@ -34,12 +34,41 @@ def read_kodcode(path):
     only; any local file in its format works (json array or jsonl)."""
     out = []
     for where, rec in read_records(path):
-        ex = {k: field(rec, src, where) for k, src in (("question", "question"), ("solution", "solution"),
-                                                      ("tests", "test"))}
-        if not all(isinstance(v, str) and v.strip() for v in ex.values()):
-            raise ValueError(f"{where}: question, solution and test must be non-empty strings")
-        out.append(ex)
+        question, solution, tests = _texts(rec, where, "question", "solution", "test")
+        for key, value in (("question", question), ("solution", solution), ("test", tests)):
+            if not value.strip():
+                raise ValueError(f"{where}: field {key!r} is empty")
+        out.append({"question": question, "solution": solution, "tests": tests})
     return out
+
+
+def _texts(rec, where, *keys):
+    """The string fields `keys` of a record (field(): a missing or non-string one is one ValueError)."""
+    return tuple(field(rec, key, where, str) for key in keys)
+
+
+def _unit_tests(rec, where, entry):
+    """check_tests of the record's `test` field, its failures named by record: a test source that does not
+    parse (a SyntaxError, not a ValueError) or nests too deeply for the parser would otherwise be a traceback."""
+    test = field(rec, "test", where, str)
+    try:
+        return check_tests(test, entry)
+    except (RecursionError, MemoryError):  # CPython's parser raises MemoryError when its own stack overflows
+        raise ValueError(f"{where}: field 'test' is nested too deeply for Python's parser") from None
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"{where}: field 'test': {type(e).__name__}: {e}") from None
+
+
+def _string_list(rec, key, where, required=True):
+    """rec[key] as a list of strings (MBPP's asserts, non-empty: the question shows the first; its imports,
+    which may be empty or absent: then [])."""
+    if not required and rec.get(key) is None:
+        return []
+    value = field(rec, key, where, list)
+    if (required and not value) or not all(isinstance(v, str) for v in value):
+        kind = "a non-empty list of strings" if required else "a list of strings"
+        raise ValueError(f"{where}: field {key!r} must be {kind}, got {describe(value)}")
+    return [check_text(v, key, where) for v in value]
 
 
 def check_tests(test_source, entry_point):
@@ -66,10 +95,10 @@ def read_humaneval(path):
     differential against the canonical outputs and need evalplus)."""
     out = []
     for where, rec in read_records(path):
-        prompt, body, test, entry = (field(rec, k, where) for k in ("prompt", "canonical_solution", "test", "entry_point"))
+        prompt, body, entry = _texts(rec, where, "prompt", "canonical_solution", "entry_point")
         out.append(dict(question=HUMANEVAL_QUESTION.format(prompt=prompt), task_id=rec.get("task_id", where),
                         entry_point=entry, program_prefix=prompt, solution=prompt + body,
-                        unit_tests=check_tests(test, entry)))
+                        unit_tests=_unit_tests(rec, where, entry)))
     return out
 
 
@@ -79,13 +108,15 @@ def read_mbpp(path):
     shows the first one (it names the function). eval.py keeps d1's split, task_id 11-510."""
     out = []
     for where, rec in read_records(path):
-        text = rec.get("prompt") or field(rec, "text", where)
-        asserts = field(rec, "test_list", where)
+        text = field(rec, "prompt" if rec.get("prompt") else "text", where, str)
+        asserts = _string_list(rec, "test_list", where)
         # the imports the tests need (sanitized) or the setup code (full MBPP), ahead of the model's code
-        prefix = "\n".join(rec.get("test_imports") or []) or rec.get("test_setup_code") or ""
+        imports = _string_list(rec, "test_imports", where, required=False)
+        setup = field(rec, "test_setup_code", where, str) if rec.get("test_setup_code") is not None else ""
+        prefix = "\n".join(imports) or setup
         out.append(dict(question=MBPP_QUESTION.format(text=text, test=asserts[0]),
                         task_id=field(rec, "task_id", where), entry_point=None, program_prefix=prefix,
-                        solution=field(rec, "code", where), unit_tests=list(asserts)))
+                        solution=field(rec, "code", where, str), unit_tests=list(asserts)))
     return out
 
 
@@ -94,11 +125,12 @@ def read_mbpp_plus(path):
     base asserts). Base tests only, as for HumanEval+."""
     out = []
     for where, rec in read_records(path):
-        asserts = [line for line in field(rec, "assertion", where).splitlines() if line.strip()]
-        text = field(rec, "prompt", where).strip().strip('"').strip()  # the docstring's text, example included
-        out.append(dict(question=text, task_id=field(rec, "task_id", where),
-                        entry_point=field(rec, "entry_point", where), program_prefix="",
-                        solution=field(rec, "canonical_solution", where), unit_tests=asserts))
+        assertion, prompt, entry, solution = _texts(rec, where, "assertion", "prompt", "entry_point",
+                                                    "canonical_solution")
+        asserts = [line for line in assertion.splitlines() if line.strip()]
+        text = prompt.strip().strip('"').strip()  # the docstring's text, example included
+        out.append(dict(question=text, task_id=field(rec, "task_id", where), entry_point=entry, program_prefix="",
+                        solution=solution, unit_tests=asserts))
     return out
 
 
@@ -108,9 +140,7 @@ def read_leetcode(path):
     train file (1,890 problems) is the realistic code-RL set available here; test (200) evaluates."""
     out = []
     for where, rec in read_records(path):
-        entry = field(rec, "entry_point", where)
-        out.append(dict(question=field(rec, "query", where), task_id=field(rec, "task_id", where),
-                        entry_point=entry, program_prefix=field(rec, "prompt", where),
-                        solution=field(rec, "completion", where),
-                        unit_tests=check_tests(field(rec, "test", where), entry)))
+        entry, query, prompt, completion = _texts(rec, where, "entry_point", "query", "prompt", "completion")
+        out.append(dict(question=query, task_id=field(rec, "task_id", where), entry_point=entry,
+                        program_prefix=prompt, solution=completion, unit_tests=_unit_tests(rec, where, entry)))
     return out

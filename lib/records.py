@@ -20,10 +20,11 @@ What `--data` may name:
                  Jiayi-Pan/Countdown-Tasks-3to4 (= its train split).
 
 Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row
-where there is one, and the likely cause: a broken file is said at load time, never at reward time.
-A file is read whole before any record is handed out, so a gzip file cut short is an error even when
-the records a run needs come before the cut; a JSON line nested too deeply for Python's parser, and
-bytes that are not UTF-8 text, are named by line (or row) like a syntax error.
+where there is one, the field at fault (field(): missing, of the wrong type, not text) and the likely
+cause: a broken file is said at load time, never at reward time. A file is read whole before any
+record is handed out, so a gzip file cut short is an error even when the records a run needs come
+before the cut; a JSON line nested too deeply for Python's parser, and bytes or escapes that are not
+text, are named by line (or row) like a syntax error.
 
     from lib.records import field, read_records
     for where, rec in read_records("gsm8k/test.jsonl"):
@@ -44,6 +45,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 JSON = json.JSONDecoder()  # json.loads' own decoder; raw_decode reads one element of an array at a time
 JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the whitespace JSON allows between values
 PYARROW_SOURCE = r"^Could not open Parquet input source '[^']*': "  # the head of pyarrow's open errors
+KIND_NAMES = {str: "a string", list: "a list", dict: "an object"}  # field()'s kinds, as an error line says them
 # other binary formats a data file turns out to be, named when it is not UTF-8 text
 OTHER_BINARY = {b"PK\x03\x04": "a zip archive (an .xlsx is one): unpack or export it first",
                 b"BZh": "bzip2-compressed: decompress it first (only gzip is read as it is)",
@@ -73,13 +75,35 @@ def read_records(path):
     raise FileNotFoundError(f"data file not found: {path}")
 
 
-def field(rec, key, where):
+def field(rec, key, where, kind=None):
     """rec[key], or one ValueError for every loader's missing field: the record, the field, and what
-    the record does have."""
+    the record does have. `kind` (str, list, ...): the type the value must have, else one ValueError
+    naming the field and what it holds, so that a wrong type is said here and not as a TypeError
+    deep in a prompt or a reward."""
     if not isinstance(rec, dict) or rec.get(key) is None:  # None: a csv row with too few columns
         have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
         raise ValueError(f"{where}: missing field {key!r} (record has {have})")
-    return rec[key]
+    if kind is not None and not isinstance(rec[key], kind):
+        raise ValueError(f"{where}: field {key!r} must be {KIND_NAMES.get(kind, kind)}, got {describe(rec[key])}")
+    return check_text(rec[key], key, where) if isinstance(rec[key], str) else rec[key]
+
+
+def check_text(value, key, where):
+    """`value` (a string), unless it holds a lone surrogate: JSON's \\ud800-\\udfff escape without its pair
+    reads as a str that no tokenizer and no UTF-8 file can take (a TypeError deep in the tokenizer)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{where}: field {key!r} holds a lone surrogate ({value[e.start]!r} at character "
+                         f"{e.start + 1}), not text: written from bytes decoded with errors='surrogateescape', "
+                         f"or a character cut in half") from None
+    return value
+
+
+def describe(value):
+    """A value's type and its start, for an error line: int 5, list ['q'], float nan."""
+    shown = repr(value)
+    return f"{type(value).__name__} {shown if len(shown) <= 40 else shown[:37] + '...'}"
 
 
 def _nonempty(records, source):
