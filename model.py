@@ -124,7 +124,7 @@ class LLaDAConfig:
     residual_dropout: float = 0.0
     embedding_dropout: float = 0.0
     # Keys we carry through (architectures, auto_map, init_fn, ...), so a config we save still loads in
-    # the official remote-code loader (checkpoint.local_auto_map keeps the auto_map entries whose code is there)
+    # the official remote-code loader (lib/model_files.local_auto_map keeps the auto_map entries whose code is there)
     extra: dict = field(default_factory=dict, repr=False)
 
     # what validate() accepts for each feature field (None is accepted where OLMo treats it as "off")

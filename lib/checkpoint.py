@@ -31,10 +31,8 @@ its own names, translated by lib/families.py.
 `python -m lib.checkpoint` writes the tiny model to out/tiny-llada (`--family dream`: a tiny Dream).
 """
 
-import fnmatch
 import json
 import os
-import shutil
 from pathlib import Path
 
 import torch
@@ -43,6 +41,7 @@ import torch.nn as nn
 from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
 from lib.families import DREAM, FAMILY_NAMES, family_of, family_of_config
 from lib.hub import resolve_model
+from lib.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
 from lib.tokenizer import load_tokenizer, make_tiny_tokenizer
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
@@ -318,54 +317,6 @@ def save_merged(model, base_dir, out_dir):
         full.load_state_dict({k: v.cpu() for k, v in adapters.items()}, strict=False)
         model = full
     save_pretrained(model, out_dir)
-
-
-# -----------------------------------------------------------------------------
-# The base model's other files
-
-# What every save carries over from its base byte for byte, beside the weights and config.json we
-# write: the remote code (configuration_llada.py, modeling_llada.py), generation_config.json, the
-# tokenizer (tokenizer.json / tokenizer_config.json with the chat template, special_tokens_map.json,
-# tokenizer.model, added_tokens.json, vocab.json, merges.txt) and chat_template.jinja. Top-level files,
-# matched by name. A list of what to take, so everything else stays out: config.json (ours, from
-# model.config, which keeps the base's own keys), the weights, a nano-d1 run's own files when the base
-# is one (save_info.json, train_args.json, metrics.jsonl, STOPPED, saves/, trainer_state.pt), and the
-# model card README.md and .gitattributes: a card that says "LLaDA-8B-Instruct" is false for a fine-tune.
-MODEL_FILES = ("*.py", "generation_config.json", "*token*", "chat_template*", "vocab.*", "merges.txt")
-# never, even where a name above matches: weights, their index, a copy or publish cut short
-NOT_MODEL_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.index.json", "*.tmp")
-
-
-def model_files(base_dir):
-    """The files of base_dir that every save carries (MODEL_FILES less NOT_MODEL_FILES), sorted."""
-    match = lambda name, patterns: any(fnmatch.fnmatchcase(name, p) for p in patterns)
-    return sorted(f for f in Path(base_dir).iterdir()
-                  if f.is_file() and match(f.name, MODEL_FILES) and not match(f.name, NOT_MODEL_FILES))
-
-
-def copy_model_files(base_dir, out_dir):
-    """Copy model_files(base_dir) into out_dir byte for byte -> their names. A hub snapshot's files
-    are symlinks into its blobs/ folder: the content is copied, never the link (which would tie the
-    save to a cache that may be cleaned). Each goes through a temporary name, so a crash never
-    leaves half a file under its real name."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for src in (files := model_files(base_dir)):
-        tmp = out_dir / (src.name + ".tmp")
-        shutil.copyfile(src, tmp)  # follows a symlink: the bytes, not the link
-        os.replace(tmp, out_dir / src.name)
-    return [f.name for f in files]
-
-
-def local_auto_map(config, path):
-    """config.json's dict with its auto_map cut to the entries whose remote code is in `path`: an
-    entry naming an absent module sends transformers (trust_remote_code) to a missing file; with
-    none left the key goes, and the directory reads as what it is, a model without remote code."""
-    def here(ref):  # "modeling_llada.LLaDAModelLM" needs modeling_llada.py; "repo--mod.Cls" is another repo's
-        return ref is None or "--" in ref or (Path(path) / (ref.rsplit(".", 1)[0] + ".py")).is_file()
-    kept = {k: v for k, v in config.get("auto_map", {}).items()
-            if all(here(r) for r in (v if isinstance(v, list) else [v]))}
-    return {k: (kept if k == "auto_map" else v) for k, v in config.items() if k != "auto_map" or kept}
 
 
 # -----------------------------------------------------------------------------

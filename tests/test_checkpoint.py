@@ -111,7 +111,7 @@ REMOTE_CODE = {"configuration_llada.py": "from transformers import PretrainedCon
                "modeling_llada.py": "class LLaDAModelLM:  # a stand-in: no test imports it\n    pass\n"}
 AUTO_MAP = {"AutoConfig": "configuration_llada.LLaDAConfig", "AutoModel": "modeling_llada.LLaDAModelLM",
             "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"}
-# what a save must carry from hub_base, spelt out here rather than taken from checkpoint.MODEL_FILES
+# what a save must carry from hub_base, spelt out here rather than taken from model_files.MODEL_FILES
 CARRIED = {*REMOTE_CODE, "generation_config.json", "special_tokens_map.json", "tokenizer.json",
            "tokenizer_config.json", "chat_template.jinja"}
 NEVER = {"README.md", ".gitattributes"}  # the base's model card would be false for a fine-tune
