@@ -39,14 +39,13 @@ import torch
 import torch.nn as nn
 
 from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
-from lib.families import DREAM, FAMILY_NAMES, family_of, family_of_config
+from lib.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
 from lib.hub import resolve_model
 from lib.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
 from lib.tokenizer import load_tokenizer, make_tiny_tokenizer
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
 INDEX_FILE = "model.safetensors.index.json"
-CONFIG_FILE = "config.json"
 MAX_SHARD_BYTES = 5 * 2**30        # shard size cap when writing; LLaDA-8B's own shards are 2-3 GB
 MAX_LISTED = 8                     # a load error spells out this many names of each kind
 
@@ -95,21 +94,8 @@ def verify(path):
     first; the entry scripts run it up front (checks.check_model_dir), so a bad directory fails in a
     second with one message instead of after minutes of set-up."""
     path = Path(path)
-    cfg_file = path / CONFIG_FILE
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected a model directory in LLaDA's or Dream's layout)")
-    try:
-        raw = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{cfg_file} is not valid JSON ({e})") from None
-    # the family by model_type (lib/families.py); its translation validates before a single weight is read
-    if not isinstance(raw, dict):
-        raise ValueError(f"{cfg_file} is not a JSON object")
-    try:
-        family = family_of(raw)
-        config = family.config_from_json(raw)
-    except TypeError as e:  # a field of the wrong type, e.g. "n_layers": "32"
-        raise ValueError(f"{cfg_file}: {e}") from None
+    # the family by model_type; every field the model needs there and of its type (lib/families.py)
+    raw, family, config = read_config(path)
     # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (docs/llada.md §2)
     with torch.device("meta"):
         expected = {family.key_out(k): tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}

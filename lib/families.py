@@ -18,19 +18,104 @@ Adding a family: one more Family here (its config translation, key names and tok
 for the tests (lib/checkpoint.make_tiny(family=...)), and a check of its forward against an independent
 implementation (tests/test_dream.py is the pattern).
 
-    from lib.families import family_of
-    raw = json.load(open("config.json"))
-    fam = family_of(raw)                                # refuses a model_type we do not run
-    config = fam.config_from_json(raw)                  # -> model.LLaDAConfig, validated
+    from lib.families import family_of, read_config
+    raw, fam, config = read_config("/path/to/model")    # config.json -> its dict, Family and LLaDAConfig, checked:
+                                                        # a missing or mistyped field, a model_type we do not run
     official = fam.key_out("transformer.blocks.0.q_proj.weight")   # Dream: model.layers.0.self_attn.q_proj.weight
 """
+import json
+import math
 import re
+import typing
 from dataclasses import dataclass
+from pathlib import Path
 
-from model import LLaDAConfig
+from model import NOT_IN_JSON, LLaDAConfig
+
+CONFIG_FILE = "config.json"
+
+# -----------------------------------------------------------------------------
+# config.json's fields: present where the architecture needs them, and of the right JSON type
+
+# LLaDAConfig's fields with no default that fits every checkpoint: the shape, the RoPE base (a wrong one
+# computes garbage and no tensor shape shows it) and the mask and EOS ids. LLaDAConfig's defaults are
+# LLaDA-8B's values, not the official code's (OLMo's 12 layers, RoPE base 1e4): filling a missing n_layers with
+# 32 turned one absent key into 252 "missing keys". Every real config.json (LLaDA's, Dream's) writes them all
+LLADA_REQUIRED = ("d_model", "n_heads", "n_layers", "vocab_size", "rope_theta", "mask_token_id", "eos_token_id")
+# fields that count something, so 0 or less is never a model (n_heads 0 was a ZeroDivisionError)
+POSITIVE = ("d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size", "mlp_ratio", "vocab_size",
+            "embedding_size", "max_sequence_length", "rope_theta")
+FIELD_TYPES = typing.get_type_hints(LLaDAConfig)  # field -> int, float | None, bool, str, ...
+# no pad token is a pad token of None: the tokenizer's pad, else EOS, pads (lib/tokenizer.special_ids)
+NULLABLE = ("pad_token_id",)
+TYPE_NAMES = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}
+POSITIVE_NAMES = {int: "a positive integer", float: "a positive finite number"}
+
+
+def _fits(value, kind):
+    """Whether a parsed JSON value is of an int / float / bool / str field's kind."""
+    if kind is int:  # JSON's true parses as Python's True, an int too, but is no count
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:  # 10000 is a fine RoPE base; NaN and Infinity parse (json's extension) but are no value
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def check_fields(raw, names, required, model, example):
+    """Every config.json key of `names` (its key -> LLaDAConfig field) in `raw` fits the field's type, and
+    every key in `required` is there -> None, else one ValueError naming each key that does not.
+    `model`, `example`: a real model's name and config.json, whose value a missing key's message names."""
+    problems = [f"{json.dumps(k)} is missing ({model} has {json.dumps(example[k])})" for k in required if k not in raw]
+    for key, name in names.items():
+        if key not in raw:
+            continue
+        value, kinds = raw[key], typing.get_args(FIELD_TYPES[name]) or (FIELD_TYPES[name],)
+        kinds += (type(None),) if name in NULLABLE else ()
+        if value is None and type(None) in kinds:
+            continue  # "n_kv_heads": null is the official "as many as n_heads"
+        kind = next(k for k in kinds if k is not type(None))
+        if not _fits(value, kind) or (name in POSITIVE and value <= 0):
+            what = POSITIVE_NAMES[kind] if name in POSITIVE else TYPE_NAMES[kind]
+            null = " or null" if type(None) in kinds else ""
+            problems.append(f"{json.dumps(key)} must be {what}{null}, got {json.dumps(value)}")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def read_config(path):
+    """config.json of the model directory `path` -> (the parsed dict, its Family, its LLaDAConfig). Every
+    problem is one ValueError (FileNotFoundError when there is none) that names the file: not JSON, not an
+    object, a model_type we do not run, a field missing or of the wrong type, a value we do not compute."""
+    cfg_file = Path(path) / CONFIG_FILE
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {path} (expected a model directory in LLaDA's or Dream's layout)")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg_file} is not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{cfg_file} is not a JSON object")
+    # the family by model_type; its translation checks every field before a single weight is read
+    try:
+        family = family_of(raw)
+        return raw, family, family.config_from_json(raw)
+    except (ValueError, TypeError) as e:  # TypeError: a value we did not foresee reaching the model's code
+        raise ValueError(f"{cfg_file}: {e}") from None
+
 
 # -----------------------------------------------------------------------------
 # LLaDA: config.json holds LLaDAConfig's own fields; tensor keys are "model." + our state-dict keys
+
+LLADA_NAMES = {name: name for name in FIELD_TYPES if name not in ("extra", *NOT_IN_JSON)}
+
+
+def _llada_config_in(raw):
+    """LLaDA's config.json (dict) -> LLaDAConfig: the fields checked (check_fields), then model.LLaDAConfig.from_dict.
+    The MLP width is mlp_hidden_size, or mlp_ratio x d_model where only that is given (OLMo's rule), and an absent
+    embedding_size is the vocabulary size; the shape check against the weights (checkpoint.verify) confirms both."""
+    mlp = () if "mlp_ratio" in raw else ("mlp_hidden_size",)
+    check_fields(raw, LLADA_NAMES, LLADA_REQUIRED + mlp, "LLaDA-8B", LLaDAConfig().to_dict())
+    return LLaDAConfig.from_dict({**{k: None for k in ("mlp_hidden_size", "embedding_size") if k not in raw}, **raw})
 
 
 def _llada_key_out(key):
@@ -44,7 +129,8 @@ def _llada_key_in(key):
 # -----------------------------------------------------------------------------
 # Dream: Qwen2's names
 
-# Dream config.json key -> LLaDAConfig field, with configuration_dream.py's default for an absent key
+# Dream config.json key -> LLaDAConfig field, with configuration_dream.py's default for an absent key (those of
+# DREAM_REQUIRED are never taken: see LLADA_REQUIRED)
 DREAM_FIELDS = {
     "hidden_size": ("d_model", 4096), "num_attention_heads": ("n_heads", 32),
     "num_key_value_heads": ("n_kv_heads", 32), "num_hidden_layers": ("n_layers", 32),
@@ -55,6 +141,8 @@ DREAM_FIELDS = {
     "eos_token_id": ("eos_token_id", None),  # PretrainedConfig's; Dream-7B's config.json says 151643
 }
 # keys whose value is the only one this transformer computes (modeling_dream.py); any other is refused
+DREAM_REQUIRED = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                  "intermediate_size", "vocab_size", "rope_theta", "mask_token_id")  # eos_token_id: its own reason
 DREAM_FIXED = {"hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
                "attention_dropout": 0.0}
 # what Dream's modeling file computes that LLaDA's does not, as LLaDAConfig fields (model.py)
@@ -107,6 +195,8 @@ def _dream_config_in(raw):
         wrong.append("eos_token_id is absent (every completion ends at EOS)")
     if wrong:
         raise ValueError("Dream config not supported by this implementation: " + "; ".join(wrong))
+    check_fields(raw, {theirs: ours for theirs, (ours, _) in DREAM_FIELDS.items()}, DREAM_REQUIRED, "Dream-7B",
+                 DREAM_7B)
     fields = {ours: raw.get(theirs, default) for theirs, (ours, default) in DREAM_FIELDS.items()}
     config = LLaDAConfig(**fields, embedding_size=fields["vocab_size"], **DREAM_ARCH)
     config.extra = {k: v for k, v in raw.items() if k not in DREAM_FIELDS}
@@ -138,7 +228,7 @@ class Family:
 # The tiny LLaDA's config.json looks like LLaDA-8B's own, without its auto_map: the tiny model has no remote
 # code to ship (nano-d1 has none, and a stand-in would be a second model to keep right), and an auto_map naming
 # absent modules sends transformers to a missing file instead of saying "unknown model type"
-LLADA = Family("llada", "llada", LLaDAConfig.from_dict, LLaDAConfig.to_dict, _llada_key_out, _llada_key_in,
+LLADA = Family("llada", "llada", _llada_config_in, LLaDAConfig.to_dict, _llada_key_out, _llada_key_in,
                tokens=dict(mask="<|mdm_mask|>", eos="<|endoftext|>", eot="<|eot_id|>", bos="<|startoftext|>"),
                tiny={}, tiny_extras={"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False})
 # Qwen2's tokens; Dream's template adds no BOS, and its config's bos_token_id is <|endoftext|>'s
@@ -153,7 +243,7 @@ def family_of(raw):
     """The family of a parsed config.json, by its model_type (absent: LLaDA, as our own older saves
     wrote it); another model_type is refused in one line."""
     model_type = raw.get("model_type", LLADA.model_type)
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:  # a list would be unhashable: a traceback
         raise ValueError(f"model_type {model_type!r} is not a family nano-d1 runs (supported: "
                          f"{', '.join(map(repr, FAMILIES))}; lib/families.py says how to add one)")
     return FAMILIES[model_type]
