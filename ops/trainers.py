@@ -16,7 +16,7 @@ from lib.adapters import add_lora, lora_disabled
 from lib.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
 from ops import lock
-from ops.checks import ShowDefaults, check_model, require
+from ops.checks import ShowDefaults, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
 from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
@@ -148,8 +148,10 @@ def load_policy(args, run):
     """The start model with its LoRA adapters (if any), not yet wrapped for DDP / FSDP.
     -> (model, tokenizer, ref_context): inside ref_context the model IS the reference policy
     (adapters switched off); for full fine-tuning a do-nothing context (see load_reference)."""
-    # --load-in-4bit (d1's RL): NF4 base with double quantization, bf16 compute (docs/d1.md §4.3)
-    model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
+    # --load-in-4bit (d1's RL): NF4 base with double quantization, bf16 compute (docs/d1.md §4.3). Still bad
+    # input: a NaN or inf weight shows only as the weights are read (checkpoint._check_finite), before any write
+    with upfront():
+        model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
     ref_context = nullcontext
     if args.lora_r > 0:
         add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
