@@ -70,9 +70,41 @@ class SpecialIds:
     pad: int
 
 
+# the vocabulary in one of the forms transformers reads: a fast tokenizer's tokenizer.json (LLaDA's, the tiny
+# models'), Qwen2's BPE pair (what a Dream directory without tokenizer.json has), a sentencepiece model
+VOCAB_FORMS = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
+# a tokenizer's JSON files, each a JSON object where present. Not special_tokens_map.json: LLaDA-8B-Base's is
+# broken, and read around (_without_broken_special_tokens_map)
+TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "added_tokens.json")
+
+
+def check_tokenizer_files(path):
+    """The tokenizer files of model directory `path` are there and parse -> None, else one ValueError
+    (FileNotFoundError: no vocabulary) naming the file. transformers' own failure is a traceback that names
+    neither ("Couldn't instantiate the backend tokenizer", a bare JSONDecodeError) and came after the model
+    had loaded: the entry scripts run this up front (ops/checks.check_model_dir), load_tokenizer first."""
+    path = Path(path)
+    if not any(all((path / f).is_file() for f in form) for form in VOCAB_FORMS):
+        raise FileNotFoundError(f"no tokenizer in {path}: tokenizer.json is missing (nor vocab.json + merges.txt, "
+                                f"nor tokenizer.model); copy the model's tokenizer files beside its weights")
+    for f in (path / name for name in TOKENIZER_JSON):
+        try:
+            if f.is_file() and not isinstance(json.loads(f.read_text()), dict):
+                raise ValueError(f"{f} is not a JSON object")
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{f} is not valid JSON ({e}); copy it again") from None
+    if (path / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer  # the Rust parser transformers uses: JSON of another schema fails here
+        try:
+            Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as e:  # tokenizers raises a bare Exception, its message one line (where the schema breaks)
+            raise ValueError(f"{path / 'tokenizer.json'} is JSON but not a tokenizer ({e})") from None
+
+
 def load_tokenizer(path):
     """The tokenizer stored beside the weights (LLaDA's is a plain fast tokenizer: no remote code).
     Padding is on the left, as every batched LLaDA/d1 generation uses."""
+    check_tokenizer_files(path)  # a missing or broken file in one line naming it, not transformers' traceback
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
     # config.json's model_type "llada" is unknown to transformers, which only matters for models:

@@ -7,7 +7,7 @@ and nothing written. A mistyped path should cost a second, not a node-hour.
     with upfront():                              # the scripts' first block, before any process group
         require(args.lr > 0, f"--lr must be > 0, got {args.lr}")
         examples = load_rl_data(args)            # the loaders' own ValueErrors name file:line
-        check_model_dir(args.model_dir)          # config, shards, truncation, keys and shapes
+        check_model_dir(args.model_dir)          # config's fields, shards, truncation, keys, shapes, tokenizer
         check_run_dir(args)                      # resume.py: check_out_dir, and a save for --resume
 
 Inside the block, the project's own validation errors (ValueError, FileNotFoundError, raised with
@@ -91,16 +91,20 @@ def check_fraction(name, value, lo_open=False, hi_open=True):
 
 
 def check_model_dir(path, default_dir=None):
-    """An official-layout model directory that loads: config.json, every shard named by the index,
-    no truncated file, every key and shape the config asks for (checkpoint.verify reads headers
-    only, no weights) -> its config (None for the tiny default not written yet). `default_dir`: the
-    scripts' default tiny model, created on first use."""
+    """An official-layout model directory that loads: config.json with every field the model needs, of
+    its type; every shard named by the index, no truncated file, every key and shape the config asks for
+    (checkpoint.verify reads headers only, no weights); the tokenizer files there and parsing
+    (tokenizer.check_tokenizer_files) -> its config (None for the tiny default not written yet).
+    `default_dir`: the scripts' default tiny model, created on first use."""
     if default_dir is not None and str(path) == str(default_dir) and not os.path.exists(path):
         return None  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
     from lib.checkpoint import verify
+    from lib.tokenizer import check_tokenizer_files
     require(os.path.isdir(path), f"model directory {path} does not exist")
     try:
-        return verify(path)
+        config = verify(path)
+        check_tokenizer_files(path)
+        return config
     except (ValueError, FileNotFoundError, OSError) as e:
         raise InputError(f"model directory {path} is not a usable checkpoint: {e}") from None
 
