@@ -82,7 +82,8 @@ def check_tokenizer_files(path):
     """The tokenizer files of model directory `path` are there and parse -> None, else one ValueError
     (FileNotFoundError: no vocabulary) naming the file. transformers' own failure is a traceback that names
     neither ("Couldn't instantiate the backend tokenizer", a bare JSONDecodeError) and came after the model
-    had loaded: the entry scripts run this up front (ops/checks.check_model_dir), load_tokenizer first."""
+    had loaded: the entry scripts run this up front (ops/checks.check_model_dir), load_tokenizer when
+    transformers fails. An 8B's tokenizer.json (10 MB) takes ~1 s on a 2-core VM, 3/4 of it the parser's."""
     path = Path(path)
     if not any(all((path / f).is_file() for f in form) for form in VOCAB_FORMS):
         raise FileNotFoundError(f"no tokenizer in {path}: tokenizer.json is missing (nor vocab.json + merges.txt, "
@@ -104,7 +105,24 @@ def check_tokenizer_files(path):
 def load_tokenizer(path):
     """The tokenizer stored beside the weights (LLaDA's is a plain fast tokenizer: no remote code).
     Padding is on the left, as every batched LLaDA/d1 generation uses."""
-    check_tokenizer_files(path)  # a missing or broken file in one line naming it, not transformers' traceback
+    try:
+        tok = _read_tokenizer(path)
+    except Exception:
+        # transformers' failure names neither file nor directory: a missing or broken file is said in one line
+        # (checked only now, so a good tokenizer is parsed once: an 8B's tokenizer.json takes ~1 s here)
+        try:
+            check_tokenizer_files(path)
+        except (ValueError, FileNotFoundError) as e:
+            raise e from None
+        raise
+    # The canvas of masks is appended on the right, so every row's prompt must end in the same
+    # column. RoPE positions then start later for short prompts, as in LLaDA's batched sampler (docs/llada.md §1).
+    tok.padding_side = "left"
+    return tok
+
+
+def _read_tokenizer(path):
+    """transformers' tokenizer classes on the directory's files, quietly, never running remote code."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
     # config.json's model_type "llada" is unknown to transformers, which only matters for models:
@@ -117,15 +135,10 @@ def load_tokenizer(path):
             warnings.simplefilter("ignore", FutureWarning)  # transformers' notes on a config.json it has no class for
             path = _without_broken_special_tokens_map(path, clean)
             if _remote_code_tokenizer(path):
-                tok = _qwen2_tokenizer(path)
-            else:
-                tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+                return _qwen2_tokenizer(path)
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     finally:
         hf_logging.set_verbosity(verbosity)
-    # The canvas of masks is appended on the right, so every row's prompt must end in the same
-    # column. RoPE positions then start later for short prompts, as in LLaDA's batched sampler (docs/llada.md §1).
-    tok.padding_side = "left"
-    return tok
 
 
 def _without_broken_special_tokens_map(path, clean):
