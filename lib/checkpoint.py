@@ -13,8 +13,9 @@ Our state-dict keys are LLaDA's official ones minus "model.", so reading and wri
 directory (Dream-org/Dream-v0-Instruct-7B: Qwen2 names, config.json's model_type "Dream") is the same with
 its own names, translated by lib/families.py.
   from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key, shape or dtype
-      mismatch in one line) and streamed: built on the meta device, then each tensor goes from its shard
-      straight into place, so the weights exist once (8B bf16: 16 GB); optional NF4 base.
+      mismatch in one line; a NaN or inf weight named with its shard) and streamed: built on the meta device,
+      then each tensor goes from its shard straight into place, so the weights exist once (8B bf16: 16 GB);
+      optional NF4 base.
   save_pretrained(model, path): shards + index + config.json, LoRA merged on the fly, crash-safe.
   save_merged(model, base_dir, out_dir): what a training run saves: the base's other files copied
       byte for byte (copy_model_files: remote code, tokenizer, generation config), then the weights;
@@ -57,7 +58,8 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     """Load a local directory in the official layout (config.json + safetensors shards).
 
     dtype: None keeps the stored dtype (bf16 for LLaDA-8B); device: None means CPU.
-    Strict: any missing or unexpected key, or a shape mismatch, is one ValueError naming them.
+    Strict: any missing or unexpected key, or a shape mismatch, is one ValueError naming them; so is a
+    tensor holding NaN or inf, found as it is read (_check_finite).
     Streaming: the model is built on the meta device (no memory), then each tensor is read
     from its shard straight onto `device` and put in place (peak memory: see the read loop).
     load_in_4bit: the seven linear layers of every block become bitsandbytes NF4 with double
