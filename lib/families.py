@@ -140,9 +140,10 @@ DREAM_FIELDS = {
     "mask_token_id": ("mask_token_id", 151666), "pad_token_id": ("pad_token_id", 151643),
     "eos_token_id": ("eos_token_id", None),  # PretrainedConfig's; Dream-7B's config.json says 151643
 }
-# keys whose value is the only one this transformer computes (modeling_dream.py); any other is refused
+# the keys a Dream config.json must have (LLADA_REQUIRED's reasons; a missing eos_token_id has its own message)
 DREAM_REQUIRED = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
-                  "intermediate_size", "vocab_size", "rope_theta", "mask_token_id")  # eos_token_id: its own reason
+                  "intermediate_size", "vocab_size", "rope_theta", "mask_token_id")
+# keys whose value is the only one this transformer computes (modeling_dream.py); any other is refused
 DREAM_FIXED = {"hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None, "use_sliding_window": False,
                "attention_dropout": 0.0}
 # what Dream's modeling file computes that LLaDA's does not, as LLaDAConfig fields (model.py)
