@@ -95,6 +95,9 @@ def read_config(path):
         raise ValueError(f"{cfg_file} is not valid JSON ({e})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{cfg_file} is not a JSON object")
+    # carried, not a field, but checkpoint.verify looks it up: a list there was an "unhashable type" traceback
+    if not isinstance(raw.get("torch_dtype"), (str, type(None))):
+        raise ValueError(f'{cfg_file}: "torch_dtype" must be a string or null, got {json.dumps(raw["torch_dtype"])}')
     # the family by model_type; its translation checks every field before a single weight is read
     try:
         family = family_of(raw)

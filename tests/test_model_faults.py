@@ -114,6 +114,7 @@ def test_finite_extremes_load(tiny, tmp_path):
     ("llada", "include_bias", "false", '"include_bias" must be true or false, got "false"'),
     ("llada", "block_type", ["llama"], '"block_type" must be a string, got ["llama"]'),
     ("llada", "model_type", ["llada"], "model_type ['llada'] is not a family"),
+    ("llada", "torch_dtype", ["bfloat16"], '"torch_dtype" must be a string or null, got ["bfloat16"]'),
     ("dream", "num_hidden_layers", "two", '"num_hidden_layers" must be a positive integer, got "two"'),
     ("dream", "hidden_size", None, '"hidden_size" must be a positive integer, got null'),
     ("dream", "rope_theta", float("nan"), '"rope_theta" must be a positive finite number, got NaN'),
