@@ -347,17 +347,13 @@ if __name__ == "__main__":
         # (gen, seed) -> (result dir, its manifest settings, "fresh" | "partial" | "complete"), all decided
         # now: a command that would refuse its third result dir must not first spend hours on the other two
         runs, fingerprint = {}, model_fingerprint(args.model_dir)
-        try:
-            for gen in gens:
-                for seed in seeds:
-                    settings = run_settings(args, all_items, gen, seed, world, dtype, device_name, fingerprint)
-                    out = result_dir(args, gen, seed)
-                    if rank == 0:  # one run per result dir (ops/lock.py), held from before its state is read
-                        lock.take(out, "result dir")
-                    runs[gen, seed] = out, settings, result_dir_state(out, settings, args.resume, args.force)
-        except (ValueError, OSError):
-            lock.give_back_all()  # refused: every result dir as it was
-            raise
+        for gen in gens:
+            for seed in seeds:
+                settings = run_settings(args, all_items, gen, seed, world, dtype, device_name, fingerprint)
+                out = result_dir(args, gen, seed)
+                if rank == 0:  # one run per result dir (ops/lock.py), held from before its state is read
+                    lock.take(out, "result dir")
+                runs[gen, seed] = out, settings, result_dir_state(out, settings, args.resume, args.force)
     if args.force and rank == 0:
         # only now that every check passed; the other ranks wait for rank 0 in the process group's set-up
         for out, _, _ in runs.values():
@@ -374,7 +370,8 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # model and items; every rank has the same item list and keeps its stride
     # d1 evaluates the bf16 weights, not quantized, even for adapters trained on a 4-bit base (docs/d1.md §8.1)
-    model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
+    with upfront():  # a weight that is NaN or inf: one line naming it (checkpoint.from_pretrained)
+        model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
     # again after loading: on first use load() has just created the default tiny model
     fingerprint = model_fingerprint(args.model_dir)
     # d1's DistributedSampler(shuffle=False), without padding duplicates: rank r gets r, r + W, ... (docs/d1.md §8.1)

@@ -91,7 +91,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     return model
 
 
-def _check_finite(t, file, key):
+def _check_finite(t, file, key, hint="a model with it computes NaN; copy or save the weights again"):
     """Refuse a tensor holding NaN or inf, naming it and its file: one such weight makes every loss NaN, and a
     run then skips every step and blames the learning rate (an eval scores 0% and says nothing). aminmax is one
     read of the tensor with no temporary (NaN propagates into both results, an inf is an extreme); isfinite would
@@ -102,8 +102,7 @@ def _check_finite(t, file, key):
     x = t if t.dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64) else t.float()
     if not torch.isfinite(torch.stack(torch.aminmax(x))).all():  # one sync per tensor on a GPU
         bad = int(x.numel() - torch.isfinite(x).sum())  # the slow count, on the failure path only
-        raise ValueError(f"{file}: tensor {key} holds {bad:,} NaN or inf values (of {t.numel():,}): a model with it "
-                         f"computes NaN; copy or save the weights again")
+        raise ValueError(f"{file}: tensor {key} holds {bad:,} NaN or inf values (of {t.numel():,}): {hint}")
 
 
 def verify(path):
@@ -257,6 +256,8 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
         fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
         # safetensors writes host memory: each tensor goes to CPU, contiguous, one shard at a time
         tensors = {k: get().detach().to("cpu").contiguous() for k, _, get in shard}
+        for k, t in tensors.items():  # every tensor written, as it is written (LoRA merged, cast): none non-finite
+            _check_finite(t, path / fname, k, hint="not written (the shard and the save are not made)")
         save_file(tensors, path / (fname + ".tmp"), metadata={"format": "pt"})  # HF wants format=pt
         # os.replace is atomic: a crash leaves either the old shard or the complete new one
         os.replace(path / (fname + ".tmp"), path / fname)

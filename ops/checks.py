@@ -71,6 +71,8 @@ def upfront(script=None):
     try:
         yield
     except (ValueError, FileNotFoundError, NotADirectoryError) as e:
+        if "ops.lock" in sys.modules:  # a refused run writes nothing: the out-dir locks it took go back
+            sys.modules["ops.lock"].give_back_all()
         script = script or os.path.basename(sys.argv[0])
         rank = f" [rank {os.environ['RANK']}]" if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ""
         # one line: a multi-line message (e.g. a key mismatch list) is joined, never cut

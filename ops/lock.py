@@ -50,7 +50,11 @@ def take(out_dir, what="--out-dir"):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"{what} {out_dir} exists and is not a directory")
     path = os.path.join(out_dir, LOCK_FILE)
-    made_dir, made_file = not os.path.isdir(out_dir), not os.path.lexists(path)
+    made_dirs, d = [], os.path.abspath(out_dir)  # the directories makedirs will make, deepest first
+    while not os.path.isdir(d):
+        made_dirs.append(d)
+        d = os.path.dirname(d)
+    made_file = not os.path.lexists(path)
     try:
         os.makedirs(out_dir, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -74,7 +78,7 @@ def take(out_dir, what="--out-dir"):
     if previous.strip() and b'"released"' not in previous:
         print(f"note: took over {path} from {_describe(previous)}, which ended without releasing it",
               file=sys.stderr)
-    _held[key] = (fd, out_dir, made_dir, made_file, previous)
+    _held[key] = (fd, out_dir, made_dirs, made_file, previous)
     if len(_held) == 1:
         atexit.register(release_all)
 
@@ -84,15 +88,18 @@ def give_back_all():
     out-dir holds another run): each lock file's text as it was, or no lock file (and no directory)
     where take() made them. A refused run writes nothing."""
     for key in reversed(list(_held)):
-        fd, out_dir, made_dir, made_file, previous = _held.pop(key)
+        fd, out_dir, made_dirs, made_file, previous = _held.pop(key)
         if made_file:
             os.remove(os.path.join(out_dir, LOCK_FILE))
         else:
             os.ftruncate(fd, 0)
             os.pwrite(fd, previous, 0)
         os.close(fd)
-        if made_dir:
-            os.rmdir(out_dir)
+        for d in made_dirs:
+            try:
+                os.rmdir(d)
+            except OSError:  # something else was written there after all: it stays, with its directory
+                break
 
 
 def release_all():

@@ -229,7 +229,7 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     is plain numbers. Refuses non-finite weights: a NaN never reaches a save. The tokenizer, remote
     code and generation config are args.model_dir's files, copied as they are (checkpoint.save_merged)."""
     if not trainable_finite(model, run):  # the trainers skip non-finite steps, so this is a bug guard
-        raise RuntimeError(f"refusing to save step {step}: the model holds non-finite weights")
+        raise RunError(f"refusing to save step {step}: the model holds non-finite weights")
     if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
         masters, optim_state = full_state_on_rank0(model), full_optimizer_state(model, optimizer)
         to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
@@ -244,6 +244,9 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
                     final=final)
         if make_public:
             publish(final, args.out_dir)
+    except ValueError as e:  # save_pretrained met a NaN or inf in a tensor it was writing (a bug guard)
+        shutil.rmtree(final + PARTIAL, ignore_errors=True)
+        raise RunError(f"refusing to save step {step}: {e}") from None
     except OSError as e:  # a full disk, a file system gone read-only: the saves before this one are whole
         shutil.rmtree(final + PARTIAL, ignore_errors=True)
         last = complete_saves(args.out_dir)

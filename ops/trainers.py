@@ -133,15 +133,11 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
     what --out-dir already holds (another run is refused unless --resume or --force)."""
     check_model(args, toy_default, missing_hint, recorded_revision(args))
     # one run per out-dir: rank 0 holds its lock from here to the end (ops/lock.py), before anything in it
-    # is read, deleted (--force) or written
+    # is read, deleted (--force) or written; a refusal in checks.upfront gives it back (the out-dir as it was)
     if int(os.environ.get("RANK", 0)) == 0:
         lock.take(args.out_dir)
-    try:
-        check_room(args)  # disk space for a save, before a model is loaded
-        check_run_dir(args)  # last: --force deletes
-    except (ValueError, OSError):
-        lock.give_back_all()  # refused: the out-dir as it was
-        raise
+    check_room(args)  # disk space for a save, before a model is loaded
+    check_run_dir(args)  # last: --force deletes
 
 
 def load_policy(args, run):
