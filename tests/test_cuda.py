@@ -146,7 +146,9 @@ def test_one_step_estimator_and_grpo_loss_cuda_equal_cpu():
         logp = one_step_logprobs(m, p, c, generator=mask_generator(11, 0))  # (B, N)
         loss, _ = grpo_loss(logp, old, ref, adv.to(device), mask.to(device), epsilon=0.5, beta=0.04)
         loss.backward()
-        results.append((logp.detach().cpu(), loss.item(), m.transformer.blocks[0].q_proj.weight.grad.cpu()))
+        # a copy: .cpu() of a CPU grad is that same tensor, which the next m.to(device) moves to the GPU in place
+        grad = m.transformer.blocks[0].q_proj.weight.grad.detach().to("cpu", copy=True)
+        results.append((logp.detach().cpu(), loss.item(), grad))
     (lp_c, loss_c, g_c), (lp_g, loss_g, g_g) = results
     assert torch.allclose(lp_c, lp_g, atol=1e-4)
     assert abs(loss_c - loss_g) < 1e-5
