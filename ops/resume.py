@@ -166,7 +166,10 @@ def check_room(args):
     """Up front: the disk under --out-dir has room for one save (save_bytes); a note when it has not
     for the --keep-last saves plus the one being written."""
     from ops.checks import require
-    need, free = save_bytes(args), shutil.disk_usage(args.out_dir).free
+    where = os.path.abspath(args.out_dir)  # the nearest directory that exists: under torchrun only rank 0
+    while not os.path.isdir(where):        # makes the out-dir (ops/lock.py), perhaps after the others got here
+        where = os.path.dirname(where)
+    need, free = save_bytes(args), shutil.disk_usage(where).free
     gib = lambda n: f"{n / 2**30:.1f} GiB"
     require(free >= need, f"--out-dir {args.out_dir} has {gib(free)} free; one save of this run takes about "
             f"{gib(need)} (the weights plus trainer_state.pt): free some space or pick another --out-dir")
