@@ -33,23 +33,6 @@ class InputError(ValueError):
     """Bad input: the message alone says what is wrong and what to do."""
 
 
-class RunError(RuntimeError):
-    """A failure during a run, not of its input (a save the disk had no room for): the message says
-    what happened, what is safe and what to do; one_line_hook prints it as one line, exit 1."""
-
-
-def one_line_hook(previous):
-    """sys.excepthook that prints a RunError as `script.py: error: ...` (exit 1, no traceback) and
-    hands every other exception to `previous`."""
-    def hook(kind, e, tb):
-        if not isinstance(e, RunError):
-            return previous(kind, e, tb)
-        print(f"{os.path.basename(sys.argv[0])}: error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(1)  # a broken save's other threads (a gloo worker) must not hold the exit
-    return hook
-
-
 class ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
     """--help with every flag's default, except where the help text says it itself or there is none
     (an empty or None default means "chosen by the task": the help says how)."""

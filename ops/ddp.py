@@ -32,8 +32,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ops.checks import one_line_hook
-
 
 DIST_TIMEOUT_S = 1200  # a collective waits this long for a lost rank, then fails (torch: 10-30 min)
 
@@ -200,6 +198,23 @@ class Run:
     def amp(self):
         """The --autocast context for a forward pass."""
         return autocast_bf16(self.device_type, self.autocast)
+
+
+class RunError(RuntimeError):
+    """A failure during a run, not of its input (a save the disk had no room for): the message says
+    what happened, what is safe and what to do; one_line_hook prints it as one line, exit 1."""
+
+
+def one_line_hook(previous):
+    """sys.excepthook that prints a RunError as `script.py: error: ...` (exit 1, no traceback) and
+    hands every other exception to `previous`."""
+    def hook(kind, e, tb):
+        if not isinstance(e, RunError):
+            return previous(kind, e, tb)
+        print(f"{os.path.basename(sys.argv[0])}: error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # a broken save's other threads (a gloo worker) must not hold the exit
+    return hook
 
 
 def init_training(args):
