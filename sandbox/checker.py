@@ -26,7 +26,6 @@ from sandbox import server, wire
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
 NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}  # side effects on import
 MAX_WHY_CHARS = 80
-MAX_MESSAGE_CHARS = 200  # an exception's message as it travels (the server cuts the program's at the same)
 
 
 class RemoteError(Exception):
@@ -193,7 +192,7 @@ class Connection:
             raise
         except Exception as e:  # noqa: BLE001 (the callable's own failure, the program's to handle)
             try:
-                message = str(e)[:MAX_MESSAGE_CHARS]
+                message = str(e)[:server.MAX_MESSAGE_CHARS]
             except Exception:  # noqa: BLE001 (an exception whose str() raises)
                 message = ""
             return ("raise", [c.__name__ for c in type(e).__mro__], message)

@@ -32,6 +32,7 @@ if "encode" not in globals():  # imported (tests), not started with wire.py's so
 
 MAX_FRAME = 16 << 20
 MAX_PRINTED = 1 << 20  # bytes of a call's printed output sent back with its reply
+MAX_MESSAGE_CHARS = 200  # an exception's message as it travels, either way (the checker cuts its own the same)
 OPS = {"len": len, "iter": iter, "next": next, "getitem": lambda o, k: o[k], "contains": lambda o, k: k in o,
        "setitem": lambda o, k, v: o.__setitem__(k, v), "str": str}
 
@@ -172,7 +173,7 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
         try:
             payload = encode(msg, handle_of=handle_of, trusted=tuple(trusted.values()))
         except BaseException as e:  # a value the wire cannot carry and no handle for it
-            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:200], ""))
+            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:MAX_MESSAGE_CHARS], ""))
         send_frame(sock, payload)
 
     def receive():
@@ -212,7 +213,7 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
                 sys.stdout = old_out
                 signal.setitimer(signal.ITIMER_REAL, *old_timer)
         except BaseException as e:
-            return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:200], printed.value())
+            return ("raise", [c.__name__ for c in type(e).__mro__], str(e)[:MAX_MESSAGE_CHARS], printed.value())
 
     def setattr_(obj, name, value):
         setattr(obj, name, value)
