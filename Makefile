@@ -33,7 +33,7 @@ testbed: install               ## the testbed (docs/testbed.md), 5 seeds: SFT al
 	$(PY) -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
-	$(PY) -m lib.checkpoint
+	$(PY) -m modelio.checkpoint
 
 # a GPU box's own Python (its CUDA torch), not the CPU venv; bitsandbytes for the 4-bit checks
 GPU_PY ?= python3

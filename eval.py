@@ -11,9 +11,9 @@ micro-averaged over all puzzles.
 
 This file is that protocol: which items, the sampler schedule, the flags, the checks made before
 any work, and the main loop. The rest lives one folder away:
-  - lib/evaluate.py: the generate-and-score loop and the toys' held-out sets, shared with
+  - evaluation/evaluate.py: the generate-and-score loop and the toys' held-out sets, shared with
     grpo.py --eval-every (the trainer must not import this file);
-  - lib/results.py: one JSONL line per item per rank and a manifest with every setting, how a
+  - evaluation/results.py: one JSONL line per item per rank and a manifest with every setting, how a
     result dir is read back exactly as its manifest names it, --resume after a kill or a stop
     signal (SIGTERM / SIGUSR1 / Ctrl-C end the run at a batch boundary, exit 75: ops/stop.py), and
     --rescore of saved generations, ours or d1's released JSON files (on d1's files this
@@ -40,10 +40,10 @@ import torch
 
 import tasks
 from lab.stats import compare, mean_and_spread, summarize
-from lib import parsers
-from lib.checkpoint import TINY_DIR, load
-from lib.records import records_sha256
-from lib.evaluate import (
+from taskdata import parsers
+from modelio.checkpoint import TINY_DIR, load
+from taskdata.records import records_sha256
+from evaluation.evaluate import (
     SCORING_FIELDS,
     TOY_BLOCK,
     TOY_CANVAS,
@@ -53,7 +53,7 @@ from lib.evaluate import (
     run_items,
     toy_test_set,
 )
-from lib.results import (
+from evaluation.results import (
     append_records,
     clear_run_files,
     load_results,
@@ -226,7 +226,7 @@ def result_dir(args, gen, seed):
 @functools.cache  # a hub data set is read once, not once per result dir
 def data_identity(data):
     """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes, or a hub
-    dataset id as typed and the sha256 of its records (lib/records.records_sha256); (None, None) without."""
+    dataset id as typed and the sha256 of its records (taskdata/records.records_sha256); (None, None) without."""
     if not data:
         return None, None
     return (os.path.abspath(data) if os.path.isfile(data) else data), records_sha256(data)
@@ -235,7 +235,7 @@ def data_identity(data):
 def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
     """A run's manifest without its time and completion: every setting that can move the number, so that
     --compare can refuse a mismatched pair (lab/stats.py MUST_MATCH) and --resume a changed command
-    (lib/results.py RESUME_FREE)."""
+    (evaluation/results.py RESUME_FREE)."""
     block, steps, batch_size = schedule(args, gen)
     return {
         "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": fingerprint,
@@ -312,7 +312,7 @@ if __name__ == "__main__":
 
     # the model-free modes first: no process group, no model, no GPU. Everything they read is input, so a
     # missing path, an unfinished run or a bad file is one line (checks.upfront)
-    if args.rescore:  # lib/results.py: our result dirs and d1's released files, through d1's parsers
+    if args.rescore:  # evaluation/results.py: our result dirs and d1's released files, through d1's parsers
         with upfront():
             rescore(args.rescore, args.json)
         raise SystemExit

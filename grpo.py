@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from lib.data import group_prompts, load_rl_data
-from lib.evaluate import ToyCurve
+from taskdata.data import group_prompts, load_rl_data
+from evaluation.evaluate import ToyCurve
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
 from objectives import espo, justgrpo, spg, trajectory, wd1
 from objectives.common import Objective, clipped_surrogate, k3, masked_mean

@@ -260,8 +260,8 @@ def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_pr
 # demo: python logprob.py [--model-dir PATH]
 
 if __name__ == "__main__":
-    from lib.checkpoint import TINY_DIR, load
-    from lib.tokenizer import prompt_ids
+    from modelio.checkpoint import TINY_DIR, load
+    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="one-step log-probs and the MC ELBO of one answer")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,

@@ -24,7 +24,7 @@ differently: a Qwen2.5-7B layout run bidirectionally, with q/k/v biases (include
 attention (28 query heads, 4 key/value heads), RoPE applied in the activations' dtype
 (rope_full_precision false), and shifted logits (logit_shift): Dream reads token i from position i - 1. The shift
 is applied once, in forward, so every caller (the sampler, the estimators, SFT, every objective) reads
-logits[:, i] as the prediction for token i whatever the family. lib/families.py translates Dream's
+logits[:, i] as the prediction for token i whatever the family. modelio/families.py translates Dream's
 config.json and checkpoint keys to and from these fields and names (docs/model.md, "The families").
 
 What lives here: LLaDAConfig (the official config.json field names; unsupported configs are
@@ -35,11 +35,11 @@ IS the official layout minus its "model." prefix. The rest is one file per conce
   adapters.py    LoRA by hand and the NF4 4-bit block linears
   tokenizer.py   special tokens, chat template, load_tokenizer, special_ids, the tiny byte tokenizer
 
-    from lib.checkpoint import from_pretrained
+    from modelio.checkpoint import from_pretrained
     model = from_pretrained("/path/to/LLaDA-8B-Instruct", device="cuda")   # bf16, as stored
     logits = model(input_ids)                                              # (B, T, V)
 
-Run `python model.py` for one forward pass of a random tiny LLaDA (`python -m lib.checkpoint` writes the
+Run `python model.py` for one forward pass of a random tiny LLaDA (`python -m modelio.checkpoint` writes the
 tiny model to disk in the official layout).
 """
 
@@ -56,10 +56,10 @@ from torch.utils.checkpoint import checkpoint  # activation checkpointing (not o
 BLOCK_LINEARS = ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj", "ff_out")
 
 # The tiny LLaDA of the CPU runs and tests: the 8B's architecture at toy width (vocabulary and special
-# ids come from the byte tokenizer, lib/checkpoint.make_tiny)
+# ids come from the byte tokenizer, modelio/checkpoint.make_tiny)
 TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
                    max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
-# the tiny byte tokenizer's ids (lib/tokenizer.py): 256 bytes, then BOS 256, EOS 257, mask 258 and 3 chat
+# the tiny byte tokenizer's ids (modelio/tokenizer.py): 256 bytes, then BOS 256, EOS 257, mask 258 and 3 chat
 # tokens; the pad is EOS, as in LLaDA. A random tiny model without the tokenizer on disk uses these
 TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
 
@@ -67,7 +67,7 @@ TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_
 # -----------------------------------------------------------------------------
 # Config
 
-NOT_IN_JSON = ("logit_shift",)  # Dream's field, set by lib/families.py, never in config.json
+NOT_IN_JSON = ("logit_shift",)  # Dream's field, set by modelio/families.py, never in config.json
 # why a Fast-dLLM KV cache has no meaning on shifted logits; model.forward, sample.generate and the scripts'
 # up-front checks refuse it with this reason
 SHIFT_NO_CACHE = "a cached window's first column is read from the column left of it, which the window does not hold"
@@ -95,7 +95,7 @@ class LLaDAConfig:
     eos_token_id: int = 126081
     pad_token_id: int = 126081
     init_std: float = 0.02                 # only used for random init (tiny models, tests)
-    # Dream's departure that no LLaDA config.json field names (lib/families.py sets it; to_dict leaves it out):
+    # Dream's departure that no LLaDA config.json field names (modelio/families.py sets it; to_dict leaves it out):
     # its logit at position i predicts token i + 1, so token i is read from column i - 1 (Dream's
     # generation_utils: cat([logits[:, :1], logits[:, :-1]])). Dream's padded batches also count RoPE positions
     # from a row's first real token (cumsum(mask) - 1); RoPE is relative and pads are hidden as keys, so the
@@ -124,7 +124,7 @@ class LLaDAConfig:
     residual_dropout: float = 0.0
     embedding_dropout: float = 0.0
     # Keys we carry through (architectures, auto_map, init_fn, ...), so a config we save still loads in
-    # the official remote-code loader (lib/model_files.local_auto_map keeps the auto_map entries whose code is there)
+    # the official remote-code loader (modelio/model_files.local_auto_map keeps the auto_map entries whose code is there)
     extra: dict = field(default_factory=dict, repr=False)
 
     # what validate() accepts for each feature field (None is accepted where OLMo treats it as "off")
@@ -410,7 +410,7 @@ def compile_blocks(model):
 
 if __name__ == "__main__":
     # a random tiny LLaDA and one forward pass: the shapes, nothing else (the tiny model on disk, with its
-    # tokenizer and the official layout, is written by `python -m lib.checkpoint`)
+    # tokenizer and the official layout, is written by `python -m modelio.checkpoint`)
     parser = argparse.ArgumentParser(description="build a random tiny LLaDA and run one forward pass")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     args = parser.parse_args()

@@ -62,10 +62,10 @@ import math
 import re
 import warnings
 
-from lib import code_prep
-from lib.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
-from lib.arith import evaluate_equation, reaches_target, uses_exactly
-from lib.code_prep import extract_code  # also read from here by parsers.py and the tests
+from sandbox import code_prep
+from taskdata.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
+from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
+from sandbox.code_prep import extract_code  # also read from here by parsers.py and the tests
 from tasks import CODE_TASKS
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
@@ -322,7 +322,7 @@ def toy_solved(completion, example):
 # -----------------------------------------------------------------------------
 # Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): run
 # the completion's first ```python fence against the item's unit tests. Reading the fence and d1's test
-# rewriting are lib/code_prep.py; the programs run in sandbox/run.py's isolated subprocess
+# rewriting are sandbox/code_prep.py; the programs run in sandbox/run.py's isolated subprocess
 
 CODE_IN_ANSWER_BONUS = 0.5      # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
 MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps code_prep's lazy regexes linear enough)
@@ -381,7 +381,7 @@ REWARDS = {
     "countdown": [countdown_reward],
     "sudoku": [sudoku_reward],
     "toy": [toy_reward],
-    # the testbed (lib/countdown_toy.py, ours): d1's Countdown reward on its <answer> equation
+    # the testbed (taskdata/countdown_toy.py, ours): d1's Countdown reward on its <answer> equation
     "countdown_toy": [countdown_reward],
     # the code toy (pbe.py, ours): d1's coding reward alone; its bare fence has no <answer>, so no bonus
     "pbe": [coding_reward],

@@ -386,8 +386,8 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 # a small CLI demo, in the spirit of nanoGPT's sample.py
 
 if __name__ == "__main__":
-    from lib.checkpoint import TINY_DIR, load
-    from lib.tokenizer import prompt_ids
+    from modelio.checkpoint import TINY_DIR, load
+    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="Sample a completion from LLaDA with the semi-AR sampler")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,

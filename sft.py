@@ -53,9 +53,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from lib.checkpoint import TINY_DIR
-from lib.data import load_sft_data
-from lib.tokenizer import prompt_ids, special_ids
+from modelio.checkpoint import TINY_DIR
+from taskdata.data import load_sft_data
+from modelio.tokenizer import prompt_ids, special_ids
 from ops.checks import check_sft_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, open_metrics, progress

@@ -19,10 +19,10 @@ builds them. tokenizer.prompt_ids() is the only place a user message becomes tok
 docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
 disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH tokens is prompt_ids' max_length.
 
-Every loader reads lib/records.py's records: local jsonl / json / csv / parquet files, or hub dataset ids
+Every loader reads taskdata/records.py's records: local jsonl / json / csv / parquet files, or hub dataset ids
 (owner/name[:config][:split], through the optional `datasets`), with the hub's column names, as d1 loads
 its GSM8K / MATH / Countdown train sets from the hub (docs/training.md).
-The code sets' readers are lib/code_data.py, the record reading under every loader lib/records.py;
+The code sets' readers are taskdata/code_data.py, the record reading under every loader taskdata/records.py;
 the procedural Sudoku / toy / Countdown makers are puzzles.py; d1's eval parsers are parsers.py.
 
 Print the rendered RL and eval prompts of one example per task, the first of its data file or a
@@ -36,10 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lib import code_data
-from lib.answers import last_boxed
-from lib.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
-from lib.records import check_text, describe, field, read_records
+from taskdata import code_data
+from taskdata.answers import last_boxed
+from taskdata.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
+from taskdata.records import check_text, describe, field, read_records
 
 # the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
 # running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox/run.py
@@ -117,7 +117,7 @@ EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assis
 CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. "
                        "\n\n")
 # The benchmarks' questions, which go after it, are ours (d1's code eval script was not released,
-# docs/coding.md §1.5): lib/code_data.py writes them as it reads the files.
+# docs/coding.md §1.5): taskdata/code_data.py writes them as it reads the files.
 # The CPU toy task: a bare prompt, since with the byte-level tiny tokenizer every prompt character is a token.
 TOY_PROMPT = "Sudoku: {puzzle}"
 MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (docs/d1.md §2.4)
@@ -196,7 +196,7 @@ def toy_example(puzzle, solution):
 
 # -----------------------------------------------------------------------------
 # Loaders. Every failure is one ValueError / FileNotFoundError naming the file (and line or record):
-# lib/records.py reads the records, each with where it came from.
+# taskdata/records.py reads the records, each with where it came from.
 
 def load_gsm8k(path):
     """GSM8K jsonl (question, answer ending "#### N"). answer = text after "####", stripped, like d1's
@@ -334,12 +334,12 @@ def load_toy(path):
 
 
 def _code_loader(task, read):
-    """The loader of a code task: lib/code_data.py reads the items, d1's code prompt goes on top."""
+    """The loader of a code task: taskdata/code_data.py reads the items, d1's code prompt goes on top."""
     # every code item in one format: rewards.coding_reward and parsers.score_code_batch read it
     return lambda path: [{"prompt": rl_prompt(task, ex), **ex, "answer": ex["solution"]} for ex in read(path)]
 
 
-# the code tasks' file readers (lib/code_data.py); HumanEval+ is read like HumanEval
+# the code tasks' file readers (taskdata/code_data.py); HumanEval+ is read like HumanEval
 CODE_READERS = {"code": code_data.read_kodcode, "humaneval": code_data.read_humaneval,
                 "humaneval_plus": code_data.read_humaneval, "mbpp": code_data.read_mbpp,
                 "mbpp_plus": code_data.read_mbpp_plus, "leetcode": code_data.read_leetcode}
@@ -379,12 +379,12 @@ if __name__ == "__main__":
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
     # imported here, not at the top: only this demo needs a tokenizer
-    from lib.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
+    from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
-    from lib.hub import resolve_model  # a directory, a hub cache or a hub id
+    from modelio.hub import resolve_model  # a directory, a hub cache or a hub id
     tok = load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)
-    # hand-written stand-ins for missing files (the generated sets are lib/puzzles.py's): a valid grid
+    # hand-written stand-ins for missing files (the generated sets are taskdata/puzzles.py's): a valid grid
     # with six blanks, d1's own Countdown example, and two short questions
     grid, puzzle = "1234341221434321", "1030301221404020"
     stand_ins = {"toy": toy_example(puzzle, grid), "sudoku": sudoku_example(puzzle, grid)}

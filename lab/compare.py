@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpo
 from lab.stats import mean_and_spread
-from lib.results import MANIFEST, load_results
+from evaluation.results import MANIFEST, load_results
 from ops.checks import require, upfront
 from ops.metrics import METRICS_FILE, read_metrics
 
@@ -84,7 +84,7 @@ def seed_plan(seed, root, flags, variants):
     sft_key = key(flags["init"], flags["sft"])
     sd = os.path.join(root, f"sft-{sft_key}", f"seed{seed}")
     init, sft = os.path.join(sd, "init"), os.path.join(sd, "sft")
-    steps = [("init", init, "config.json", [py, "-m", "lib.checkpoint", "--out-dir", init, "--seed", s,
+    steps = [("init", init, "config.json", [py, "-m", "modelio.checkpoint", "--out-dir", init, "--seed", s,
                                             *flags["init"]]),
              ("sft", sft, "config.json", [py, "sft.py", "--model-dir", init, "--out-dir", sft, "--seed", s,
                                           *RESUME, *flags["sft"]])]
@@ -145,7 +145,7 @@ def run_seed(seed, steps, env, stop):
 
 
 def read_eval_records(eval_dir):
-    """The scored records of one eval.py --out-dir, read back through lib/results.py (the reader of
+    """The scored records of one eval.py --out-dir, read back through evaluation/results.py (the reader of
     --rescore / --compare: it refuses an unfinished run or a missing item)."""
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
     require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
@@ -230,7 +230,7 @@ def main(argv=None):
     parser.add_argument("--dry-run", action="store_true", help="print the commands in order, run nothing")
     parser.add_argument("--recipe", type=str, default="testbed", choices=sorted(RECIPES), help="the four flag "
                         "strings below: the testbed's (docs/testbed.md) or make run's toy (lab/runs/toy.sh)")
-    parser.add_argument("--init-flags", type=str, help="python -m lib.checkpoint flags (default: the recipe's)")
+    parser.add_argument("--init-flags", type=str, help="python -m modelio.checkpoint flags (default: the recipe's)")
     parser.add_argument("--sft-flags", type=str, help="sft.py flags (default: the recipe's)")
     parser.add_argument("--grpo-flags", type=str, help="grpo.py flags of both variants (default: the recipe's)")
     parser.add_argument("--eval-flags", type=str, help="eval.py flags, the task and the same items for all "

@@ -120,8 +120,8 @@ def exact_references(model, prompt, completion, mask_id=None):
 
 
 if __name__ == "__main__":
-    from lib.checkpoint import TINY_DIR, load
-    from lib.tokenizer import prompt_ids
+    from modelio.checkpoint import TINY_DIR, load
+    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="exact log-likelihood and exact ELBO of short completions")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="checkpoint in the official layout")

@@ -9,7 +9,7 @@ much of a difference between two numbers is noise.
   - summarize: the CPU pipeline's table, SFT vs SFT + diffu-GRPO per seed with mean, std and CI
     (`python eval.py --summarize out/toy`, which `make run` prints at its end).
 
-Pure Python over eval.py's result files (lib/results.py): no model, no GPU.
+Pure Python over eval.py's result files (evaluation/results.py): no model, no GPU.
 """
 import glob
 import json
@@ -18,7 +18,7 @@ import os
 import random
 import statistics
 
-from lib.results import load_results, read_manifest
+from evaluation.results import load_results, read_manifest
 
 
 def mean_and_spread(values):

@@ -46,9 +46,9 @@ from tqdm import tqdm
 
 import grpo
 from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
-from lib.checkpoint import load, make_tiny
-from lib.puzzles import make_toy, split_grids
-from lib.tokenizer import prompt_ids
+from modelio.checkpoint import load, make_tiny
+from taskdata.puzzles import make_toy, split_grids
+from modelio.tokenizer import prompt_ids
 from logprob import elbo_token_logprobs, one_step_logprobs
 from objectives.espo import coupled_elbo
 from objectives.justgrpo import ar_logprobs

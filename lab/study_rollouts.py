@@ -27,8 +27,8 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from lib.checkpoint import load
-from lib.data import group_prompts, load_rl_data
+from modelio.checkpoint import load
+from taskdata.data import group_prompts, load_rl_data
 from logprob import one_step_logprobs
 from ops.metrics import distinct_share
 from rewards import total_rewards

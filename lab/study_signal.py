@@ -13,7 +13,7 @@ weights random-walk at the learning rate, and a model that had nothing consisten
 gets worse (docs/findings.md). Averaging b batches shrinks the noise by √b,
 so the cosine tells how much larger a batch would have to be.
 
---task pbe measures the same for the code toy (lib/pbe.py: prompts of the training functions, its
+--task pbe measures the same for the code toy (taskdata/pbe.py: prompts of the training functions, its
 48-token canvas, d1's coding reward run in sandbox/run.py). Every flag not listed in the parser
 below is grpo.py's own (grpo.parse_args), so the measured gradient is that of the run they describe.
 
@@ -31,9 +31,9 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from lib import countdown_toy, pbe, puzzles
-from lib.checkpoint import load
-from lib.data import group_prompts, toy_blanks
+from taskdata import countdown_toy, pbe, puzzles
+from modelio.checkpoint import load
+from taskdata.data import group_prompts, toy_blanks
 from rewards import coding_rewards, countdown_reward, toy_reward
 
 

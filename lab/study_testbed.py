@@ -22,10 +22,10 @@ import torch
 
 import grpo
 from lab.testbed_families import read_prompt, solved
-from lib import countdown_toy
-from lib.checkpoint import load
-from lib.data import pad_left
-from lib.evaluate import countdown_toy_test_set, eval_prompt_ids
+from taskdata import countdown_toy
+from modelio.checkpoint import load
+from taskdata.data import pad_left
+from evaluation.evaluate import countdown_toy_test_set, eval_prompt_ids
 from rewards import countdown_reward
 from sample import generate
 

@@ -1,5 +1,5 @@
 """
-The other task families tried as the testbed of issue 23 (docs/testbed.md), besides lib/countdown_toy.py.
+The other task families tried as the testbed of issue 23 (docs/testbed.md), besides taskdata/countdown_toy.py.
 Both write d1's format with a reasoning of varying length, have clean labels, and hold out by structure.
 
   addition   "Add 4721+389": one line per column from the right, "1+9=10", "2+8+1=11", ...; the answer
@@ -12,15 +12,15 @@ Both write d1's format with a reasoning of varying length, have clean labels, an
 
 make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(text, ex)
 checks the <answer> content. lab/study_testbed.py and the SFT runs of docs/testbed.md use them through
---task countdown_toy with TESTBED_FAMILY set (an experiment switch, read by lib/countdown_toy.py).
+--task countdown_toy with TESTBED_FAMILY set (an experiment switch, read by taskdata/countdown_toy.py).
 """
 import random
 import re
 
-from lib import puzzles
-from lib.answers import first_tag_content
+from taskdata import puzzles
+from taskdata.answers import first_tag_content
 
-# d1's format, as lib/countdown_toy.py writes it (not imported: countdown_toy imports this module)
+# d1's format, as taskdata/countdown_toy.py writes it (not imported: countdown_toy imports this module)
 COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 HELD_OUT_LENGTHS = {(2, 4), (4, 2), (3, 5), (5, 3)}  # (digits of a, digits of b) never trained on
 

@@ -83,8 +83,8 @@ def check_model_dir(path, default_dir=None):
     `default_dir`: the scripts' default tiny model, created on first use."""
     if default_dir is not None and str(path) == str(default_dir) and not os.path.exists(path):
         return None  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
-    from lib.checkpoint import verify
-    from lib.tokenizer import check_tokenizer_files
+    from modelio.checkpoint import verify
+    from modelio.tokenizer import check_tokenizer_files
     require(os.path.isdir(path), f"model directory {path} does not exist")
     try:
         config = verify(path)
@@ -95,14 +95,14 @@ def check_model_dir(path, default_dir=None):
 
 
 def check_model(args, toy_default=None, missing_hint="", revision=None):
-    """--model-dir as typed (a directory, a hub cache, a hub id: lib/hub.py) -> args.model_dir, a
+    """--model-dir as typed (a directory, a hub cache, a hub id: modelio/hub.py) -> args.model_dir, a
     local directory that loads; args.model_spec keeps what was typed and args.model_revision the hub
     commit (None for a plain directory), so train_args.json and eval's manifests say where the weights
     came from. No --model-dir: a toy task gets `toy_default` (the tiny model is written there on first
     use); a real task (toy_default None) is refused before anything is written: it would otherwise
     train a random 0.9M-parameter model and end with "done". `missing_hint`: what writes a missing
     default; `revision`: the commit a hub id resolves to (a resume keeps its run's)."""
-    from lib.hub import ModelSource, resolve_model
+    from modelio.hub import ModelSource, resolve_model
     require(args.model_dir or toy_default is not None, f"--task {args.task} is a real task: give --model-dir (a "
             "directory in the official layout, a hub cache snapshot, or a hub id such as GSAI-ML/LLaDA-8B-Instruct); "
             "the tiny random model is only for the toy tasks")
@@ -122,10 +122,10 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
 
 
 def check_data_paths(paths, flag="--data"):
-    """Each comma-listed data file exists and is a file, or is a hub dataset id (lib/records.py): the
+    """Each comma-listed data file exists and is a file, or is a hub dataset id (taskdata/records.py): the
     loader reads and checks the records of both. A missing path ending like a data file is a typo,
     never a hub id."""
-    from lib.records import is_hub_dataset
+    from taskdata.records import is_hub_dataset
     for p in paths:
         if is_hub_dataset(p):
             continue  # nothing to see before it is read: the loader says what the hub answered

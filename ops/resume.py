@@ -41,8 +41,8 @@ import sys
 
 import torch
 
-from lib.adapters import lora_state_dict
-from lib.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
+from modelio.adapters import lora_state_dict
+from modelio.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
 from ops.ddp import (RunError, everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state,
                      plain_llada)
 from ops.metrics import ARGS_FILE, METRICS_FILE, read_json

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from lib.adapters import add_lora, lora_disabled
-from lib.checkpoint import from_pretrained, load
+from modelio.adapters import add_lora, lora_disabled
+from modelio.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
 from ops import lock
 from ops.checks import ShowDefaults, check_model, require, upfront

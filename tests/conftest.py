@@ -31,7 +31,7 @@ def write_digit_model(path):
     """A tiny model whose LM head favours the digits 1-4, so toy rollouts get varied rewards and
     the update is not trivially zero. (Built with the code under test, imported here so that
     collecting conftest imports no project module.)"""
-    from lib.checkpoint import from_pretrained, make_tiny, save_pretrained
+    from modelio.checkpoint import from_pretrained, make_tiny, save_pretrained
     make_tiny(path, d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
     model = from_pretrained(path)
     with torch.no_grad():

@@ -7,8 +7,8 @@ Run: python -m pytest tests/test_adapters.py -q
 import torch
 
 from conftest import SMALL, official_keys
-from lib.adapters import LoRALinear, add_lora, lora_disabled, lora_state_dict, merge_lora
-from lib.checkpoint import from_pretrained
+from modelio.adapters import LoRALinear, add_lora, lora_disabled, lora_state_dict, merge_lora
+from modelio.checkpoint import from_pretrained
 from model import BLOCK_LINEARS
 
 

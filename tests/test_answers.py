@@ -13,8 +13,8 @@ import re
 import pytest
 
 from conftest import random_texts
-from lib import answers
-from lib.answers import (
+from taskdata import answers
+from taskdata.answers import (
     after_last,
     boxed_or_self,
     extract_xml_answer,

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from lib.arith import evaluate_equation, reaches_target, uses_exactly
+from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 
 
 @pytest.mark.parametrize("expr, expected", [

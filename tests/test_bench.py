@@ -134,7 +134,7 @@ def test_rollout_table_one_round_per_mode():
 
 def test_activation_probe_extrapolates_to_depth():
     # the memory plan extrapolates a 1- and 2-block measurement to 32 blocks: check it on 3 blocks
-    from lib.adapters import add_lora
+    from modelio.adapters import add_lora
     from tools.memplan import probe_activations, saved_bytes
     cfg = micro_model().config
     probe = probe_activations(cfg, batch=2, prompt_len=5, gen_length=6, dtype=torch.float32,
@@ -228,7 +228,7 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     import grpo
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     from tools.preflight import format_preflight, preflight, project_hours
     make_tiny(str(tmp_path / "m"))
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
@@ -268,7 +268,7 @@ def test_preflight_cli_refuses_the_8b_shape_on_cpu(capsys):
 # -----------------------------------------------------------------------------
 # --shape dream-7b: Dream-7B's shape in the memory plan, a tiny Dream's round, gpu_check's Dream round
 
-# Dream-7B's numbers (Dream-org/Dream-v0-Instruct-7B's config.json), written out here, not read from lib.families
+# Dream-7B's numbers (Dream-org/Dream-v0-Instruct-7B's config.json), written out here, not read from modelio.families
 DREAM_7B = dict(C=3584, n=28, heads=28, kv_heads=4, head_dim=128, F=18944, V=152064)
 
 
@@ -316,7 +316,7 @@ def test_memory_plan_counts_every_dream_7b_parameter(monkeypatch, tmp_path, caps
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
     """A tiny LLaDA and a tiny Dream (GQA, q/k/v biases, shifted logits) in their official layouts."""
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     root = tmp_path_factory.mktemp("tiny")
     return {family: str(make_tiny(root / family, family=family)) for family in ("llada", "dream")}
 

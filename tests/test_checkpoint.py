@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from conftest import REPO, SMALL, official_keys, run, write_checkpoint
-from lib.adapters import LoRALinear, add_lora, lora_state_dict
-from lib.checkpoint import from_pretrained, make_tiny, save_merged, save_pretrained, verify
-from lib.tokenizer import BOS_TOKEN, EOS_TOKEN
+from modelio.adapters import LoRALinear, add_lora, lora_state_dict
+from modelio.checkpoint import from_pretrained, make_tiny, save_merged, save_pretrained, verify
+from modelio.tokenizer import BOS_TOKEN, EOS_TOKEN
 
 
 @pytest.mark.parametrize("corruption, needle", [

@@ -14,7 +14,7 @@ import pytest
 import eval as evaluation
 import tasks
 from conftest import REPO, SHARED_DATA, run, write_digit_model
-from lib.parsers import parse_code_eval, score_code_batch
+from taskdata.parsers import parse_code_eval, score_code_batch
 from ops.metrics import read_metrics
 from rewards import coding_reward, total_reward, total_rewards
 

@@ -90,7 +90,7 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
     lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
     assert len(lines) == 10 and all(l[0] == sys.executable for l in lines)
     scripts = [l[1:3] if l[1] == "-m" else l[1:2] for l in lines[:5]]
-    assert scripts == [["-m", "lib.checkpoint"], ["sft.py"], ["eval.py"], ["grpo.py"], ["eval.py"]]
+    assert scripts == [["-m", "modelio.checkpoint"], ["sft.py"], ["eval.py"], ["grpo.py"], ["eval.py"]]
     out_dir = [l[l.index("--out-dir") + 1] for l in lines]
     sd = out_dir[0].removesuffix("/init")
     assert sd.startswith(str(tmp_path) + "/sft-") and sd.endswith("/seed3") and out_dir[5] == sd[:-1] + "1/init"
@@ -108,7 +108,7 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
 
 
 def test_toy_recipe_runs_what_make_run_runs(tmp_path, capsys):
-    # lab/runs/toy.sh per seed: lib.checkpoint, sft.py and grpo.py at their defaults, eval.py on the toy
+    # lab/runs/toy.sh per seed: modelio.checkpoint, sft.py and grpo.py at their defaults, eval.py on the toy
     compare.main(["--dry-run", "--recipe", "toy", "--seeds", "2", "--out", str(tmp_path), "--a", "",
                   "--b", "--rollout-cache dual"])
     lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
@@ -181,7 +181,7 @@ def test_an_unfinished_trainer_step_is_continued_not_deleted(tmp_path):
 
 
 def fake_eval(ev, n_correct, n_items=10, ids=None):
-    """A finished eval.py --out-dir: gsm8k-style records re-scored by lib/results.py on read."""
+    """A finished eval.py --out-dir: gsm8k-style records re-scored by evaluation/results.py on read."""
     ids = ids or list(range(n_items))
     res = compare.os.path.join(ev, "gsm8k_128")
     compare.os.makedirs(res)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from grpo import completion_mask, group_advantages, grpo_loss
-from lib.adapters import add_lora, dense_weight, lora_state_dict, quantize_blocks
-from lib.checkpoint import from_pretrained, save_pretrained
+from modelio.adapters import add_lora, dense_weight, lora_state_dict, quantize_blocks
+from modelio.checkpoint import from_pretrained, save_pretrained
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, LLaDA, LLaDAConfig
 from sample import generate

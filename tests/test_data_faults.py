@@ -1,5 +1,5 @@
 """
-Fault injection for the data readers (lib/records.py and the loaders of tasks.py and lib/code_data.py):
+Fault injection for the data readers (taskdata/records.py and the loaders of tasks.py and taskdata/code_data.py):
 each fault is a real file in tmp_path, read through the real reader, and each is ONE ValueError line
 naming file:line (file[i] for a JSON array, "file row i" for parquet) and, where one field is at fault,
 that field: a gzip file cut short (also when the records a run needs come before the cut), a line
@@ -22,7 +22,7 @@ import pytest
 
 import tasks
 from conftest import REPO
-from lib.records import read_records
+from taskdata.records import read_records
 from ops.checks import USAGE_EXIT
 
 # one good record per task, in the column names of its files; each fault goes in the record after it
@@ -275,7 +275,7 @@ SFT = ["--batch-size", "2", "--grad-accum", "1", "--max-steps", "1", "--max-leng
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     return make_tiny(tmp_path_factory.mktemp("tiny") / "model", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1,
                      mlp_hidden_size=64)
 

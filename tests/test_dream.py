@@ -1,8 +1,8 @@
 """
-Tests for the Dream family (model.py's configuration, lib/families.py, lib/checkpoint.py, lib/tokenizer.py)
+Tests for the Dream family (model.py's configuration, modelio/families.py, modelio/checkpoint.py, modelio/tokenizer.py)
 against an independent implementation: transformers' Qwen2, which is Dream's architecture run causally.
 The checkpoint these read is written by transformers (Qwen2ForCausalLM.save_pretrained: Dream's key names)
-with a Dream config.json beside it, never by lib/checkpoint. Qwen2 is run with an all-zero 4-D attention mask
+with a Dream config.json beside it, never by modelio/checkpoint. Qwen2 is run with an all-zero 4-D attention mask
 (every position attends every position) and its logits read shifted, which is what Dream's modeling and
 generation files do; fp32 logits must agree to float rounding.
 
@@ -17,8 +17,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lib.checkpoint import from_pretrained, load, make_tiny, save_pretrained
-from lib.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids, special_ids
+from modelio.checkpoint import from_pretrained, load, make_tiny, save_pretrained
+from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids, special_ids
 from sample import generate
 
 # a small Qwen2 shape: grouped-query attention (4 query heads, 2 key/value heads), untied head, Dream's RoPE base
@@ -119,7 +119,7 @@ def test_a_kv_cache_window_is_refused():
 
 def make_tiny_model():
     torch.manual_seed(0)
-    from lib.families import DREAM
+    from modelio.families import DREAM
     from model import LLaDA
     cfg = DREAM.config_from_json(dream_config())
     return LLaDA(cfg).eval()
@@ -312,7 +312,7 @@ def test_dreams_own_greedy_orders_equal_a_loop_of_its_diffusion_generate_over_qw
 
 
 def test_lora_and_the_4bit_base_keep_dreams_qkv_biases(dream, tmp_path):
-    from lib.adapters import add_lora, is_4bit, merge_lora
+    from modelio.adapters import add_lora, is_4bit, merge_lora
     path, _ = dream
     stored = load_file(str(path / "model.safetensors"))
     bias = "model.layers.1.self_attn.v_proj.bias"
@@ -344,7 +344,7 @@ def test_lora_and_the_4bit_base_keep_dreams_qkv_biases(dream, tmp_path):
 
 def test_a_dream_hub_id_resolves_from_the_cache_and_loads(tiny_dream, tmp_path, monkeypatch):
     from conftest import write_hub_cache
-    from lib.hub import resolve_model
+    from modelio.hub import resolve_model
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)  # no local folder named like the id's owner
     repo, commit = "Dream-org/Dream-v0-Instruct-7B", "d7ea" * 10

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import REPO, SHARED_DATA, run, torchrun
 from lab.stats import mean_and_spread, paired_bootstrap, summarize
-from lib.checkpoint import make_tiny
-from lib.results import D1_FILE, rescore
+from modelio.checkpoint import make_tiny
+from evaluation.results import D1_FILE, rescore
 
 
 def test_paired_bootstrap_and_mean_ci():

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import REPO, run, write_digit_model
-from lib.results import load_results, rescore, result_dir_state, resume_records
+from evaluation.results import load_results, rescore, result_dir_state, resume_records
 
 # the toy on 6 items in batches of 2 (3 batches per run), two seeds at temperature 1: the sampler draws
 # from each batch's generator, so a resume that got a batch's items or its key wrong changes the files

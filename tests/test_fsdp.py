@@ -16,7 +16,7 @@ import torch
 from safetensors import safe_open
 
 from conftest import REPO, run, tiny_model, torchrun, write_digit_model
-from lib.checkpoint import from_pretrained, make_tiny
+from modelio.checkpoint import from_pretrained, make_tiny
 from logprob import one_step_logprobs
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: bf16's spacing just above 1.0 (8 significant bits)

@@ -17,9 +17,9 @@ import torch
 import grpo
 from conftest import REPO, SHARED_DATA, run, tiny_model, torchrun, write_digit_model
 from grpo import MicroBatch, completion_mask, group_advantages, grpo_loss, policy_step, score_old_ref
-from lib.adapters import add_lora, lora_disabled
-from lib.checkpoint import from_pretrained
-from lib.data import load_rl_data, pad_left
+from modelio.adapters import add_lora, lora_disabled
+from modelio.checkpoint import from_pretrained
+from taskdata.data import load_rl_data, pad_left
 from logprob import ESTIMATORS, FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
 from ops.metrics import read_metrics, round_metrics
 

@@ -1,6 +1,6 @@
 """
 Tests for meeting users where they arrive: --model-dir as a hub id, a hub cache snapshot or a cache
-folder (lib/hub.py), never a silent toy model on a real task (ops/checks.check_model and the trainers'
+folder (modelio/hub.py), never a silent toy model on a real task (ops/checks.check_model and the trainers'
 presets), --help that shows every default, grpo.py's bar naming the phase of a round, and a README
 recipe whose commands read what an earlier command wrote. No test touches the network: the hub is a
 cache laid out by tests/conftest.write_hub_cache, and the online path is a stand-in snapshot_download.
@@ -23,8 +23,8 @@ from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 import grpo
 from conftest import REPO, write_hub_cache
-from lib.checkpoint import make_tiny
-from lib.hub import DOWNLOAD_PATTERNS, ModelSource, resolve_model
+from modelio.checkpoint import make_tiny
+from modelio.hub import DOWNLOAD_PATTERNS, ModelSource, resolve_model
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40

@@ -10,7 +10,7 @@ import re
 from conftest import REPO
 
 READING_PATH = {"model", "sample", "logprob", "sft", "grpo", "rewards", "tasks", "eval"}
-FOLDERS = ("lib", "ops", "tools", "lab", "objectives", "sandbox")
+FOLDERS = ("taskdata", "modelio", "evaluation", "ops", "tools", "lab", "objectives", "sandbox")
 MAX_LINES = 450  # any .py outside tests/
 
 
@@ -29,7 +29,7 @@ def imports_of(path, modules):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from lib import parsers` imports lib.parsers; `from lib.parsers import x` imports lib.parsers
+            # `from lib import parsers` imports taskdata.parsers; `from taskdata.parsers import x` imports taskdata.parsers
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue

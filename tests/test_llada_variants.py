@@ -4,7 +4,7 @@ LLaDA exactly as GSAI-ML/LLaDA-8B-Instruct does. Their config.json files are bel
   - model.LLaDAConfig.from_dict parses each one strictly, into the 8B shape, and loses no key.
   - On the meta device (no memory), LLaDA(config) has the parameter count that a formula gives from the
     config fields. That count is also the real checkpoints' index total_size / 2 (bf16).
-  - lib.checkpoint.verify accepts a header-only 8B checkpoint for each config, with real key names and
+  - modelio.checkpoint.verify accepts a header-only 8B checkpoint for each config, with real key names and
     shapes. Its 16 GB shard is a sparse file, so it costs no disk space.
   - A tiny model dir carrying each real config's non-shape fields loads through load / from_pretrained
     and a hub id. save_pretrained writes every key of the real config back, with auto_map cut to the
@@ -21,9 +21,9 @@ import pytest
 import torch
 
 from conftest import official_keys, write_hub_cache
-from lib.checkpoint import from_pretrained, load, make_tiny, save_pretrained, verify
-from lib.hub import resolve_model
-from lib.tokenizer import load_tokenizer, special_ids
+from modelio.checkpoint import from_pretrained, load, make_tiny, save_pretrained, verify
+from modelio.hub import resolve_model
+from modelio.tokenizer import load_tokenizer, special_ids
 from model import LLaDA, LLaDAConfig
 
 # -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import SMALL, write_checkpoint
-from lib.checkpoint import from_pretrained
+from modelio.checkpoint import from_pretrained
 from model import LLaDA, LLaDAConfig, RMSNorm
 
 

@@ -24,8 +24,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import REPO
-from lib.checkpoint import from_pretrained, make_tiny, verify
-from lib.tokenizer import check_tokenizer_files, load_tokenizer
+from modelio.checkpoint import from_pretrained, make_tiny, verify
+from modelio.tokenizer import check_tokenizer_files, load_tokenizer
 from ops.checks import InputError, check_model_dir
 
 # one block, 32 wide: the smallest shape make_tiny writes in each family's layout
@@ -191,7 +191,7 @@ def test_a_broken_tokenizer_is_refused_up_front_naming_the_file(tiny, tmp_path, 
 
 def test_a_healthy_tokenizer_passes_and_special_tokens_map_stays_tolerated(tiny, tmp_path):
     path = copy(tiny["llada"], tmp_path / "ok")
-    # LLaDA-8B-Base's special_tokens_map.json is not JSON and is read around (lib/tokenizer.py)
+    # LLaDA-8B-Base's special_tokens_map.json is not JSON and is read around (modelio/tokenizer.py)
     (path / "special_tokens_map.json").write_text('{"mask_token": "<|mdm_mask|>" "eos_token": 1}')
     check_tokenizer_files(path)
     assert check_model_dir(str(path)).n_layers == 1

@@ -23,8 +23,8 @@ import pytest
 
 import tasks
 from conftest import SHARED_DATA
-from lib.answers import first_tag_content, is_equiv
-from lib.parsers import (
+from taskdata.answers import first_tag_content, is_equiv
+from taskdata.parsers import (
     PARSER_VERSION,
     countdown_eval_correct,
     d1_example_from_released,

@@ -11,7 +11,7 @@ Run: python -m pytest tests/test_pbe.py -q
 import random
 import re
 
-from lib import pbe
+from taskdata import pbe
 from rewards import extract_code, prepare_code_tests
 
 ASSERT_TARGET = re.compile(r"assert\s+(\w+)\s*\(")  # how d1's reward finds the function the tests call

@@ -14,7 +14,7 @@ import pytest
 
 import tasks
 from conftest import countdown_rl, exact_eval, literals, valid_by_rules
-from lib.puzzles import (
+from taskdata.puzzles import (
     countdown_values,
     is_valid_grid,
     make_countdown,

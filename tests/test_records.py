@@ -1,5 +1,5 @@
 """
-Tests for lib/records.py: `--data` as the Hugging Face hub ships it. Parquet in each hub set's own
+Tests for taskdata/records.py: `--data` as the Hugging Face hub ships it. Parquet in each hub set's own
 column names and types loads through tasks.load_task exactly like the same rows as JSONL (the
 independent path); the real Countdown parquet agrees with its derived JSONL; hub dataset ids parse
 and read through a stand-in `datasets` module (no network); every read failure is one line naming
@@ -21,7 +21,7 @@ import pytest
 
 import tasks
 from conftest import SHARED_DATA
-from lib.records import is_hub_dataset, parse_hub_spec, read_records, records_sha256
+from taskdata.records import is_hub_dataset, parse_hub_spec, read_records, records_sha256
 from ops.checks import InputError, check_data_paths
 
 COUNTDOWN_PREFIX = SHARED_DATA / "countdown_tasks_3to4_prefix"

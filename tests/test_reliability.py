@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import REPO, run, torchrun, write_digit_model
-from lib.checkpoint import from_pretrained, make_tiny, verify
+from modelio.checkpoint import from_pretrained, make_tiny, verify
 from ops import checks, ddp, resume
 from ops.checks import check_grpo_args
 from ops.metrics import read_metrics

@@ -134,7 +134,7 @@ def _humaneval_item(task_id):
 
 @pytest.mark.skipif(not (DATA / "humaneval").exists(), reason="needs ../shared/data")
 def test_4_readable_answers_in_the_data_files():
-    from lib.code_data import check_tests
+    from taskdata.code_data import check_tests
     rec = _humaneval_item("HumanEval/0")
     tests = check_tests(rec["test"], rec["entry_point"])
     path = os.path.realpath(DATA / "humaneval" / "HumanEval.jsonl.gz")

@@ -334,7 +334,7 @@ def test_cli_runs_on_tiny_model(tmp_path, monkeypatch, capsys):
     # run sample.py's __main__ in this process (a subprocess would spend seconds re-importing torch)
     import runpy
 
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     model_dir = str(make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1,
                               mlp_hidden_size=64))
     script = os.path.join(os.path.dirname(__file__), "..", "sample.py")

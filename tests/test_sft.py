@@ -9,8 +9,8 @@ import sys
 import torch
 
 from conftest import REPO, run, torchrun
-from lib.checkpoint import from_pretrained, make_tiny
-from lib.tokenizer import load_tokenizer
+from modelio.checkpoint import from_pretrained, make_tiny
+from modelio.tokenizer import load_tokenizer
 from ops.metrics import read_metrics
 from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
 

@@ -163,7 +163,7 @@ def test_max_hours_leaves_room_for_two_of_the_longest_steps(monkeypatch):
 
 
 def test_sft_stopped_between_evals_resumes_bit_identical(tmp_path):
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     model = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
     cmd = ["sft.py", "--model-dir", str(model), *SFT, "--resume", "auto"]  # evals (and saves) at steps 2, 4, 6
     run(FAULTS + ["none", *cmd, "--out-dir", str(tmp_path / "straight")], REPO)
@@ -191,7 +191,7 @@ def test_ctrl_c_on_a_plain_node_keeps_the_step_under_the_readmes_torchrun_and_lo
     launcher alone gets it and passes it on): step 3 finishes, and its save, made 5 s slow here as an 8B
     save is minutes long, completes under the README's launcher wait. The control, the same run under a 1 s
     wait, is killed in that save: the setting is what keeps the step."""
-    from lib.checkpoint import make_tiny
+    from modelio.checkpoint import make_tiny
     model = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
     cmd = ["int-launcher-after-step:3+slow-save:5", "sft.py", "--model-dir", str(model), *SFT, "--grad-accum", "2",
            "--max-steps", "40", "--eval-every", "40"]  # no save before the stop's own

@@ -14,8 +14,8 @@ import torch
 import grpo
 from conftest import write_digit_model
 from lab.study_rollouts import group_stats, main, modes
-from lib.checkpoint import load
-from lib.data import group_prompts, load_rl_data
+from modelio.checkpoint import load
+from taskdata.data import group_prompts, load_rl_data
 from logprob import one_step_logprobs
 
 

@@ -9,8 +9,8 @@ import torch
 import grpo
 from conftest import write_digit_model
 from lab.study_signal import batch_gradient, mean_pairwise_cosine
-from lib import puzzles
-from lib.checkpoint import load
+from taskdata import puzzles
+from modelio.checkpoint import load
 
 
 def test_mean_pairwise_cosine_by_hand():

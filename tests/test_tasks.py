@@ -18,8 +18,8 @@ import pytest
 
 import tasks
 from conftest import RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
-from lib.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
-from lib.tokenizer import prompt_ids
+from taskdata.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
+from modelio.tokenizer import prompt_ids
 from tasks import (
     CODE_TASKS,
     EVAL_PREFILL,
@@ -81,8 +81,8 @@ TAIL = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     # the tiny LLaDA written to disk and loaded back exactly like the 8B's tokenizer
-    from lib.checkpoint import make_tiny
-    from lib.tokenizer import load_tokenizer
+    from modelio.checkpoint import make_tiny
+    from modelio.tokenizer import load_tokenizer
     return load_tokenizer(make_tiny(tmp_path_factory.mktemp("tiny") / "tiny-llada"))
 
 
@@ -365,9 +365,9 @@ def test_rl_prompt_is_cut_from_the_left(tok):
 def test_call_sites_use_prompt_ids(tok, tmp_path):
     """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
     G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
-    import lib.evaluate as evaluation
+    from evaluation import evaluate as evaluation
     import sft
-    from lib.data import group_prompts
+    from taskdata.data import group_prompts
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
     for task, exs in real_examples(tmp_path).items():
         for ex in exs:

@@ -1,4 +1,4 @@
-"""The testbed (lib/countdown_toy.py, docs/testbed.md): clean labels that d1's own Countdown reward accepts,
+"""The testbed (taskdata/countdown_toy.py, docs/testbed.md): clean labels that d1's own Countdown reward accepts,
 in RL and through eval's scoring, a split by number multiset, reasoning of varying length, the tokenizer
 with d1's tags as single tokens, pass@k against enumeration, and the whole path (init -> grpo.py ->
 eval.py) at --preset testbed."""
@@ -12,9 +12,9 @@ import pytest
 from conftest import REPO, run
 
 from lab.study_testbed import pass_at
-from lib import countdown_toy
-from lib.parsers import score_eval
-from lib.tokenizer import D1_TAGS, make_tiny_tokenizer
+from taskdata import countdown_toy
+from taskdata.parsers import score_eval
+from modelio.tokenizer import D1_TAGS, make_tiny_tokenizer
 from rewards import countdown_reward
 
 
@@ -94,7 +94,7 @@ def test_pass_at_k_matches_enumeration_of_subsets():
 
 def test_init_grpo_and_eval_run_at_the_testbed_preset(tmp_path):
     init, out = tmp_path / "init", tmp_path / "grpo"
-    run([sys.executable, "-m", "lib.checkpoint", "--out-dir", str(init), "--tags", "--d-model", "64",
+    run([sys.executable, "-m", "modelio.checkpoint", "--out-dir", str(init), "--tags", "--d-model", "64",
          "--n-layers", "1"], REPO)
     assert json.loads((init / "config.json").read_text())["vocab_size"] == 266
     run([sys.executable, str(REPO / "grpo.py"), "--preset", "testbed", "--model-dir", str(init), "--out-dir",

@@ -7,8 +7,8 @@ Run: python -m pytest tests/test_tokenizer.py -q
 """
 import json
 
-from lib.checkpoint import from_pretrained, make_tiny
-from lib.tokenizer import CHAT_TEMPLATE, EOS_TOKEN, load_tokenizer, special_ids
+from modelio.checkpoint import from_pretrained, make_tiny
+from modelio.tokenizer import CHAT_TEMPLATE, EOS_TOKEN, load_tokenizer, special_ids
 
 
 def test_tiny_model_dir_is_official_layout_and_tokenizer_is_llada_like(tmp_path):

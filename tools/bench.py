@@ -63,10 +63,10 @@ import torch
 import grpo
 from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref,
                   scoring_cost)
-from lib.adapters import add_lora, lora_disabled, quantize_blocks
-from lib.checkpoint import load
-from lib.families import model_shapes
-from lib.hub import resolve_model
+from modelio.adapters import add_lora, lora_disabled, quantize_blocks
+from modelio.checkpoint import load
+from modelio.families import model_shapes
+from modelio.hub import resolve_model
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
@@ -343,13 +343,13 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
 
 def add_shape_flag(parser):
     """--shape, tools.bench's and tools.preflight's: the 8b preset's random-weight shape, by its name in
-    lib.families.model_shapes() (the one place a name maps to a config)."""
+    modelio.families.model_shapes() (the one place a name maps to a config)."""
     parser.add_argument("--shape", choices=list(model_shapes()), default="llada-8b", help="--preset 8b's "
                         "random-weight shape (default: %(default)s); a checkpoint in --model-dir brings its own")
 
 
 def preset_config(preset, shape="llada-8b"):
-    """The shape of a preset's random weights: for 8b, `shape`'s (lib.families.model_shapes: LLaDA-8B's
+    """The shape of a preset's random weights: for 8b, `shape`'s (modelio.families.model_shapes: LLaDA-8B's
     or Dream-7B's), else the tiny model's (the byte tokenizer's ids; the testbed trains the tiny model too)."""
     return model_shapes()[shape] if preset == "8b" else LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
 
@@ -358,7 +358,7 @@ def preset_model(gargs, device, dtype, model_dir="", n_layers=0, shape="llada-8b
     """The model a benchmark measures: the checkpoint in model_dir if it holds one (its own config wins),
     else random weights of the preset's shape (tiny: the toy's; 8b: `shape`'s), n_layers > 0: that many blocks.
     -> (model, what it is: the checkpoint's local directory), or (None, why not) for the 8B shape on a CPU."""
-    try:  # a hub id or a hub cache: its local snapshot (lib/hub.py); "" or "none": random weights
+    try:  # a hub id or a hub cache: its local snapshot (modelio/hub.py); "" or "none": random weights
         model_dir = resolve_model(model_dir).path if model_dir else ""
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"{os.path.basename(sys.argv[0])}: error: {e}") from None

@@ -152,7 +152,7 @@ def eightb_checks(py, out, peak_tflops):
            "none", "--task", "gsm8k"]
     return [
         ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
-        # the same round at Dream-7B's shape (lib.families.model_shapes: GQA 28/4 heads, q/k/v biases, shifted
+        # the same round at Dream-7B's shape (modelio.families.model_shapes: GQA 28/4 heads, q/k/v biases, shifted
         # logits), random weights; the exact sampler, said explicitly: sample.generate refuses a cached rollout
         # on a shifted model
         ("8b dream-7b qlora round", [*pre, "--shape", "dream-7b", "--rollout-cache", "none", "--rollout-threshold",
@@ -235,7 +235,7 @@ if __name__ == "__main__":
     # dirs of the last one (the scripts refuse an --out-dir that holds another run otherwise)
     if "scripts" not in skip:
         sft_dir = out("sft")
-        for name, cmd in [("tiny model", [py, "-m", "lib.checkpoint"]),
+        for name, cmd in [("tiny model", [py, "-m", "modelio.checkpoint"]),
                           ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir, "--force"])]:
             rows.append(finish(start(name, cmd, args.out_dir)))
         # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,

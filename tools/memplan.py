@@ -16,7 +16,7 @@ import dataclasses
 
 import torch
 
-from lib.adapters import D1_RL_LORA_TARGETS, add_lora, quantize_blocks
+from modelio.adapters import D1_RL_LORA_TARGETS, add_lora, quantize_blocks
 from logprob import mask_generator, one_step_logprobs
 from model import LLaDA
 

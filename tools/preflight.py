@@ -31,7 +31,7 @@ import math
 import torch
 
 import grpo
-from lib.adapters import quantize_blocks
+from modelio.adapters import quantize_blocks
 from ops.ddp import default_dtype
 from ops.stop import BUDGET_STEPS
 from tools.bench import add_shape_flag, bench, format_table, preset_model
@@ -69,7 +69,7 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1, shape="
     against the device's total (a warning above 90 %), and the projected wall-clock of the run
     (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
     is gargs.model_dir if it holds one, else random weights of the preset's shape (8b: `shape`, a
-    lib.families.model_shapes() name; n_layers > 0: that many blocks)."""
+    modelio.families.model_shapes() name; n_layers > 0: that many blocks)."""
     # the first GPU unless --device says cpu (or there is none); --dtype's default is grpo.py's (bf16 on
     # GPU, fp32 on CPU)
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"

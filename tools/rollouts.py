@@ -28,7 +28,7 @@ import sys
 import torch
 
 import grpo
-from lib.adapters import quantize_blocks
+from modelio.adapters import quantize_blocks
 from ops.ddp import default_dtype
 from tools.bench import bench, default_prompt_len, device_label, preset_model
 from tools.samplers import SAMPLERS
@@ -37,8 +37,8 @@ from tools.samplers import SAMPLERS
 def task_prompt(gargs, model_dir, eos_id):
     """The prompt rows grpo.py's first micro-batch would roll out, (B, P): its data (load_rl_data: the
     toys generate theirs, other tasks read --data), the tokenizer in model_dir, d1's left cut."""
-    from lib.data import group_prompts, load_rl_data
-    from lib.tokenizer import load_tokenizer
+    from taskdata.data import group_prompts, load_rl_data
+    from modelio.tokenizer import load_tokenizer
     exs = load_rl_data(gargs)[:gargs.groups_per_micro]
     return group_prompts(load_tokenizer(model_dir), exs, gargs.num_generations, gargs.max_prompt_length, eos_id)[0]
 

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from eval import load_items
 from sandbox import run as sandbox
-from lib.code_prep import benchmark_program
-from lib.parsers import EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S
+from sandbox.code_prep import benchmark_program
+from taskdata.parsers import EVAL_TEST_TIMEOUT_S, EVAL_TIMEOUT_S
 
 
 def run_mode(jobs, strict, workers):

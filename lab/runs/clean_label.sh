@@ -26,7 +26,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
+        $PY -m modelio.checkpoint --out-dir "$d/init" --seed "$s"
         # part 1
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --toy-unfilled 0 --max-steps 150
         for v in "${VARIANTS[@]}"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU code toy on the tiny model, end to end, for 3 seeds (programming by example, lib/pbe.py):
+# The CPU code toy on the tiny model, end to end, for 3 seeds (programming by example, taskdata/pbe.py):
 #   make the tiny LLaDA -> masked SFT on (shown pairs -> one-line function) -> diffu-GRPO with d1's
 #   coding reward (first ```python fence, every hidden `assert` run in sandbox/run.py) -> greedy eval of both
 #   checkpoints on functions of held-out semantic classes -> the table.
@@ -21,7 +21,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
+        $PY -m modelio.checkpoint --out-dir "$d/init" --seed "$s"
         # prompt (chat template + ~50 pair characters) + 48 completion tokens fit 128
         $PY sft.py --task pbe --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --max-length 128 $SFT_FLAGS
         $PY grpo.py --task pbe --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s" $CANVAS $GRPO_FLAGS

@@ -15,7 +15,7 @@ run_seed() {
     rm -rf "$d"  # from scratch: the trainers refuse an --out-dir that holds an earlier run
     mkdir -p "$d"
     {
-        $PY -m lib.checkpoint --out-dir "$d/init" --seed "$s"
+        $PY -m modelio.checkpoint --out-dir "$d/init" --seed "$s"
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s"
         $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s"
         $PY eval.py --model-dir "$d/sft" --out-dir "$d/eval_sft" --json "$d/eval_sft.json"

@@ -13,12 +13,12 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
 (eval/eval_baselines/ of github.com/dllm-reasoning/d1) with these reproduces Table 1's LLaDA row exactly
 (tests/test_parsers.py; `python eval.py --rescore d1/eval/eval_baselines/` in a clone of d1 prints it).
 
-    from lib.parsers import score_eval
+    from taskdata.parsers import score_eval
     score_eval("math", r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
 """
 import re
 
-from lib.answers import (
+from taskdata.answers import (
     find_numbers,
     first_tag_content,
     float_or_none,
@@ -27,8 +27,8 @@ from lib.answers import (
     last_tag_content,
     remove_boxed,
 )
-from lib.arith import evaluate_equation, reaches_target, uses_exactly
-from lib.code_prep import benchmark_program
+from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
+from sandbox.code_prep import benchmark_program
 from rewards import (
     COUNTDOWN_CORRECT,
     coding_rewards,

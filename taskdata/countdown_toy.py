@@ -5,7 +5,7 @@ d1's Countdown asks for an equation that reaches a target with each given number
 the numbers are small (1..MAX_NUM) and there are 2 to 4 of them, so a 1M-parameter model can do the
 arithmetic, and most problems have several solutions. The SFT label is ONE of them (the random
 expression the problem was drawn from), written out step by step, in d1's format, so d1's own
-Countdown reward scores it, in RL and at evaluation (lib/parsers.py says why not d1's eval parser):
+Countdown reward scores it, in RL and at evaluation (taskdata/parsers.py says why not d1's eval parser):
 
     prompt      Countdown: 3 5 7 -> 22
     completion  <reasoning>
@@ -22,10 +22,10 @@ tokens at once, so an SFT model mixes steps of different solutions; a reward on 
 prefers any one consistent solution. The reasoning has 1 to 3 lines, so completions vary in length.
 Held out by structure: a test problem's MULTISET of numbers never occurs in training, with any target.
 
-    from lib import countdown_toy
+    from taskdata import countdown_toy
     train, test = countdown_toy.split_multisets(seed=0)
     countdown_toy.make_problems(train, 2, seed=1)   # [{"prompt": "Countdown: ...", "completion": ..., ...}]
-    python -m lib.countdown_toy                     # counts, solutions per problem, lengths, samples
+    python -m taskdata.countdown_toy                     # counts, solutions per problem, lengths, samples
 """
 import itertools
 import os
@@ -34,7 +34,7 @@ import statistics
 from fractions import Fraction
 from functools import lru_cache
 
-from lib.puzzles import countdown_values
+from taskdata.puzzles import countdown_values
 
 MAX_NUM = 9              # numbers are 1..MAX_NUM
 N_NUMBERS = (2, 3, 4)    # how many numbers a problem has (uniform)

@@ -3,11 +3,11 @@ The base model's other files: what every save carries over beside the weights an
 
 A model directory holds more than weights: remote code that transformers runs (configuration_llada.py,
 modeling_llada.py, named by config.json's auto_map), the tokenizer, the generation config. A model trained
-from it must keep them, or a tool that reads the base cannot read the fine-tune. lib/checkpoint.py's
+from it must keep them, or a tool that reads the base cannot read the fine-tune. modelio/checkpoint.py's
 save_merged copies them (copy_model_files) and save_pretrained cuts config.json's auto_map to the code that
 is there (local_auto_map).
 
-    from lib.model_files import copy_model_files
+    from modelio.model_files import copy_model_files
     copy_model_files("/path/to/LLaDA-8B-Instruct", "out/run")   # -> the names copied
 """
 import fnmatch

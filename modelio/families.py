@@ -15,10 +15,10 @@ Everything else (the sampler, the estimators, SFT, every objective) never asks w
             remote code); docs/model.md, "The families".
 
 Adding a family: one more Family here (its config translation, key names and tokens), a tiny model
-for the tests (lib/checkpoint.make_tiny(family=...)), and a check of its forward against an independent
+for the tests (modelio/checkpoint.make_tiny(family=...)), and a check of its forward against an independent
 implementation (tests/test_dream.py is the pattern).
 
-    from lib.families import family_of, read_config
+    from modelio.families import family_of, read_config
     raw, fam, config = read_config("/path/to/model")    # config.json -> its dict, Family and LLaDAConfig, checked:
                                                         # a missing or mistyped field, a model_type we do not run
     official = fam.key_out("transformer.blocks.0.q_proj.weight")   # Dream: model.layers.0.self_attn.q_proj.weight
@@ -46,7 +46,7 @@ LLADA_REQUIRED = ("d_model", "n_heads", "n_layers", "vocab_size", "rope_theta", 
 POSITIVE = ("d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size", "mlp_ratio", "vocab_size",
             "embedding_size", "max_sequence_length", "rope_theta")
 FIELD_TYPES = typing.get_type_hints(LLaDAConfig)  # field -> int, float | None, bool, str, ...
-# no pad token is a pad token of None: the tokenizer's pad, else EOS, pads (lib/tokenizer.special_ids)
+# no pad token is a pad token of None: the tokenizer's pad, else EOS, pads (modelio/tokenizer.special_ids)
 NULLABLE = ("pad_token_id",)
 TYPE_NAMES = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}
 POSITIVE_NAMES = {int: "a positive integer", float: "a positive finite number"}
@@ -249,7 +249,7 @@ def family_of(raw):
     model_type = raw.get("model_type", LLADA.model_type)
     if not isinstance(model_type, str) or model_type not in FAMILIES:  # a list would be unhashable: a traceback
         raise ValueError(f"model_type {model_type!r} is not a family nano-d1 runs (supported: "
-                         f"{', '.join(map(repr, FAMILIES))}; lib/families.py says how to add one)")
+                         f"{', '.join(map(repr, FAMILIES))}; modelio/families.py says how to add one)")
     return FAMILIES[model_type]
 
 

@@ -6,19 +6,19 @@ prompt on top of every item (tasks.rl_prompt, docs/coding.md §1.1) and holds th
 An item holds `question` (the text after d1's code instruction) and `solution` (a reference program)
 plus the tests, in one of two forms, both scored by rewards.coding_reward in sandbox/run.py:
   code (KodCode)   tests: the pytest source, rewritten into test calls by d1's own preparation
-                   (lib/code_prep.py);
+                   (sandbox/code_prep.py);
   the benchmarks   entry_point, task_id, program_prefix (code that goes before the model's: HumanEval's
                    prompt, MBPP's test imports) and unit_tests (snippets run after program_prefix + code;
                    each passes if it raises nothing). Ours: d1's code eval script was not released
                    (docs/coding.md §1.5).
-Records come from lib/records.py (files, or hub dataset ids); every error names the file and record.
+Records come from taskdata/records.py (files, or hub dataset ids); every error names the file and record.
 
-    from lib.code_data import check_tests, read_humaneval
+    from taskdata.code_data import check_tests, read_humaneval
     read_humaneval("humaneval/HumanEval.jsonl.gz")[0]["unit_tests"][0]   # 'METADATA = ...\\ncandidate = ...'
 """
 import ast
 
-from lib.records import check_text, describe, field, read_records
+from taskdata.records import check_text, describe, field, read_records
 
 # The benchmarks' questions (ours). KodCode's questions name the function in their text; a benchmark
 # question shows the signature (HumanEval, LeetCode's starter code) or one test (MBPP, as its paper's

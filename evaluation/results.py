@@ -32,8 +32,8 @@ import os
 import re
 from collections import Counter
 
-from lib import parsers
-from lib.evaluate import accuracy
+from taskdata import parsers
+from evaluation.evaluate import accuracy
 from ops.checks import require
 
 # d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);

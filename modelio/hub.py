@@ -1,6 +1,6 @@
 """
 --model-dir as users type it: a local directory, a Hugging Face hub cache, or a hub id. Every
-script resolves it here to one local directory in the official layout (lib/checkpoint.py reads
+script resolves it here to one local directory in the official layout (modelio/checkpoint.py reads
 only local files), and records where that directory came from.
 
     local directory      out/sft, /data/LLaDA-8B-Instruct               (as is)
@@ -13,7 +13,7 @@ HF_HUB_OFFLINE=1, downloaded otherwise (HF_HUB_CACHE / HF_HOME choose the cache,
 tool). The cache's own root (the folder holding models--*) is not a model: one line names the ids
 it holds. Every failure is one ValueError / FileNotFoundError that says what would work.
 
-    from lib.hub import resolve_model
+    from modelio.hub import resolve_model
     src = resolve_model("GSAI-ML/LLaDA-8B-Instruct")   # ModelSource(path=".../snapshots/<commit>", ...)
 """
 import os

@@ -11,7 +11,7 @@ The layout (docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
 
 Our state-dict keys are LLaDA's official ones minus "model.", so reading and writing is a rename; a Dream
 directory (Dream-org/Dream-v0-Instruct-7B: Qwen2 names, config.json's model_type "Dream") is the same with
-its own names, translated by lib/families.py.
+its own names, translated by modelio/families.py.
   from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key, shape or dtype
       mismatch in one line; a NaN or inf weight named with its shard) and streamed: built on the meta device,
       then each tensor goes from its shard straight into place, so the weights exist once (8B bf16: 16 GB);
@@ -23,13 +23,13 @@ its own names, translated by lib/families.py.
   make_tiny(path, family): a 0.9M-parameter random LLaDA (or Dream) + byte-level tokenizer in exactly this
       layout, so the CPU pipeline and the tests load it through the same code as the 8B.
   load(path) -> (model, tokenizer): what every script calls; a hub id or hub cache is resolved to its
-      snapshot first (lib/hub.py); creates the default tiny model.
+      snapshot first (modelio/hub.py); creates the default tiny model.
 
-    from lib.checkpoint import from_pretrained, save_pretrained, load
+    from modelio.checkpoint import from_pretrained, save_pretrained, load
     model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
     qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
 
-`python -m lib.checkpoint` writes the tiny model to out/tiny-llada (`--family dream`: a tiny Dream).
+`python -m modelio.checkpoint` writes the tiny model to out/tiny-llada (`--family dream`: a tiny Dream).
 """
 
 import json
@@ -39,11 +39,11 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from lib.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
-from lib.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
-from lib.hub import resolve_model
-from lib.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
-from lib.tokenizer import load_tokenizer, make_tiny_tokenizer
+from modelio.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
+from modelio.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
+from modelio.hub import resolve_model
+from modelio.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
+from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -70,7 +70,7 @@ def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
     path = Path(path)
     # config, shards, truncation, keys and shapes, from the file headers, before a single weight is read
     config = verify(path)
-    key_in = family_of_config(config).key_in  # the checkpoint's names -> ours (lib/families.py)
+    key_in = family_of_config(config).key_in  # the checkpoint's names -> ours (modelio/families.py)
     device = torch.device(device or "cpu")
     # with a 4-bit base the layers that stay dense default to bf16, as d1 loads them
     if load_in_4bit:
@@ -113,7 +113,7 @@ def verify(path):
     second with one message instead of after minutes of set-up. What it cannot see without reading the
     weights, a NaN or inf among them, from_pretrained refuses as each tensor is read (_check_finite)."""
     path = Path(path)
-    # the family by model_type; every field the model needs there and of its type (lib/families.py)
+    # the family by model_type; every field the model needs there and of its type (modelio/families.py)
     raw, family, config = read_config(path)
     # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (docs/llada.md §2)
     with torch.device("meta"):
@@ -332,7 +332,7 @@ def save_merged(model, base_dir, out_dir):
 # A small LLaDA for the CPU pipeline and the tests: same code path as the 8B, ~0.9M parameters.
 # 4 layers of 4 heads x 32 dims, MLP 3x wide; LLaDA-8B's own rope_theta, eps and init_std, so the
 # same numerics run. vocab_size and the special ids come from the tokenizer in make_tiny; the family's
-# config.json keys and architecture from lib/families.py (Family.tiny_extras, Family.tiny)
+# config.json keys and architecture from modelio/families.py (Family.tiny_extras, Family.tiny)
 TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expect the tiny model
 
 
@@ -370,7 +370,7 @@ def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
     # the scripts' default: a fresh clone runs end to end without downloading anything
     if str(path) == TINY_DIR and not Path(path).exists():
         make_tiny(path)
-    else:  # a hub id or a hub cache: its local snapshot (lib/hub.py); a directory stays as it is
+    else:  # a hub id or a hub cache: its local snapshot (modelio/hub.py); a directory stays as it is
         path = resolve_model(path).path
     model = from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
     return model, load_tokenizer(path)
@@ -382,14 +382,14 @@ if __name__ == "__main__":
     # the tiny model goes to disk and back through the official layout, exactly like the 8B would
     import argparse
 
-    from lib.tokenizer import prompt_ids
+    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="write the tiny LLaDA in the official layout and run one forward pass")
     parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     parser.add_argument("--tags", action="store_true", help="d1's format tags as single tokens (the testbed's)")
     parser.add_argument("--family", type=str, default="llada", choices=sorted(FAMILY_NAMES),
-                        help="the model family's layout, tokenizer and architecture (lib/families.py)")
+                        help="the model family's layout, tokenizer and architecture (modelio/families.py)")
     parser.add_argument("--d-model", type=int, default=TINY_CONFIG["d_model"], help="width (MLP 3x, heads of 32)")
     parser.add_argument("--n-layers", type=int, default=TINY_CONFIG["n_layers"], help="transformer blocks")
     parser.add_argument("--rope-theta", type=float, default=None, help="RoPE base (default: the family's, "

@@ -9,16 +9,16 @@ grpo.py --eval-every draws during training (toy_curve_sets, toy_accuracies), mea
 eval.py's toy protocol, so the curve's last point is the number eval.py prints for the saved model.
 
 Used as:
-    from lib.evaluate import ToyCurve                             # grpo.py --eval-every
-    from lib.evaluate import run_items, accuracy, toy_test_set    # eval.py
+    from evaluation.evaluate import ToyCurve                             # grpo.py --eval-every
+    from evaluation.evaluate import run_items, accuracy, toy_test_set    # eval.py
 """
 import time
 
 import torch
 
 import tasks
-from lib import countdown_toy, parsers, pbe, puzzles
-from lib.tokenizer import prompt_ids
+from taskdata import countdown_toy, parsers, pbe, puzzles
+from modelio.tokenizer import prompt_ids
 from ops.metrics import progress
 from sample import generate
 

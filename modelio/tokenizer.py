@@ -8,13 +8,13 @@ the end-of-turn token, and BOS, which only the chat template inserts (`tokenizer
 BOS). Their ids are read from the tokenizer and config.json once (special_ids), never typed in.
 
 Dream's is Qwen2's BPE with Qwen2's ChatML template; its mask is <|mask|>, its end of turn <|im_end|>
-(lib/families.py holds each family's token strings; special_ids reads them for the loaded model).
+(modelio/families.py holds each family's token strings; special_ids reads them for the loaded model).
 
 The tiny byte-level tokenizer (make_tiny_tokenizer) has the family's special tokens in the family's
 order and its chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
 checkpoint.make_tiny saves it beside the tiny model.
 
-    from lib.tokenizer import load_tokenizer, special_ids, prompt_ids
+    from modelio.tokenizer import load_tokenizer, special_ids, prompt_ids
     tok = load_tokenizer("/path/to/LLaDA-8B-Instruct")
     ids = special_ids(tok, model.config)          # mask / eos / eot / bos / pad
     prompt = prompt_ids(tok, "What is 2+3?")      # one user turn + the assistant header
@@ -177,8 +177,8 @@ def _qwen2_tokenizer(path):
 
 def special_ids(tokenizer, config):
     """The token ids the algorithm needs, read once from config and tokenizer and cross-checked; the
-    token strings are the model family's (lib/families.py)."""
-    from lib.families import family_of_config
+    token strings are the model family's (modelio/families.py)."""
+    from modelio.families import family_of_config
     family = family_of_config(config)
     ids = {role: tokenizer.convert_tokens_to_ids(t) for role, t in family.tokens.items()}
     # a tokenizer from another model family would map these strings to unk (or None)

@@ -15,7 +15,7 @@ so training starts exactly at the base model. d1's RL setting is r 128, alpha 64
 q, k, v and up_proj. With adapters switched off the model is its base: that is diffu-GRPO's
 reference policy (docs/d1.md §3.2), so no second copy of 8B weights is needed.
 
-    from lib.adapters import add_lora, lora_disabled, merge_lora
+    from modelio.adapters import add_lora, lora_disabled, merge_lora
     params = add_lora(model)                  # freezes the base; returns the adapter parameters
     with lora_disabled(model):
         ref_logits = model(ids)               # the reference policy

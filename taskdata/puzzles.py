@@ -9,7 +9,7 @@ uses the same puzzles behind a bare prompt. make_countdown() draws reachable pro
 format (docs/d1.md §7.1), a local stand-in for the HF Countdown train set. Every maker returns example dicts in
 tasks.py's format (prompt, answer, ...), built by tasks.sudoku_example / toy_example / rl_prompt.
 
-    from lib.puzzles import make_countdown, make_toy, split_grids
+    from taskdata.puzzles import make_countdown, make_toy, split_grids
     train_grids, test_grids = split_grids(seed=0)
     make_toy(train_grids, 4, seed=1)        # [{"prompt": "Sudoku: 0301...", "completion": "4321...", ...}]
     make_countdown(2, seed=0)               # [{"nums": [..], "target": .., "expression": "..", ...}]

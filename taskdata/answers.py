@@ -12,7 +12,7 @@ hostile text are replaced by linear scans with the same semantics (tests/test_an
 against `re` on random strings), and a \\boxed{} longer than MAX_BOX_CHARS counts as unbalanced. None of
 this changes a result on realistic text.
 
-    from lib.answers import is_equiv, last_boxed_only_string, remove_boxed
+    from taskdata.answers import is_equiv, last_boxed_only_string, remove_boxed
     is_equiv(remove_boxed(last_boxed_only_string(r"so \\boxed{\\dfrac12}")), "0.5")  # True
 """
 import re

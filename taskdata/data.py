@@ -9,8 +9,8 @@ import random
 import torch
 
 import tasks
-from lib import countdown_toy, pbe, puzzles
-from lib.tokenizer import prompt_ids
+from taskdata import countdown_toy, pbe, puzzles
+from modelio.tokenizer import prompt_ids
 
 RL_SHUFFLE_SEED = 42  # d1 shuffles its RL prompts with seed 42
 

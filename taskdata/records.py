@@ -1,6 +1,6 @@
 """
 Reading a data set one record at a time, each with where it came from: the plumbing under every
-loader of tasks.py and lib/code_data.py, so every `--data` value is read here.
+loader of tasks.py and taskdata/code_data.py, so every `--data` value is read here.
 
 What `--data` may name:
   a jsonl file   one JSON object a line, blank lines allowed; where = "file:line"
@@ -26,7 +26,7 @@ record is handed out, so a gzip file cut short is an error even when the records
 before the cut; a JSON line nested too deeply for Python's parser, and bytes or escapes that are not
 text, are named by line (or row) like a syntax error.
 
-    from lib.records import field, read_records
+    from taskdata.records import field, read_records
     for where, rec in read_records("gsm8k/test.jsonl"):
         question = field(rec, "question", where)   # ValueError "gsm8k/test.jsonl:7: missing field ..."
 """
@@ -337,7 +337,7 @@ def _parse_json(text, where, pos=None):
 def is_hub_dataset(spec):
     """Whether `spec` is read as a hub dataset id: it has the form owner/name[@revision][:config][:split],
     no local file or directory has that name, and it is not a mistyped path: one ending like a data file,
-    or inside a folder that is here (gsm8k/tset beside gsm8k/; lib/hub.py reads --model-dir alike)."""
+    or inside a folder that is here (gsm8k/tset beside gsm8k/; modelio/hub.py reads --model-dir alike)."""
     spec = str(spec)
     return _hub_shaped(spec) and not os.path.exists(spec) and not os.path.isdir(os.path.dirname(spec))
 

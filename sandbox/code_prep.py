@@ -8,7 +8,7 @@ what the program server runs (the model's solution) and what the checker runs as
 source). rewards.coding_reward scores the result (share of tests passed, + 0.5 when the fence lies
 inside <answer>); rewards.prepare_code_tests is this under rewards.D1_BUGS. Pure string work: nothing here executes code.
 
-    from lib.code_prep import extract_code, prepare_code_tests
+    from sandbox.code_prep import extract_code, prepare_code_tests
     code, in_answer = extract_code("<answer>\\n```python\\ndef plus(a, b):\\n    return a + b\\n```\\n</answer>")
     prepare_code_tests(code, "assert add(1, 2) == 3")
     # -> ("def add(a, b):\\n    return a + b\\n\\ndef test_case_0():\\n    assert add(1, 2) == 3", ["test_case_0()"])

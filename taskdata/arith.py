@@ -9,7 +9,7 @@ limits on nesting and size. It follows Python's grammar for this subset, so the 
 + - * / ( ) arithmetic; they differ only on "**" and "//" (d1 computes them, we reject them; d1's
 prompt allows only + - * /) and on values far beyond anything 3 numbers <= 100 can reach.
 
-    from lib.arith import evaluate_equation, uses_exactly
+    from taskdata.arith import evaluate_equation, uses_exactly
     evaluate_equation("(44 + 19) + 35")            # Fraction(98, 1)
     uses_exactly("2.5 * 4", [2, 5, 4])             # True: d1 reads "2.5" as the integers 2 and 5
 """

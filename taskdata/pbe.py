@@ -21,10 +21,10 @@ outputs beyond ±MAX_ABS_OUTPUT (long prompts) are left out. split_classes() hol
 so an evaluated function was never trained on; make_pbe() shows the pairs on the fixed inputs
 SHOWN_X and draws only functions those determine among ALL classes (well-posed).
 
-    from lib import pbe
+    from taskdata import pbe
     train, test = pbe.split_classes(seed=0)
     pbe.make_pbe(train, 2, seed=1)    # [{"prompt": "f(-4)=..;...", "completion": "```python\\n...```", ...}]
-    python -m lib.pbe                 # pbe.describe(): counts, well-posed share, longest completion, samples
+    python -m taskdata.pbe                 # pbe.describe(): counts, well-posed share, longest completion, samples
 """
 import random
 from functools import lru_cache
