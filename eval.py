@@ -5,7 +5,7 @@ d1 evaluates zero-shot and greedy: the eval prompt (tasks.eval_message, NOT the 
 rendered with the chat template and prefilled with "<reasoning>", prompts are left-padded in
 batches, and the sampler runs with block 32, steps = gen_length / 2 (two tokens per step),
 low-confidence remasking, at gen lengths 128 / 256 / 512. Countdown and Sudoku use d1's fixed
-256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (parsers.score_eval):
+256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (tasks.score_eval):
 first \\boxed{} for GSM8K, last for MATH and Countdown, Sudoku scored per empty cell and
 micro-averaged over all puzzles.
 
@@ -43,16 +43,7 @@ from lab.stats import compare, mean_and_spread, summarize
 from taskdata import parsers
 from modelio.checkpoint import TINY_DIR, load
 from taskdata.records import records_sha256
-from evaluation.evaluate import (
-    SCORING_FIELDS,
-    TOY_BLOCK,
-    TOY_CANVAS,
-    accuracy,
-    countdown_toy_test_set,
-    pbe_test_set,
-    run_items,
-    toy_test_set,
-)
+from evaluation.evaluate import SCORING_FIELDS, accuracy, run_items
 from evaluation.results import (
     append_records,
     clear_run_files,
@@ -76,40 +67,12 @@ from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
 # items: which questions d1 asks, each with a stable id
 
 
-def eval_items(task, data, full=False, toy_items=200, toy_blanks=(2, 5)):
-    """[(item id, example)]: the whole test file for GSM8K / MATH, d1's 256-item subset for Countdown
-    and Sudoku unless `full` (d1: np.random.seed(42); np.random.choice(n, 256, replace=False))."""
-    if task == "toy":
-        return list(enumerate(toy_test_set(toy_items, blanks=toy_blanks)))
-    if task == "pbe":
-        return list(enumerate(pbe_test_set(toy_items)))
-    if task == "countdown_toy":
-        return list(enumerate(countdown_toy_test_set(toy_items)))
-    if not data:
-        raise ValueError(f"--task {task} needs --data PATH (its local test file)")
-    examples = tasks.load_task(task, data)
-    ids = range(len(examples))
-    if task in ("countdown", "sudoku") and not full:
-        # d1 evaluates GSM8K and MATH in full, Countdown and Sudoku on a fixed 256-item subset (docs/d1.md §8.1)
-        ids = tasks.d1_eval_subset(len(examples))
-    if task == "mbpp" and not full:
-        # d1's 257 MBPP items: the test split, task_id 11-510 (of sanitized MBPP; 500 of the full file)
-        ids = [i for i in ids if MBPP_TEST_IDS[0] <= examples[i]["task_id"] <= MBPP_TEST_IDS[1]]
-    # an item's id is its position in the test file: stable across runs, so --compare can pair items
-    return [(int(i), examples[i]) for i in ids]
-
-
-MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README): d1 reports 257 = the sanitized records in it
-# the tasks with an eval prompt and an eval parser (s1k and KodCode are training data only)
-EVAL_TASKS = ("gsm8k", "math", "countdown", "sudoku", *tasks.TOY_TASKS, *tasks.CODE_BENCHMARKS)
-
-
 def load_items(task, data, full=False, limit=0, toy_items=200, toy_blanks=(2, 5)):
-    """eval_items, checked as input (run inside checks.upfront): a known task, its data file there and
+    """tasks.heldout's items, checked as input (run inside checks.upfront): a known task, its data file there and
     well-formed (the loaders name file:line), and at least one item after --limit."""
-    require(task in EVAL_TASKS, f"--task: unknown task {task!r}; one of {', '.join(EVAL_TASKS)}")
+    require(task in tasks.names("score"), f"--task: unknown task {task!r}; one of {', '.join(tasks.names('score'))}")
     check_data_paths([data] if data else [])
-    items = eval_items(task, data, full, toy_items, toy_blanks)[:limit or None]
+    items = tasks.heldout(task, data, full, toy_items, blanks=toy_blanks)[:limit or None]
     require(items, f"--task {task}: no items to evaluate in {data or 'the generated set'}")
     return items
 
@@ -128,8 +91,8 @@ def canonical(task, data, full=False, out_dir="out/eval", limit=0):
     """Score a code benchmark's reference solutions (reference_generation) through the eval path: the
     JSONL + manifest, read back and scored by load_results (parse, sandbox) as --rescore does.
     Prints the pass rate and every failure; returns (passed, items, failed item ids)."""
-    if task not in tasks.CODE_BENCHMARKS:
-        raise ValueError(f"--canonical needs a code benchmark, one of {tasks.CODE_BENCHMARKS}, not {task!r}")
+    if task not in tasks.names("code"):
+        raise ValueError(f"--canonical needs a code benchmark, one of {tasks.names('code')}, not {task!r}")
     items = load_items(task, data, full, limit)
     t0 = time.time()
     # written unscored: load_results below scores them, exactly as --rescore scores a saved run
@@ -195,7 +158,7 @@ def toy_blanks(args):
 
 def gen_lengths(args):
     """--gen-lengths as ints; d1 reports every task at 128, 256 and 512 (Table 1; docs/d1.md §8.4)."""
-    text = args.gen_lengths or TOY_CANVAS.get(args.task, "128,256,512")
+    text = args.gen_lengths or ",".join(map(str, tasks.eval_lengths(args.task)))
     try:
         return [int(x) for x in text.split(",")]
     except ValueError:
@@ -207,7 +170,7 @@ def schedule(args, gen):
     prompts per batch and 4 at gen length 512 (docs/d1.md §8.1). The Sudoku toy's 16-token canvas is a
     single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100 prompts."""
     # d1's semi-autoregressive block of 32 tokens; a canvas shorter than one block is a single block
-    block = min(args.block_length or TOY_BLOCK.get(args.task, 32), gen)
+    block = min(args.block_length or tasks.get(args.task).block or 32, gen)
     # d1: steps = gen_length / 2, so every block unmasks two tokens per step
     steps = args.steps or gen // 2
     try:
@@ -215,7 +178,7 @@ def schedule(args, gen):
     except ValueError as e:
         raise ValueError(f"--gen-lengths / --block-length / --steps: {e}") from None
     # the batch decides which pads an item attends to, so the default is d1's own: 8, and 4 at gen length 512
-    return block, steps, args.batch_size or (100 if args.task in tasks.TOY_TASKS else 4 if gen >= 512 else 8)
+    return block, steps, args.batch_size or tasks.get(args.task).eval_batch or (4 if gen >= 512 else 8)
 
 
 def result_dir(args, gen, seed):
@@ -242,7 +205,7 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
         "model_spec": args.model_spec, "model_revision": args.model_revision,  # where a hub id led
         "task": args.task, **dict(zip(("data_file", "data_sha256"), data_identity(args.data))), "full": args.full,
         # the toy's items are generated: their ids alone do not say which puzzles they were
-        "toy_blanks": args.toy_blanks if args.task == "toy" else None,
+        "toy_blanks": args.toy_blanks if tasks.get(args.task).make else None,
         "items": len(items), "item_ids": [i for i, _ in items], "gen_length": gen,
         "block_length": block, "steps": steps, "temperature": args.temperature,
         "remasking": args.remasking, "cache": args.cache or None,
@@ -260,8 +223,7 @@ if __name__ == "__main__":
     parser.add_argument("--model-dir", type=str, default="", help="the model: a directory in the official layout, "
                         f"a hub cache snapshot, or a hub id owner/name[@revision] (default: {TINY_DIR}, the tiny "
                         "random model, for the toy tasks; a real task must name one)")
-    parser.add_argument("--task", type=str, default="toy", help="gsm8k | math | countdown | sudoku | toy | pbe | "
-                        "countdown_toy | humaneval | humaneval_plus | mbpp | mbpp_plus | leetcode")
+    parser.add_argument("--task", type=str, default="toy", help=" | ".join(tasks.names("score")))
     parser.add_argument("--data", type=str, default="", help="the task's test set: a file (jsonl, json, csv, "
                         "parquet) or a hub dataset id owner/name[:config][:split] (needs `pip install datasets`); "
                         "default: none, the toys generate theirs")
@@ -338,7 +300,7 @@ if __name__ == "__main__":
         check_flags(args)
         all_items = load_items(args.task, args.data, args.full, args.limit, args.toy_items, toy_blanks(args))
         gens, seeds = gen_lengths(args), range(args.seed, args.seed + args.seeds)
-        check_model(args, TINY_DIR if args.task in tasks.TOY_TASKS else None)  # a hub id becomes its snapshot
+        check_model(args, TINY_DIR if tasks.get(args.task).make else None)  # a hub id becomes its snapshot
         # the dtype and device the run will have (compute_init picks cuda the same way), for its manifest
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = default_dtype(args.dtype, device_type)
@@ -422,7 +384,7 @@ if __name__ == "__main__":
                 (recs_all,) = load_results([out]).values()
                 accs.append(accuracy(args.task, recs_all))
                 solved = f", puzzles solved {100 * sum(r['solved'] for r in recs_all) / len(recs_all):.1f}%" \
-                    if args.task == "sudoku" else ""
+                    if tasks.get(args.task).cells else ""
                 print(f"{args.task} gen {gen} seed {seed}: accuracy {accs[-1]:.1f}%{solved} on {len(recs_all)} "
                       f"items ({time.time() - t0:.0f}s) -> {out}")
         if rank == 0:

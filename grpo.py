@@ -48,8 +48,8 @@ from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, re
 from ops.resume import save_checkpoint
 from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir,
                           parse_with_preset, stop_if_stalled, toy_only)
-from rewards import REWARDS, total_rewards
 from sample import generate
+from tasks import TASKS, total_rewards
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
 # paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml), and the other objectives' papers' (objectives/). A flag
@@ -312,8 +312,7 @@ def parse_args(argv=None):
         add(parser)
     # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
     parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000)
-    return parse_with_preset(parser, PRESETS, lambda task: "testbed" if task == "countdown_toy" else
-                             "tiny" if toy_only(task) else "8b", argv)
+    return parse_with_preset(parser, PRESETS, argv)
 
 
 # -----------------------------------------------------------------------------
@@ -331,7 +330,7 @@ if __name__ == "__main__":
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
         check_model_and_out_dir(args, TOY_START if toy_only(args.task) else None, "diffu-GRPO starts from the "
                                 "SFT model: run `python sft.py` first, or pass --model-dir (make run: out/toy/seed0/sft)")
-    comp_names = sorted({f.__name__ for ex in examples for f in REWARDS[ex["task"]]})  # one log column each, as d1
+    comp_names = sorted({f.__name__ for ex in examples for f in TASKS[ex["task"]].rewards})  # one log column each, as d1
 
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ops/ddp.py)
     run = init_training(args)

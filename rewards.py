@@ -5,7 +5,7 @@ values and quirks (docs/d1.md §6), plus a toy 4x4-Sudoku reward for the CPU dem
 Every reward is a pure function  f(completion: str, example: dict) -> float  that never raises.
 `completion` is the decoded completion with special tokens stripped (docs/d1.md §2.4); `example` is
 one dataset row (keys below). A task's rewards are SUMMED, each with weight 1 (d1 sets no reward
-weights), see REWARDS and total_reward() at the bottom. Maximum totals (MAX_REWARD):
+weights; sum_rewards() at the bottom). Each task's list and maximum are its record in tasks.py:
 
     task       functions (max each)                                              max total
     gsm8k      xmlcount .5, soft_format .5, strict_format .5, int_answer .5,       4.0
@@ -16,7 +16,7 @@ weights), see REWARDS and total_reward() at the bottom. Maximum totals (MAX_REWA
     toy        toy_reward 1.0 (ours, not d1)                                      1.0
     pbe        coding_reward 1.0 (the code toy, ours: hidden tests passed)          1.0
     code       xmlcount .5, coding_reward 1.5 (tests passed + .5 in <answer>)     2.0
-               (d1's KodCode reward; the same list for every code task of tasks.CODE_TASKS)
+               (d1's KodCode reward; the same list for every code task of tasks.py)
 
 Example keys: gsm8k {"answer": text after "####"}; math {"answer": gold final answer} or
 {"solution": full solution, gold = its last \\boxed{}}; countdown {"nums": [int], "target": int};
@@ -54,7 +54,7 @@ values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own proc
 we run all of a program's tests in one process, each test under its own timer, inside one wall-clock
 limit.
 
-    from rewards import total_reward
+    from tasks import total_reward   # the task's rewards from the registry, summed here
     total_reward("countdown", "<answer>44 + 19 + 35</answer>", {"nums": [44, 19, 35], "target": 98})
     # -> (1.0, {"countdown_reward": 1.0})
 """
@@ -66,7 +66,6 @@ from sandbox import code_prep
 from taskdata.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
 from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 from sandbox.code_prep import extract_code  # also read from here by parsers.py and the tests
-from tasks import CODE_TASKS
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
 
@@ -373,34 +372,20 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
 
 
 # -----------------------------------------------------------------------------
-# Per-task reward lists and the total (each weight 1, as in d1's TRL config)
+# The total of a task's rewards (each weight 1, as in d1's TRL config). tasks.py's registry holds
+# each task's list and its maximum; tasks.total_reward / total_rewards call these with it.
 
-REWARDS = {
-    "gsm8k": [xmlcount, soft_format, strict_format, int_answer, gsm8k_correctness],
-    "math": [math_correctness, math_format],
-    "countdown": [countdown_reward],
-    "sudoku": [sudoku_reward],
-    "toy": [toy_reward],
-    # the testbed (taskdata/countdown_toy.py, ours): d1's Countdown reward on its <answer> equation
-    "countdown_toy": [countdown_reward],
-    # the code toy (pbe.py, ours): d1's coding reward alone; its bare fence has no <answer>, so no bonus
-    "pbe": [coding_reward],
-    # d1's code reward list, for KodCode and for the benchmarks' items used as RL data
-    **{task: [xmlcount, coding_reward] for task in CODE_TASKS},
-}
-MAX_REWARD = {"gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "toy": 1.0, "pbe": 1.0, "countdown_toy": 1.0,
-              **{task: 2.0 for task in CODE_TASKS}}
 # rewards that run programs are scored a group at a time (the programs in parallel): the batch version
 BATCHED = {coding_reward: coding_rewards}
 
 
-def total_reward(task, completion, example, known=None):
-    """(sum of the task's rewards, {function name: value}) for logging every component. Like TRL's
+def sum_rewards(funcs, completion, example, known=None):
+    """(sum of the rewards `funcs`, {function name: value}) for logging every component. Like TRL's
     nansum in d1, a component that raises is logged as NaN, and NaN/inf count as 0 in the sum;
     the functions above are written never to get there. `known`: {function: value} already computed
-    (total_rewards' batched rewards)."""
+    (sum_rewards_batch's batched rewards)."""
     parts = {}  # insertion-ordered, so logs list the components in d1's order
-    for fn in REWARDS[task]:
+    for fn in funcs:
         try:
             value = float(known[fn] if known and fn in known else fn(completion, example))
         except Exception as e:  # a bug, not a bad completion: warn (once per call site), don't crash
@@ -410,19 +395,19 @@ def total_reward(task, completion, example, known=None):
     return sum(v for v in parts.values() if math.isfinite(v)), parts
 
 
-def total_rewards(completions, examples):
-    """[total_reward(ex["task"], completion, ex)] for many completions, each BATCHED reward called
-    once over every completion whose task uses it, so a rollout group's programs run in parallel."""
+def sum_rewards_batch(completions, examples, funcs_of):
+    """[sum_rewards(funcs_of(ex), completion, ex)] for many completions, each BATCHED reward called
+    once over every completion whose list holds it, so a rollout group's programs run in parallel."""
     known = [{} for _ in completions]  # per completion: {reward function: value}
     for fn, batch_fn in BATCHED.items():
-        idx = [i for i, ex in enumerate(examples) if fn in REWARDS[ex["task"]]]
+        idx = [i for i, ex in enumerate(examples) if fn in funcs_of(ex)]
         if not idx:
             continue
         try:
             values = batch_fn([completions[i] for i in idx], [examples[i] for i in idx])
-        except Exception as e:  # as in total_reward: a bug is logged as NaN, never a crash of the trainer
+        except Exception as e:  # as in sum_rewards: a bug is logged as NaN, never a crash of the trainer
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             values = [math.nan] * len(idx)
         for i, v in zip(idx, values):
             known[i][fn] = v
-    return [total_reward(ex["task"], c, ex, known=k) for c, ex, k in zip(completions, examples, known)]
+    return [sum_rewards(funcs_of(ex), c, ex, known=k) for c, ex, k in zip(completions, examples, known)]

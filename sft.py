@@ -48,6 +48,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 
 import torch
 import torch.distributed as dist
@@ -71,35 +72,42 @@ SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 PRESETS = {
     "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3, weight_decay=0.0,
                  grad_clip=1.0, max_length=63, batch_size=32, grad_accum=1, max_steps=400, epochs=0,
-                 warmup_steps=10, gradient_checkpointing=False),
+                 warmup_steps=10, gradient_checkpointing=False, cut_labels=False),
     "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5, weight_decay=0.1,
                grad_clip=1.0, max_length=4096, batch_size=1, grad_accum=8, max_steps=0, epochs=20,
-               warmup_steps=0, gradient_checkpointing=True),
+               warmup_steps=0, gradient_checkpointing=True, cut_labels=True),
 }
 
 # -----------------------------------------------------------------------------
 # the math, as small pure functions
 
 
-def encode_example(tokenizer, example, max_length, eot_id, eos_id):
-    """One SFT sequence: (ids (max_length,) list, prompt_length). The prompt is the chat-rendered
-    user turn with the assistant header; the answer is the completion, <|eot_id|>, then EOS
-    padding up to max_length (d1: padding="max_length"). Too long -> the answer is cut."""
+def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
+    """One SFT sequence: (ids (max_length,) list, prompt_length, what was left out: "" | "eot" | "cut").
+    The prompt is the chat-rendered user turn with the assistant header; the answer is the completion,
+    <|eot_id|>, then EOS padding up to max_length (d1: padding="max_length"). A prompt or completion
+    that does not fit is an error, unless `cut` (d1 cuts s1K at 4096, docs/d1.md §5.1): a long trace
+    then loses its end, possibly its <answer> part. A completion that fills the canvas exactly (the
+    Sudoku toy's 16 digits) leaves out only the <|eot_id|>, which such a canvas never generates."""
     # The prompt region is the whole user turn plus the assistant header (add_generation_prompt). d1
     # counts only the user turn + 1 token as prompt, so the rest of its header is "answer" (docs/d1.md §5.1);
     # the header is deterministic, so we spend no loss on it
-    prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error below
-    if len(prompt) >= max_length:
-        raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_length={max_length}")
+    prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error
+    completion = tokenizer(example["completion"], add_special_tokens=False)["input_ids"]
+    room = max_length - len(prompt)
+    if room <= 0 or (len(completion) > room and not cut):
+        what = "prompt" if room <= 0 else "completion"
+        raise ValueError(f"a {what} does not fit --max-length {max_length}: prompt {len(prompt)} + completion "
+                         f"{len(completion)} + 1 end-of-turn tokens (completion {example['completion'][:40]!r}); "
+                         f"raise --max-length{'' if room <= 0 else ', or --cut-labels (d1 cuts s1K at 4096)'}")
     # the answer closes the assistant turn with <|eot_id|>, as d1's apply_chat_template([user, assistant])
     # renders it; the model has to learn to emit it
-    answer = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eot_id]
-    # d1 truncates at 4096 too (docs/d1.md §5.1): a long trace loses its end, possibly its <answer> part. Only the
-    # answer can be cut here, since the prompt is shorter than max_length
+    answer = completion + [eot_id]
+    left_out = "" if len(answer) <= room else "eot" if len(completion) == room else "cut"
     ids = (prompt + answer)[:max_length]
     # right-pad with EOS (d1: padding="max_length"). The pads are answer positions and are trained on: this is
     # how the model learns to stop and fill the rest of its fixed-length canvas with EOS (docs/llada.md §7)
-    return ids + [eos_id] * (max_length - len(ids)), len(prompt)
+    return ids + [eos_id] * (max_length - len(ids)), len(prompt), left_out
 
 
 def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
@@ -156,7 +164,10 @@ if __name__ == "__main__":
     # data
     parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
     parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
-    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; toy: 47 + 16 digits)")
+    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; a toy's: its record "
+                        "in tasks.py)")
+    parser.add_argument("--cut-labels", action=argparse.BooleanOptionalAction, help="cut a completion past "
+                        "--max-length (d1 cuts s1K at 4096); off: such a label is an error")
     # model
     parser.add_argument("--model-dir", type=str, default="", help="the start model: a directory in the official "
                         f"layout, a hub cache snapshot, or a hub id owner/name[@revision] (default: {TINY_DIR}, the "
@@ -173,7 +184,7 @@ if __name__ == "__main__":
                         "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags grpo.py shares (ops/trainers.py)
     parser.set_defaults(num_examples=512)
-    args = parse_with_preset(parser, PRESETS, lambda task: "tiny" if toy_only(task) else "8b")
+    args = parse_with_preset(parser, PRESETS)
 
     # -------------------------------------------------------------------------
     # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
@@ -228,7 +239,11 @@ if __name__ == "__main__":
     # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple. A prompt
     # longer than --max-length is bad input too: one line, before any training step
     with upfront():
-        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id) for ex in examples]
+        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id, args.cut_labels) for ex in examples]
+    left_out = Counter(e[2] for e in encoded)
+    if master and (left_out["eot"] or left_out["cut"]):  # said, never silent
+        print(f"note: of {len(encoded)} labels, {left_out['eot']} fill --max-length {args.max_length} exactly (no "
+              f"end-of-turn token) and {left_out['cut']} are cut (--cut-labels)")
     ids_all = torch.tensor([e[0] for e in encoded])  # (N, max_length)
     plen_all = torch.tensor([e[1] for e in encoded])  # (N,)
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]

@@ -1,53 +1,35 @@
 """
-The d1 tasks: the exact d1 prompt strings and the data loaders.
+The tasks: d1's exact prompt strings and the task registry, one record per task. A record says
+everything a script needs of its task: how to read it (a file or hub id, with the hub's column
+names) or generate it, the training prompt and d1's eval prompt, the rewards and their maximum, the
+eval parser, the canvas and generation lengths, the SFT completion, the held-out split, and whether
+the tiny model needs d1's tags as single tokens. sft.py, grpo.py, eval.py and the tests read it;
+adding a task is one record here, its data functions, and its tests (README "Adding a task").
 
-Every example is a plain dict. Always present: `prompt` (the d1 RL user message, docs/d1.md §7.1, NOT yet
-chat-rendered) and `answer` (the gold answer as a string). Per task also:
-  gsm8k      question, solution (full worked answer ending "#### N"; answer = text after ####)
-  math       question (= problem), solution when the file has one (d1's RL reward boxes it at reward time)
-  countdown  nums (list[int]), target (int); generated ones add `expression` (one solution)
-  sudoku     puzzle, solution (16-char strings, '0' = blank)
-  toy        puzzle, solution, completion (= solution: the SFT target of the CPU demo)
-  s1k        question, completion (the SFT assistant turn, §5.1); prompt is the SFT user message
-  code       question, solution (reference program, = answer), tests (KodCode's pytest source, d1's reward)
-  humaneval, humaneval_plus, mbpp, mbpp_plus, leetcode (the code benchmarks; RL-able too):
-             question, solution (reference, = answer), entry_point, task_id, program_prefix (code that
-             goes before the model's: HumanEval's prompt, MBPP's test imports), unit_tests (list of
-             snippets run after program_prefix + code; each passes if it raises nothing)
-The eval prompts differ from the RL ones (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" prefill); eval_message()
-builds them. tokenizer.prompt_ids() is the only place a user message becomes token ids.
-docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
-disappears when rendered; RL left-truncation to the last MAX_PROMPT_LENGTH tokens is prompt_ids' max_length.
+Every example is a plain dict: `prompt` (the training user message, NOT yet chat-rendered: d1's RL
+prompt, docs/d1.md §7.1; s1K's SFT message, §5.1), `answer` (the gold answer as text), the task's
+own fields (taskdata/readers.py, taskdata/code_data.py, the toys' makers) and, for SFT, `completion`.
+d1's eval prompts differ from the RL ones (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" prefill);
+eval_message() builds them. modelio/tokenizer.prompt_ids() is the only place a message becomes token
+ids; docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
+disappears when rendered, and d1's RL left cut to the last MAX_PROMPT_LENGTH tokens is its max_length.
 
-Every loader reads taskdata/records.py's records: local jsonl / json / csv / parquet files, or hub dataset ids
-(owner/name[:config][:split], through the optional `datasets`), with the hub's column names, as d1 loads
-its GSM8K / MATH / Countdown train sets from the hub (docs/training.md).
-The code sets' readers are taskdata/code_data.py, the record reading under every loader taskdata/records.py;
-the procedural Sudoku / toy / Countdown makers are puzzles.py; d1's eval parsers are parsers.py.
-
-Print the rendered RL and eval prompts of one example per task, the first of its data file or a
-hand-written stand-in (tiny byte-level tokenizer unless --model-dir is given):
+Print the rendered RL and eval prompts of one example per task (the first of its data file, or a
+hand-written stand-in; the tiny byte-level tokenizer unless --model-dir is given):
     python tasks.py
     python tasks.py --model-dir /path/to/LLaDA-8B-Instruct --data-dir ../shared/data
 """
 import argparse
-import math
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from taskdata import code_data
-from taskdata.answers import last_boxed
+import rewards as R
+from taskdata import code_data, countdown_toy, digitsum, parsers, pbe, puzzles, readers
 from taskdata.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
-from taskdata.records import check_text, describe, field, read_records
-
-# the code tasks: d1's RL set (KodCode, scored by d1's own test rewriting) and the benchmarks (scored by
-# running program_prefix + code, then unit_tests); every one is scored by executing code in sandbox/run.py
-CODE_BENCHMARKS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "leetcode")
-CODE_TASKS = ("code", *CODE_BENCHMARKS)
-# the CPU toys (ours): the Sudoku toy and the code toy (pbe.py, programming by example); generated, bare prompts
-TOY_TASKS = ("toy", "pbe", "countdown_toy")
-TASKS = ("gsm8k", "math", "countdown", "sudoku", *TOY_TASKS, *CODE_TASKS)
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy" them:
@@ -108,9 +90,6 @@ COUNTDOWN_EVAL_PROMPT = (
     "format:\n<reasoning>\nYour reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
 # Countdown eval question (docs/d1.md §8.2): {nums} is again the list repr, "Numbers: [44, 19, 35]\nTarget: 98"
 COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"
-# Sudoku has no eval prompt of its own: d1 evaluates it with the RL system prompt
-EVAL_PROMPTS = {"gsm8k": GSM8K_EVAL_PROMPT, "math": MATH_EVAL_PROMPT,
-                "countdown": COUNTDOWN_EVAL_PROMPT, "sudoku": SUDOKU_SYSTEM_PROMPT}
 EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assistant turn starts with it
 # Code (docs/coding.md §1.1: d1's later get_code_questions): SYSTEM_PROMPT, this, then the KodCode question.
 # Note the space before "\n\n" at the end, as in d1's f-string.
@@ -118,244 +97,243 @@ CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding 
                        "\n\n")
 # The benchmarks' questions, which go after it, are ours (d1's code eval script was not released,
 # docs/coding.md §1.5): taskdata/code_data.py writes them as it reads the files.
-# The CPU toy task: a bare prompt, since with the byte-level tiny tokenizer every prompt character is a token.
-TOY_PROMPT = "Sudoku: {puzzle}"
 MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (docs/d1.md §2.4)
+D1_GEN_LENGTHS = (128, 256, 512)  # d1 reports every task at these canvases (Table 1; docs/d1.md §8.4)
+MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README): d1 reports 257 = the sanitized records in it
+
+# -----------------------------------------------------------------------------
+# The messages, one small function per format
+
+
+def with_system(system, question_of):
+    """A message that is `system` then the example's question: question_of(example) -> text."""
+    return lambda ex: system + question_of(ex)
+
+
+def question(ex):
+    return ex["question"]  # GSM8K question / MATH problem / code problem, verbatim
+
+
+def countdown_question(ex):
+    # list(): a tuple or numpy row must still print as d1's "[44, 19, 35]", the text LLaDA was trained on
+    return COUNTDOWN_QUESTION.format(nums=list(ex["nums"]), target=ex["target"])
+
+
+def countdown_rl(ex):
+    return COUNTDOWN_RL_TEMPLATE.format(nums=list(ex["nums"]), target=ex["target"])
+
+
+def sudoku_question(ex):
+    return SUDOKU_QUESTION.format(puzzle=ex["puzzle"])
+
+
+def s1k_completion(ex):
+    """The s1K assistant turn (docs/d1.md §5.1): no newlines inside the tags, unlike the RL format."""
+    return "<reasoning>" + ex["trace"] + "</reasoning>\n<answer>" + ex["answer"] + "</answer>"
+
+
+def each(score):
+    """A per-item eval parser as the registry's batched form: (generations, examples) -> [dict]."""
+    return lambda generations, examples: [score(g, ex) for g, ex in zip(generations, examples)]
+
+
+def code_items(read):
+    """A code set's reader (taskdata/code_data.py) with the reference program as the gold answer."""
+    return lambda path: [{**ex, "answer": ex["solution"]} for ex in read(path)]
+
+
+def toy_split(split_of, make):
+    """A generated toy's maker: split_of(seed=data_seed) -> (train, test) pools, make(pool, n, seed)."""
+    def generate(split, n, seed, data_seed=0, **_):
+        return make(split_of(seed=data_seed)[split == "test"], n, seed)
+    return generate
+
+
+def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
+    """The Sudoku toy from the grids of one side of the split; SFT labels may leave blanks open."""
+    exs = puzzles.make_toy(puzzles.split_grids(seed=data_seed)[split == "test"], n, seed, *blanks)
+    # the toy's labels are deliberately incomplete (puzzles.partial_label): imitation alone then leaves
+    # blanks open, and it is diffu-GRPO's reward that teaches filling them
+    return [puzzles.partial_label(ex, unfilled, seed) for ex in exs] if unfilled else exs
+
+
+def d1_subset(examples):
+    return d1_eval_subset(len(examples))  # Countdown and Sudoku: d1's 256 items (docs/d1.md §8.1)
+
+
+def mbpp_test(examples):
+    # d1's 257 MBPP items: the test split, task_id 11-510 (of sanitized MBPP; 500 of the full file)
+    return [i for i, ex in enumerate(examples) if MBPP_TEST_IDS[0] <= ex["task_id"] <= MBPP_TEST_IDS[1]]
+
+
+# -----------------------------------------------------------------------------
+# The registry
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    prompt: Callable             # example -> the training user message (d1's RL prompt; s1K's SFT one)
+    load: Callable = None        # a file or hub id -> examples (hub column names); None: generated
+    make: Callable = None        # generated toys: (split "train" | "test", n, seed, data_seed, **kw) -> examples
+    rewards: tuple = ()          # summed, each with weight 1 (d1's TRL config); () = not an RL task
+    max_reward: float = 0.0      # the sum's maximum
+    score: Callable = None       # the eval parser, batched: (generations, examples) -> [dict]; None = no eval
+    eval_system: str = None      # d1's eval system prompt; None = evaluated on the training prompt
+    eval_question: Callable = question  # example -> the question after it (what d1's eval files store)
+    eval_prefill: str = EVAL_PREFILL  # what follows the assistant header at eval ("" for the bare toys)
+    heldout: Callable = None     # a test file's examples -> the indices eval.py scores; None = all
+    cells: bool = False          # accuracy = d1's micro-average over blank cells (Sudoku), else the solved share
+    canvas: int = 0              # completion canvas of rollouts and eval; 0 = d1's (256 RL, 128/256/512 eval)
+    block: int = 0               # the sampler's block; 0 = d1's 32
+    sft_max_length: int = 0      # SFT prompt + completion tokens; 0 = the preset's (d1: 4096)
+    sft_completion: Callable = None  # example -> the SFT target text; None = no SFT target
+    needs_tags: bool = False     # d1's four tags must be single tokens (the tiny model: modelio.checkpoint --tags)
+    preset: str = "8b"           # the trainers' preset: d1's recipe, or a CPU toy's
+    code: bool = False           # a code benchmark: its items carry reference programs (eval.py --canonical)
+    eval_batch: int = 0          # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
+
+
+CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)  # d1's KodCode list (docs/coding.md §1.2)
+BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)  # RL-able too; the eval message is the RL one
+TOY = dict(eval_prefill="", preset="tiny", eval_batch=100)  # bare prompts and answers, the tiny model
+
+TASKS = {t.name: t for t in [
+    Task("gsm8k", with_system(SYSTEM_PROMPT + "\n\n", question), readers.read_gsm8k,
+         rewards=(R.xmlcount, R.soft_format, R.strict_format, R.int_answer, R.gsm8k_correctness), max_reward=4.0,
+         score=each(parsers.score_gsm8k), eval_system=GSM8K_EVAL_PROMPT),
+    # MATH: the instruction carries its own "\n\n" on both sides
+    Task("math", with_system(SYSTEM_PROMPT + MATH_RL_INSTRUCTION, question), readers.read_math,
+         rewards=(R.math_correctness, R.math_format), max_reward=3.0,
+         score=each(parsers.score_math), eval_system=MATH_EVAL_PROMPT),
+    # Countdown: only ONE "\n" after the system prompt, which the template carries
+    Task("countdown", with_system(SYSTEM_PROMPT, countdown_rl), readers.read_countdown,
+         rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown),
+         eval_system=COUNTDOWN_EVAL_PROMPT, eval_question=countdown_question, heldout=d1_subset),
+    # Sudoku: its own system prompt for RL and eval alike (d1 has no Sudoku eval prompt)
+    Task("sudoku", with_system(SUDOKU_SYSTEM_PROMPT + "\n\n", sudoku_question), readers.read_sudoku,
+         rewards=(R.sudoku_reward,), max_reward=1.0, score=each(parsers.score_sudoku),
+         eval_system=SUDOKU_SYSTEM_PROMPT, eval_question=sudoku_question, heldout=d1_subset, cells=True),
+    # s1K: SFT data only (no reward, no eval parser): the SFT system prompt, a blank line, the question
+    Task("s1k", with_system(SFT_SYSTEM_PROMPT + "\n\n", question), readers.read_s1k, sft_completion=s1k_completion),
+    # d1's code RL set (KodCode, scored by its pytest source) and the code benchmarks (scored by running
+    # program_prefix + code, then unit_tests); every program runs in sandbox/run.py
+    Task("code", with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(code_data.read_kodcode),
+         **CODE),
+    *[Task(name, with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(read), **BENCHMARK,
+           heldout=mbpp_test if name == "mbpp" else None)
+      for name, read in [("humaneval", code_data.read_humaneval), ("humaneval_plus", code_data.read_humaneval),
+                         ("mbpp", code_data.read_mbpp), ("mbpp_plus", code_data.read_mbpp_plus),
+                         ("leetcode", code_data.read_leetcode)]],
+    # the CPU toys (ours): generated from their own train/test split, bare prompts the makers write
+    # (the Sudoku toy: "Sudoku: <puzzle>", its completion the 16 digits); a file of d1's Sudoku csv loads too
+    Task("toy", puzzles.toy_prompt, lambda path: [puzzles.toy_example(ex["puzzle"], ex["solution"])
+                                                  for ex in readers.read_sudoku(path)], make=sudoku_toy,
+         rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy), canvas=16, block=16,
+         sft_max_length=63, sft_completion=lambda ex: ex["completion"], **TOY),
+    # the code toy (taskdata/pbe.py): d1's coding reward alone; its bare fence has no <answer>, so no bonus
+    Task("pbe", lambda ex: ex["prompt"], make=toy_split(pbe.split_classes, pbe.make_pbe),
+         rewards=(R.coding_reward,), max_reward=1.0, score=parsers.score_pbe_batch, canvas=48, block=16,
+         sft_max_length=128, sft_completion=lambda ex: ex["completion"], **TOY),
+    # the testbed (taskdata/countdown_toy.py): d1's Countdown reward on its <answer> equation, in d1's tags
+    Task("countdown_toy", lambda ex: ex["prompt"],
+         make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems), rewards=(R.countdown_reward,),
+         max_reward=1.0, score=each(parsers.score_countdown_toy), canvas=48, block=16, sft_max_length=96,
+         sft_completion=lambda ex: ex["completion"], needs_tags=True, **{**TOY, "preset": "testbed"}),
+    # the worked example of README "Adding a task" (taskdata/digitsum.py): a number's digit sum, in d1's tags
+    Task("digitsum", lambda ex: ex["prompt"], make=toy_split(digitsum.split_numbers, digitsum.make_problems),
+         rewards=(digitsum.digitsum_reward,), max_reward=1.0, score=each(digitsum.score), canvas=32, block=16,
+         sft_max_length=64, sft_completion=lambda ex: ex["completion"], needs_tags=True, **TOY),
+]}
+
+
+def get(name):
+    """The record of task `name`; an unknown name is one line listing the known ones."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def names(has):
+    """The tasks whose record has field `has` set, in registry order: names("rewards") are the RL tasks,
+    names("score") the evaluable ones, names("make") the generated toys, names("code") the code benchmarks."""
+    return tuple(n for n, t in TASKS.items() if getattr(t, has))
+
+
+# -----------------------------------------------------------------------------
+# What the scripts call
 
 
 def rl_prompt(task, ex):
-    """The d1 RL user message (docs/d1.md §7.1) for an example holding question / nums+target / puzzle."""
-    if task == "gsm8k":
-        # GSM8K: system prompt, blank line, question
-        return SYSTEM_PROMPT + "\n\n" + ex["question"]
-    if task == "math":
-        # MATH: the instruction carries its own "\n\n" on both sides
-        return SYSTEM_PROMPT + MATH_RL_INSTRUCTION + ex["question"]
-    if task == "countdown":
-        # list(): a tuple or numpy row must still print as d1's "[44, 19, 35]", the text LLaDA was trained on
-        return SYSTEM_PROMPT + COUNTDOWN_RL_TEMPLATE.format(nums=list(ex["nums"]), target=ex["target"])
-    if task == "sudoku":
-        # Sudoku: its own system prompt, then the same question line as the eval prompt
-        return SUDOKU_SYSTEM_PROMPT + "\n\n" + SUDOKU_QUESTION.format(puzzle=ex["puzzle"])
-    if task == "toy":
-        # toy (ours): no system prompt at all; with the byte tokenizer each character is a token
-        return TOY_PROMPT.format(puzzle=ex["puzzle"])
-    if task in ("pbe", "countdown_toy"):
-        # the code toy and the testbed (ours): their makers write the bare prompt, "f(1)=4;f(2)=7;..." and
-        # "Countdown: 3 5 7 -> 22"
-        return ex["prompt"]
-    if task in CODE_TASKS:
-        # d1's code prompt (docs/coding.md §1.1), for KodCode and the benchmarks alike
-        return SYSTEM_PROMPT + CODE_RL_INSTRUCTION + ex["question"]
-    raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+    """The training user message of an example (d1's RL prompt, docs/d1.md §7.1)."""
+    return get(task).prompt(ex)
 
 
 def eval_question(task, ex):
     """The question part of d1's eval message (docs/d1.md §8.2); the text d1's eval files store as `question`."""
-    if task == "countdown":
-        # the same list repr as the RL prompt
-        return COUNTDOWN_QUESTION.format(nums=list(ex["nums"]), target=ex["target"])
-    if task == "sudoku":
-        return SUDOKU_QUESTION.format(puzzle=ex["puzzle"])
-    return ex["question"]  # GSM8K question / MATH problem, verbatim
+    return get(task).eval_question(ex)
 
 
 def eval_message(task, ex):
-    """The d1 EVAL user message (docs/d1.md §8.2): eval system prompt + "\\n\\n" + question. The toys and the
-    code tasks are evaluated on their training prompt."""
-    if task in TOY_TASKS or task in CODE_TASKS:
-        # no d1 eval prompt is known for code (docs/coding.md §1.5): the RL message, which an RL-trained
-        # model knows; the toys have a single bare format
-        return rl_prompt(task, ex)
-    if task not in EVAL_PROMPTS:
-        raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
-    # eval.py joins the eval system prompt and the question with a blank line, for every task
-    return EVAL_PROMPTS[task] + "\n\n" + eval_question(task, ex)
+    """d1's EVAL user message (docs/d1.md §8.2): the eval system prompt, a blank line, the question. The
+    toys and the code tasks are evaluated on their training prompt: no d1 eval prompt is known for code
+    (docs/coding.md §1.5)."""
+    t = get(task)
+    return t.eval_system + "\n\n" + t.eval_question(ex) if t.eval_system else t.prompt(ex)
 
 
 def eval_prefill(task):
-    """What d1's eval puts after the assistant header (docs/d1.md §8.2: eval.py hard-codes add_reasoning=True).
-    The toys get no "<reasoning>" prefill: their answers are 16 bare digits / a bare fenced one-liner."""
-    return "" if task in TOY_TASKS else EVAL_PREFILL
+    """What d1's eval puts after the assistant header (docs/d1.md §8.2: eval.py hard-codes add_reasoning=True);
+    the toys' answers are bare digits / a bare fence, with no "<reasoning>"."""
+    return get(task).eval_prefill
 
 
-def sudoku_example(puzzle, solution):
-    """One example in d1's Sudoku format (RL prompt docs/d1.md §7.1; the gold answer is the 16-digit solution)."""
-    # answer = solution: the Sudoku reward and eval parser score cells against these 16 digits
-    ex = {"puzzle": puzzle, "solution": solution, "answer": solution}
-    return {"prompt": rl_prompt("sudoku", ex), **ex}
-
-
-def toy_example(puzzle, solution):
-    """One toy example: the same puzzle behind a bare prompt, and the solution as the SFT completion."""
-    # completion = solution: the CPU demo's SFT target is the bare 16 digits (puzzles.partial_label
-    # may blank some of them out later)
-    ex = {"puzzle": puzzle, "solution": solution, "answer": solution, "completion": solution}
-    return {"prompt": rl_prompt("toy", ex), **ex}
-
-
-# -----------------------------------------------------------------------------
-# Loaders. Every failure is one ValueError / FileNotFoundError naming the file (and line or record):
-# taskdata/records.py reads the records, each with where it came from.
-
-def load_gsm8k(path):
-    """GSM8K jsonl (question, answer ending "#### N"). answer = text after "####", stripped, like d1's
-    extract_hash_answer (the RL gold is compared as an exact string)."""
-    out = []
-    for where, rec in read_records(path):
-        question, solution = field(rec, "question", where, str), field(rec, "answer", where, str)
-        # every GSM8K solution ends in "#### N": one without it is a broken file, said here and not at reward time
-        if "####" not in solution:
-            raise ValueError(f"{where}: field 'answer' has no '#### <answer>' line")
-        # split("####")[1], not [-1]: d1's extract_hash_answer; commas such as "1,000" are kept as d1 keeps them
-        ex = {"question": question, "solution": solution, "answer": solution.split("####")[1].strip()}
-        out.append({"prompt": rl_prompt("gsm8k", ex), **ex})
+def with_prompt(task, ex):
+    """An example with its training prompt first (and its SFT completion, where the task has one)."""
+    t = get(task)
+    out = {"prompt": t.prompt(ex), **ex}
+    if t.sft_completion and "completion" not in ex:
+        out["completion"] = t.sft_completion(ex)
     return out
-
-
-def load_math(path):
-    """MATH jsonl (problem + answer and/or solution). answer = the `answer` field (MATH-500) or else the last
-    \\boxed{} of `solution` (full MATH test, and d1's RL train set which only has solutions)."""
-    out = []
-    for where, rec in read_records(path):
-        # d1 reads the `problem` column; here it is `question`, as in every task
-        ex = {"question": field(rec, "problem", where, str)}
-        # a null is no value (a parquet column with gaps): it would otherwise become the gold answer 'None'
-        if rec.get("solution") is not None:
-            # kept when present: d1's RL reward reads the gold answer out of it at reward time (docs/d1.md §6.2)
-            ex["solution"] = field(rec, "solution", where, str)
-        if rec.get("answer") is not None:  # MATH-500's own answer column: d1's eval compares against exactly this
-            ex["answer"] = _math_answer(rec["answer"], where)
-        else:
-            # only a solution (d1's RL train set): the gold is its last box, the reading the reward also uses
-            ex["answer"] = last_boxed(field(rec, "solution", where))
-            if ex["answer"] is None:
-                raise ValueError(f"{where}: no 'answer' field and no balanced \\boxed{{}} in 'solution'")
-        out.append({"prompt": rl_prompt("math", ex), **ex})
-    return out
-
-
-def _math_answer(answer, where):
-    """MATH-500's answer as text: a string, or a number a hand-written file may hold (5, 0.5). A bool or a
-    float nan / inf (a parquet float column) would become the gold 'True' or 'nan': refused."""
-    number = isinstance(answer, (int, float)) and not isinstance(answer, bool) and math.isfinite(answer)
-    if not (isinstance(answer, str) or number):
-        raise ValueError(f"{where}: field 'answer' must be a string or a finite number, got {describe(answer)}")
-    return str(answer)
-
-
-def _integer(value):
-    """An int, a string of one (d1's file: "30") or an integral float (44.0); None for anything else: int()
-    alone would take True as 1, cut 3.7 to 3 and raise OverflowError for inf."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None  # is_integer: False for nan and inf
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
-
-
-def load_countdown(path, n_numbers=3):
-    """Countdown jsonl: d1's test format {"input": "a,b,c", "output": "T"} or HF rows {"nums": [...],
-    "target": T}. Keeps only rows with n_numbers numbers (d1 filters the 3to4 train set to 3; None keeps all)."""
-    out = []
-    for where, rec in read_records(path):
-        d1_format = isinstance(rec, dict) and "input" in rec  # d1's test file: "30,100,93" and "23", strings
-        # d1's file stores the numbers as one string "30,100,93", HF rows as a list of ints
-        raw_nums = field(rec, "input" if d1_format else "nums", where, str if d1_format else list)
-        raw_target = field(rec, "output" if d1_format else "target", where)
-        nums = [_integer(x) for x in (raw_nums.split(",") if d1_format else raw_nums)]
-        target = _integer(raw_target)
-        if target is None or None in nums:
-            raise ValueError(f"{where}: numbers {raw_nums!r} / target {raw_target!r} are not integers")
-        if n_numbers is not None and len(nums) != n_numbers:
-            continue  # d1 trains on 3-number problems only; the HF set also has 4-number rows
-        # answer is the target as text, like every task's; the reward checks the expression against nums and target
-        ex = {"nums": nums, "target": target, "answer": str(target)}
-        out.append({"prompt": rl_prompt("countdown", ex), **ex})
-    return out
-
-
-def load_sudoku(path):
-    """Sudoku csv with header Puzzle,Solution (16-char strings, '0' = blank), read as strings."""
-    out = []
-    for where, rec in read_records(path):
-        # stripped of blanks around the fields; then exactly 16 digits each, so a grid that lost its leading
-        # zeros on the way (read as a number somewhere) fails here, not silently in the reward
-        puzzle, solution = field(rec, "Puzzle", where, str).strip(), field(rec, "Solution", where, str).strip()
-        if len(puzzle) != 16 or len(solution) != 16 or not (puzzle + solution).isdigit():
-            raise ValueError(f"{where}: Puzzle/Solution must be 16-digit strings, got {puzzle!r}, {solution!r}")
-        out.append(sudoku_example(puzzle, solution))
-    return out
-
-
-def load_s1k(path):
-    """s1K for SFT (docs/d1.md §5.1): question, thinking_trajectories (list: d1 uses [0]; a string also works), attempt.
-    prompt = the SFT user message; completion = the assistant turn,
-    "<reasoning>" + trace + "</reasoning>\\n<answer>" + attempt + "</answer>" (no newlines inside the tags)."""
-    records = read_records(path)
-    needed = ("question", "thinking_trajectories", "attempt")
-    # checked once, on the first record: a copy without traces lacks them in every record, and one
-    # clear message beats a thousand
-    first = records[0][1] if records else {}
-    if not isinstance(first, dict) or any(k not in first for k in needed):
-        # e.g. ../shared/data/s1k_questions_no_traces/s1k.json: problem/solution with an EMPTY `thinking`
-        have = sorted(first) if isinstance(first, dict) else type(first).__name__
-        raise ValueError(f"{path}: no s1K reasoning traces: SFT needs fields {list(needed)} (HF simplescaling/s1K), "
-                         f"but the first record has {have}. The questions-only copy cannot be used for SFT.")
-    out = []
-    for where, rec in records:
-        trace = field(rec, "thinking_trajectories", where)
-        # s1K stores a list with one trajectory (d1 takes [0]); s1K-1.1-style dumps may hold a plain string
-        trace = trace[0] if isinstance(trace, list) and trace else trace
-        if not trace and isinstance(trace, (str, list)):
-            raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")
-        if not isinstance(trace, str):
-            raise ValueError(f"{where}: field 'thinking_trajectories' must be a string or a list of strings, "
-                             f"got {describe(trace)}")
-        check_text(trace, "thinking_trajectories", where)
-        question, attempt = field(rec, "question", where, str), field(rec, "attempt", where, str)
-        # prompt: the SFT user message (docs/d1.md §5.1); completion: the assistant turn, with no newlines inside the
-        # tags, unlike the RL format
-        out.append({"prompt": SFT_SYSTEM_PROMPT + "\n\n" + question, "question": question, "answer": attempt,
-                    "completion": "<reasoning>" + trace + "</reasoning>\n<answer>" + attempt + "</answer>"})
-    return out
-
-
-def load_toy(path):
-    """The d1 Sudoku csv in the toy format (bare prompt, 16-digit completion), e.g. the 8-blank test set."""
-    return [toy_example(ex["puzzle"], ex["solution"]) for ex in load_sudoku(path)]
-
-
-def _code_loader(task, read):
-    """The loader of a code task: taskdata/code_data.py reads the items, d1's code prompt goes on top."""
-    # every code item in one format: rewards.coding_reward and parsers.score_code_batch read it
-    return lambda path: [{"prompt": rl_prompt(task, ex), **ex, "answer": ex["solution"]} for ex in read(path)]
-
-
-# the code tasks' file readers (taskdata/code_data.py); HumanEval+ is read like HumanEval
-CODE_READERS = {"code": code_data.read_kodcode, "humaneval": code_data.read_humaneval,
-                "humaneval_plus": code_data.read_humaneval, "mbpp": code_data.read_mbpp,
-                "mbpp_plus": code_data.read_mbpp_plus, "leetcode": code_data.read_leetcode}
-
-
-# s1k is SFT data only, so it is a loader but not one of TASKS: it has no reward and no eval parser
-LOADERS = {"gsm8k": load_gsm8k, "math": load_math, "countdown": load_countdown, "sudoku": load_sudoku,
-           "toy": load_toy, "s1k": load_s1k,
-           **{task: _code_loader(task, read) for task, read in CODE_READERS.items()}}
 
 
 def load_task(name, path):
-    """Examples of task `name` from the local file `path`."""
-    if name not in LOADERS:
-        raise ValueError(f"unknown task {name!r}; expected one of {sorted(LOADERS)}")
-    return LOADERS[name](path)
+    """Examples of task `name` from the local file or hub dataset id `path`."""
+    t = get(name)
+    if t.load is None:
+        raise ValueError(f"task {name!r} is generated, not read from a file (--data is not used)")
+    return [with_prompt(name, ex) for ex in t.load(path)]
+
+
+def generate(name, split, n, seed, data_seed=0, **kw):
+    """n generated examples of toy `name` from one side ("train" | "test") of its --data-seed split."""
+    t = get(name)
+    if t.make is None:
+        raise ValueError(f"task {name!r} is read from a file: give it --data")
+    return [with_prompt(name, ex) for ex in t.make(split, n, seed, data_seed, **kw)]
+
+
+def eval_lengths(task):
+    """The generation lengths eval.py runs by default: the task's canvas, or d1's 128, 256 and 512."""
+    return (get(task).canvas,) if get(task).canvas else D1_GEN_LENGTHS
+
+
+TEST_SEED = 12345  # the toys' held-out items: one fixed stream from the test side of the split
+
+
+def heldout(name, data=None, full=False, n=200, data_seed=0, blanks=(2, 5)):
+    """[(item id, example)] that eval.py scores: a toy's n items generated from the TEST side of its
+    split; else the test file's items, d1's subset of them unless `full` (Countdown and Sudoku: 256
+    items; MBPP: its test split). An item's id is its position in the file: stable across runs, so
+    --compare can pair items."""
+    t = get(name)
+    if t.make:
+        return list(enumerate(generate(name, "test", n, TEST_SEED, data_seed, blanks=blanks)))
+    if not data:
+        raise ValueError(f"--task {name} needs --data PATH (its local test file)")
+    examples = load_task(name, data)
+    ids = t.heldout(examples) if t.heldout and not full else range(len(examples))
+    return [(int(i), examples[i]) for i in ids]
 
 
 def d1_eval_subset(n_items, k=256, seed=42):
@@ -369,41 +347,65 @@ def d1_eval_subset(n_items, k=256, seed=42):
     return np.random.RandomState(seed).choice(n_items, k, replace=False).tolist()
 
 
+def score_eval_batch(task, generations, examples):
+    """The task's eval parser over many items (the code tasks run their programs in parallel)."""
+    t = get(task)
+    if t.score is None:
+        raise ValueError(f"task {task!r} has no eval parser; evaluable: {', '.join(names('score'))}")
+    return t.score(generations, examples)
+
+
+def score_eval(task, generation, example):
+    """One generation scored by d1's eval parser of `task` (taskdata/parsers.py says what each returns)."""
+    return score_eval_batch(task, [generation], [example])[0]
+
+
+def total_reward(task, completion, example):
+    """(sum of the task's rewards, {function name: value}) (rewards.sum_rewards)."""
+    return R.sum_rewards(get(task).rewards, completion, example)
+
+
+def total_rewards(completions, examples):
+    """[total_reward(ex["task"], completion, ex)], the programs of a group run in parallel."""
+    return R.sum_rewards_batch(completions, examples, lambda ex: get(ex["task"]).rewards)
+
+
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="print rendered RL and eval prompts of every d1 task")
+    parser = argparse.ArgumentParser(description="print the rendered RL and eval prompts of every task")
     parser.add_argument("--model-dir", type=str, default=None, help="tokenizer: a model directory or hub id "
                         "(default: a fresh tiny one)")
     parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
     # imported here, not at the top: only this demo needs a tokenizer
+    from modelio.hub import resolve_model  # a directory, a hub cache or a hub id
     from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
-    from modelio.hub import resolve_model  # a directory, a hub cache or a hub id
     tok = load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)
-    # hand-written stand-ins for missing files (the generated sets are taskdata/puzzles.py's): a valid grid
-    # with six blanks, d1's own Countdown example, and two short questions
-    grid, puzzle = "1234341221434321", "1030301221404020"
-    stand_ins = {"toy": toy_example(puzzle, grid), "sudoku": sudoku_example(puzzle, grid)}
-    for task, ex in [("gsm8k", {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
-                                "answer": "7"}),
-                     ("math", {"question": "What is $2^{10}$?", "answer": "1024"}),
-                     ("countdown", {"nums": [2, 3, 4], "target": 5, "answer": "5"})]:
-        stand_ins[task] = {"prompt": rl_prompt(task, ex), **ex}
-    examples = {}
-    for task, rel in [("toy", "d1_sudoku/4x4_test_sudoku.csv"), ("gsm8k", "gsm8k/test.jsonl"),
-                      ("math", "math500/test.jsonl"), ("countdown", "d1_countdown/countdown_cd3_test.jsonl"),
-                      ("sudoku", "d1_sudoku/4x4_test_sudoku.csv")]:
-        # the real file when it is there (the toy reads d1's Sudoku test grids), else the stand-in
-        examples[task] = load_task(task, data / rel)[0] if (data / rel).is_file() else stand_ins[task]
-    for task, ex in examples.items():
+    # the first item of a real file where there is one, else a hand-written stand-in (d1's own Countdown
+    # example, a grid with six blanks, two short questions); the toys generate theirs
+    files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl", "sudoku": "d1_sudoku/4x4_test_sudoku.csv",
+             "countdown": "d1_countdown/countdown_cd3_test.jsonl", "humaneval": "humaneval/HumanEval.jsonl.gz"}
+    stand_ins = {"gsm8k": {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+                           "answer": "7"}, "math": {"question": "What is $2^{10}$?", "answer": "1024"},
+                 "countdown": {"nums": [2, 3, 4], "target": 5, "answer": "5"},
+                 "sudoku": {"puzzle": "1030301221404020", "solution": "1234341221434321", "answer": "1234341221434321"}}
+    for task, t in TASKS.items():
+        if t.make:
+            ex = generate(task, "test", 1, seed=0)[0]
+        elif task in files and (data / files[task]).is_file():
+            ex = load_task(task, data / files[task])[0]
+        elif task in stand_ins:
+            ex = with_prompt(task, stand_ins[task])
+        else:
+            continue  # s1K, KodCode and the other code sets: no file here and no stand-in
         # RL: the user message as is, not cut here (the header line says how much d1's left cut keeps);
-        # eval: the eval message plus the "<reasoning>" prefill
+        # eval: the eval message plus its prefill
         rl = prompt_ids(tok, ex["prompt"])
         ev = prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task))
-        print(f"===== {task}  (answer {ex['answer']!r}; RL prompt {len(rl)} tokens, "
+        print(f"===== {task}  (answer {str(ex['answer'])[:40]!r}; RL prompt {len(rl)} tokens, "
               f"eval prompt {len(ev)} tokens; d1 RL keeps the last {MAX_PROMPT_LENGTH})")
         print(f"--- RL prompt ---\n{tok.decode(rl)}\n--- eval prompt ---\n{tok.decode(ev)}\n")

@@ -2,78 +2,45 @@
 Generate and score eval items: the part of the evaluation that BOTH eval.py and grpo.py's
 --eval-every run, kept below both so that the trainer never imports the evaluator.
 
-What is here: the held-out sets of the two CPU toys (toy_test_set, pbe_test_set), d1's eval prompt
-as token ids (eval_prompt_ids), the generate-and-score loop (run_items: left-padded batches, one
+What is here: d1's eval prompt as token ids (eval_prompt_ids), the generate-and-score loop (run_items: left-padded batches, one
 generator per batch, d1's parsers), the accuracy d1 reports (accuracy), and the two toy curves
 grpo.py --eval-every draws during training (toy_curve_sets, toy_accuracies), measured with
 eval.py's toy protocol, so the curve's last point is the number eval.py prints for the saved model.
 
 Used as:
     from evaluation.evaluate import ToyCurve                             # grpo.py --eval-every
-    from evaluation.evaluate import run_items, accuracy, toy_test_set    # eval.py
+    from evaluation.evaluate import run_items, accuracy                  # eval.py
 """
 import time
 
 import torch
 
 import tasks
-from taskdata import countdown_toy, parsers, pbe, puzzles
 from modelio.tokenizer import prompt_ids
 from ops.metrics import progress
 from sample import generate
 
-# the CPU toys' canvases (gen length and block): the Sudoku toy's 16 digits, the code toy's fenced one-liner,
-# the testbed's reasoning and answer in d1's tags (at most 43 tokens with its <|eot_id|>)
-TOY_CANVAS, TOY_BLOCK = {"toy": "16", "pbe": "48", "countdown_toy": "48"}, {"pbe": 16, "countdown_toy": 16}
 # the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
 SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
+CURVE_SEED = 54_321  # the curve's training-side items: a stream apart from SFT's and RL's
 
 # -----------------------------------------------------------------------------
-# the toys' held-out items
-
-
-def toy_test_set(n=200, data_seed=0, seed=12345, blanks=(2, 5)):
-    """Held-out toy puzzles: from the test GRIDS of the split sft.py and grpo.py train on, so a
-    test puzzle's solution grid was never seen in training (measures generalisation)."""
-    # the same split as sft.py and grpo.py (their --data-seed), the half they never draw from
-    _, test_grids = puzzles.split_grids(seed=data_seed)
-    return puzzles.make_toy(test_grids, n, seed=seed, min_blanks=blanks[0], max_blanks=blanks[1])
-
-
-def pbe_test_set(n=200, data_seed=0, seed=12345):
-    """Held-out items of the code toy: functions of the held-out semantic classes of the split sft.py
-    and grpo.py train on (--data-seed), so no held-out function was ever seen in training."""
-    _, test_classes = pbe.split_classes(seed=data_seed)
-    return pbe.make_pbe(test_classes, n, seed=seed)
-
-
-def countdown_toy_test_set(n=500, data_seed=0, seed=12345):
-    """Held-out testbed problems: from the held-out number multisets of the split sft.py and grpo.py
-    train on, so no test problem's numbers were ever seen together in training."""
-    _, test_sets = countdown_toy.split_multisets(seed=data_seed)
-    return countdown_toy.make_problems(test_sets, n, seed=seed)
+# the toys' curves
 
 
 def toy_curve_sets(task="toy", n=200, data_seed=0):
-    """The two item sets of grpo.py --eval-every: {"heldout_acc": eval.py's held-out items, and items
-    of the TRAINING side of the split}: for the Sudoku toy "seen_grid_acc", n new puzzles of the
-    training grids (4x4 Sudoku has only 288 solution grids, so a model can score there by recalling
-    grids it trained on, not by the rule); for the testbed "train_acc", new problems of the training
-    number multisets."""
-    if task == "countdown_toy":
-        train_sets, _ = countdown_toy.split_multisets(seed=data_seed)
-        return {"heldout_acc": list(enumerate(countdown_toy_test_set(n, data_seed))),
-                "train_acc": list(enumerate(countdown_toy.make_problems(train_sets, n, seed=54_321)))}
-    train_grids, _ = puzzles.split_grids(seed=data_seed)
-    return {"heldout_acc": list(enumerate(toy_test_set(n, data_seed))),
-            "seen_grid_acc": list(enumerate(puzzles.make_toy(train_grids, n, seed=54_321)))}
+    """The two item sets of grpo.py --eval-every's toy curve: {"heldout_acc": eval.py's held-out
+    items, "train_acc": n new items of the TRAINING side of the split} (for the Sudoku toy, new puzzles
+    of the training grids: 4x4 Sudoku has only 288 solution grids, so a model can score there by
+    recalling grids it trained on, not by the rule)."""
+    return {"heldout_acc": tasks.heldout(task, n=n, data_seed=data_seed),
+            "train_acc": list(enumerate(tasks.generate(task, "train", n, CURVE_SEED, data_seed)))}
 
 
 def toy_accuracies(model, tokenizer, sets, task="toy"):
     """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the task's canvas
-    (TOY_CANVAS, TOY_BLOCK), gen / 2 steps as d1, batches of 100."""
-    gen = int(TOY_CANVAS[task])
-    block = TOY_BLOCK.get(task, gen)
+    and block (tasks.py), gen / 2 steps as d1, batches of 100."""
+    gen, block = tasks.get(task).canvas, tasks.get(task).block
     return {name: accuracy(task, run_items(model, tokenizer, task, items, gen, block, gen // 2, batch_size=100))
             for name, items in sets.items()}
 
@@ -143,7 +110,7 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
                        threshold=threshold)  # (b, P + gen_length)
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
         # verifier reads the text the way the RL reward does, specials stripped
-        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=task in tasks.TOY_TASKS)
+        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=tasks.get(task).make is not None)
         batch_records = score_records(task, batch, texts)
         if on_batch is not None:
             on_batch(batch_records)
@@ -155,7 +122,7 @@ def score_records(task, items, texts):
     """One record per (id, example) and its generation: d1's lenient eval parsers (boxes first, numeric
     compare; docs/d1.md §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
     records = []
-    for (item_id, ex), text, scored in zip(items, texts, parsers.score_eval_batch(task, texts, [ex for _, ex in items])):
+    for (item_id, ex), text, scored in zip(items, texts, tasks.score_eval_batch(task, texts, [ex for _, ex in items])):
         # the fields the parsers need travel with the record, so --rescore needs no data file
         gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
         records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
@@ -166,7 +133,7 @@ def accuracy(task, records):
     """Accuracy in percent: d1's micro-averaged cell score for Sudoku, the solved share otherwise."""
     if not records:
         return float("nan")
-    if task == "sudoku":
+    if tasks.get(task).cells:
         # d1's Sudoku number is a micro-average over cells: Σ correct cells / Σ empty cells (docs/d1.md §8.3)
         return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
     # d1: 100 x correct / processed, summed over the ranks' files (docs/d1.md §8.1)

@@ -32,6 +32,7 @@ import os
 import re
 from collections import Counter
 
+import tasks
 from taskdata import parsers
 from evaluation.evaluate import accuracy
 from ops.checks import require
@@ -39,7 +40,7 @@ from ops.checks import require
 # d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
 # d1 calls MATH "math500"
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
-D1_TASKS = {"gsm8k": "gsm8k", "math500": "math", "countdown": "countdown", "sudoku": "sudoku"}
+D1_TASKS = parsers.D1_RELEASED_TASK_NAMES  # d1's file-name task -> ours
 MANIFEST = "manifest.json"
 
 
@@ -153,7 +154,7 @@ def load_results(paths):
             recs = read_records(path, man)
             task = man["task"]
             # re-score from the stored generation, so a parser fix applies to old runs too (code: runs it again)
-            scored = parsers.score_eval_batch(task, [r["generation"] for r in recs], [r["example"] for r in recs])
+            scored = tasks.score_eval_batch(task, [r["generation"] for r in recs], [r["example"] for r in recs])
             recs = [{**r, **sc} for r, sc in zip(recs, scored)]
             groups.setdefault((task, man["gen_length"]), []).extend(recs)
             continue
@@ -170,7 +171,7 @@ def load_results(paths):
             # target, puzzle, solution)
             ex = parsers.d1_example_from_released(task, it)
             groups.setdefault((task, gen), []).append({"generation": it["generations"],
-                                                       **parsers.score_eval(task, it["generations"], ex)})
+                                                       **tasks.score_eval(task, it["generations"], ex)})
     return groups
 
 
@@ -180,7 +181,7 @@ def rescore(paths, json_out=None):
     for (task, gen), recs in sorted(load_results(paths).items()):
         row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(task, recs), 2)}
         extra = ""
-        if task == "sudoku":
+        if tasks.get(task).cells:
             # d1 reports the cell score only; the share of puzzles solved completely is the stricter number
             row["solve_rate"] = round(100 * sum(r["solved"] for r in recs) / len(recs), 2)
             extra = f"  (puzzles solved {row['solve_rate']:.1f}%)"

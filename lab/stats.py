@@ -18,6 +18,7 @@ import os
 import random
 import statistics
 
+import tasks
 from evaluation.results import load_results, read_manifest
 
 
@@ -40,7 +41,7 @@ def mean_and_spread(values):
 def item_scores(task, recs):
     """Per-item score in [0, 1] whose mean is the accuracy (Sudoku: cells; the cell micro-average
     equals the mean per-puzzle cell score when every puzzle has the same number of blanks)."""
-    if task == "sudoku":
+    if tasks.get(task).cells:
         return {r["id"]: r["cells_correct"] / max(1, r["cells_total"]) for r in recs}
     return {r["id"]: float(bool(r["correct"])) for r in recs}
 

@@ -31,7 +31,7 @@ from modelio.checkpoint import load
 from taskdata.data import group_prompts, load_rl_data
 from logprob import one_step_logprobs
 from ops.metrics import distinct_share
-from rewards import total_rewards
+from tasks import total_rewards
 from sample import THRESHOLD_RULES
 
 

@@ -31,10 +31,10 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from taskdata import countdown_toy, pbe, puzzles
+import tasks
 from modelio.checkpoint import load
 from taskdata.data import group_prompts, toy_blanks
-from rewards import coding_rewards, countdown_reward, toy_reward
+from tasks import total_rewards
 
 
 def mean_pairwise_cosine(grads):
@@ -51,12 +51,8 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs,
                               stats=(trace := {}))  # (b, N); trace: the sampler's record, when the objective reads it
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
-    if gargs.task == "toy":
-        rewards = torch.tensor([toy_reward(t, ex) for t, ex in zip(texts, rows)])
-    elif gargs.task == "countdown_toy":  # the testbed: d1's Countdown reward
-        rewards = torch.tensor([countdown_reward(t, ex) for t, ex in zip(texts, rows)])
-    else:  # the code toy: d1's coding reward, the programs run in sandbox/run.py
-        rewards = torch.tensor(coding_rewards(texts, rows))
+    # the task's rewards from its record, as grpo.py scores them (a program runs in sandbox/run.py)
+    rewards = torch.tensor([r for r, _ in total_rewards(texts, [{**ex, "task": gargs.task} for ex in rows])])
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), trace=trace,
                         adv=grpo.group_advantages(rewards, G, gargs.scale_std))
     # the objective's likelihood (d1's: the per-token estimate of --estimator, (b, N)) under mask seed `seed`
@@ -69,10 +65,6 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     return torch.cat([g.reshape(-1) for g in grads]).double(), rewards.mean().item()
 
 
-# the code toy's canvas, as lab/runs/code_toy.sh trains it: 48 tokens, blocks of 16, 2 tokens per step
-PBE_CANVAS = ["--gen-length", "48", "--block-length", "16", "--diffusion-steps", "24"]
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="agreement of RL gradients across rollout batches; every flag "
                                      "not listed here is grpo.py's (--task, --estimator, --objective, --p-mask, ...)")
@@ -83,22 +75,17 @@ if __name__ == "__main__":
     parser.add_argument("--json", type=str, default="", help="also append the result to this JSON-lines file")
     args, rest = parser.parse_known_args()
     # grpo.py's flags and toy preset: prompts per batch, G, the estimator, the objective, the sampler
-    gargs = grpo.parse_args((PBE_CANVAS if "pbe" in rest else []) + rest)
+    gargs = grpo.parse_args(rest)  # a toy's canvas comes from its record in tasks.py
     if args.batches < 2:
         parser.error("--batches must be >= 2: the agreement is between batches")
-    if gargs.task not in ("toy", "pbe", "countdown_toy"):
-        parser.error("--task must be toy (the Sudoku toy), pbe (the code toy) or countdown_toy (the testbed)")
+    if not tasks.get(gargs.task).make:
+        parser.error(f"--task must be a generated toy: {', '.join(tasks.names('make'))}")
     model, tokenizer = load(args.model_dir)
     model.eval()  # no dropout: the only randomness is the rollouts' and the masks'
     n = gargs.prompts_per_step
-    if gargs.task == "toy":
-        train_grids, _ = puzzles.split_grids(seed=gargs.data_seed)
-        exs = puzzles.make_toy(train_grids, n * args.batches, 777 + gargs.seed, *toy_blanks(gargs.toy_blanks))
-    elif gargs.task == "countdown_toy":  # problems of the training multisets, as grpo.py draws them
-        exs = countdown_toy.make_problems(countdown_toy.split_multisets(gargs.data_seed)[0], n * args.batches,
-                                          777 + gargs.seed)
-    else:  # the functions grpo.py trains the code toy on
-        exs = pbe.make_pbe(pbe.split_classes(seed=gargs.data_seed)[0], n * args.batches, 777 + gargs.seed)
+    # items of the training side of the toy's split, as grpo.py draws them (a stream of their own)
+    exs = tasks.generate(gargs.task, "train", n * args.batches, 777 + gargs.seed, gargs.data_seed,
+                         blanks=toy_blanks(gargs.toy_blanks))
     grads, rewards = [], []
     for k in range(args.batches):
         first = 0 if args.same_prompts else k * n

@@ -25,7 +25,8 @@ from lab.testbed_families import read_prompt, solved
 from taskdata import countdown_toy
 from modelio.checkpoint import load
 from taskdata.data import pad_left
-from evaluation.evaluate import countdown_toy_test_set, eval_prompt_ids
+import tasks
+from evaluation.evaluate import eval_prompt_ids
 from rewards import countdown_reward
 from sample import generate
 
@@ -101,7 +102,7 @@ if __name__ == "__main__":
         preset["temperature"] = args.temperature
     model, tokenizer = load(args.model_dir)
     model.eval()
-    items = countdown_toy_test_set(args.items)
+    items = [ex for _, ex in tasks.heldout("countdown_toy", n=args.items)]
     with torch.no_grad():
         res = {"model_dir": args.model_dir, "temperature": preset["temperature"], "k": args.k,
                **properties(model, tokenizer, items, args.k, args.group, preset)}

@@ -189,10 +189,11 @@ def check_training_flags(args):
 def check_grpo_args(args, world_size, objective_check=None):
     """grpo.py's flags, the objective's own (objective_check, raising ValueError), then its data files
     (their records are checked by the loaders)."""
-    from rewards import REWARDS
+    import tasks
     from sample import check_schedule
     for name in args.task.split(","):
-        require(name in REWARDS, f"--task: unknown task {name!r}; one of {', '.join(sorted(REWARDS))}")
+        require(name in tasks.names("rewards"), f"--task: unknown task {name!r}; one of "
+                                                 f"{', '.join(tasks.names('rewards'))}")
     # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently
     require(args.num_generations >= 2, f"--num-generations must be >= 2 (GRPO compares completions of one prompt; "
                                        f"G = {args.num_generations} gives every advantage 0)")
@@ -231,11 +232,25 @@ def check_grpo_args(args, world_size, objective_check=None):
     check_data_paths([p for p in args.data.split(",") if p])
 
 
+def check_tags(task, tokenizer):
+    """A task whose record needs d1's four tags as single tokens (tasks.py needs_tags: the testbed, whose
+    short canvas the byte tokenizer's 8-12 tokens per tag would fill) refuses a tokenizer that splits them."""
+    import tasks
+    from modelio.tokenizer import D1_TAGS
+    for name in [n for n in task.split(",") if n in tasks.TASKS and tasks.TASKS[n].needs_tags]:
+        for tag in D1_TAGS:
+            n_ids = len(tokenizer(tag, add_special_tokens=False)["input_ids"])
+            require(n_ids == 1, f"--task {name} needs d1's tags as single tokens, and this tokenizer writes {tag} "
+                                f"in {n_ids}: write the tiny model with `python -m modelio.checkpoint --tags "
+                                f"--out-dir DIR` and pass --model-dir DIR")
+
+
 def check_sft_args(args, world_size):
     """sft.py's flags, then its data file."""
     import tasks
-    known = sorted({*tasks.TOY_TASKS, *tasks.LOADERS})  # load_sft_data then checks that the data has completions
-    require(args.task in known, f"--task: unknown task {args.task!r}; one of {', '.join(known)} (s1k for d1's SFT)")
+    # every task is known here; load_sft_data then checks that its examples have completions
+    require(args.task in tasks.TASKS, f"--task: unknown task {args.task!r}; one of {', '.join(tasks.TASKS)} "
+                                      f"(s1k for d1's SFT)")
     check_positive(args, ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"))
     # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them
     require(args.grad_accum % world_size == 0, f"--grad-accum {args.grad_accum} must be a multiple of the "

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
+import tasks
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
 from ops import lock
-from ops.checks import ShowDefaults, check_model, require, upfront
+from ops.checks import ShowDefaults, check_model, check_tags, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
 from ops.metrics import log_metrics
 from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
@@ -36,9 +37,8 @@ def add_training_flags(parser):
     and the system. Where the two differ (LoRA rank and alpha, lr, ...), each script's set_defaults
     gives the value, so every flag still has a working default."""
     d = parser.add_argument_group("data (shared by sft.py and grpo.py)")
-    d.add_argument("--task", type=str, default="toy", help="toy | pbe (the code toy) | countdown_toy (the testbed) | "
-                   "a task of tasks.py: s1k for SFT; gsm8k, math, countdown, sudoku, code (KodCode), leetcode, ... for "
-                   "RL (a comma list)")
+    d.add_argument("--task", type=str, default="toy", help="a task of tasks.py's registry (RL: a comma list): "
+                   + " | ".join(tasks.TASKS))
     d.add_argument("--data", type=str, default="", help="data file(s) (jsonl, json, csv, parquet; .gz too) or hub "
                    "dataset ids owner/name[:config][:split] (needs `pip install datasets`), a comma list matching "
                    "--task (default: none, which only the toys, generating their own, may have)")
@@ -101,26 +101,44 @@ def add_rollout_flags(parser):
 
 
 def toy_only(task):
-    """True when every task of --task (a comma list) is a CPU toy, whose model may be the tiny one."""
-    import tasks
-    return all(name in tasks.TOY_TASKS for name in task.split(","))
+    """True when every task of --task (a comma list) is a generated CPU toy, whose model may be the tiny one."""
+    return all(name in tasks.TASKS and tasks.TASKS[name].make for name in task.split(","))
 
 
-def parse_with_preset(parser, presets, choose, argv=None):
-    """Parse the flags with a preset's values as their defaults: --preset as given, else
-    choose(--task), the toys' preset for a toy task and d1's recipe for a real one, so that a flag
-    dropped from a job script falls back to d1's value, never to the CPU toy's. --help then shows
-    every default and what each preset sets a flag to."""
+def task_defaults(task, presets):
+    """(preset name, {flag: value}) that --task's records choose (tasks.py): their common preset (a toy's
+    where this script has it, else "tiny"; d1's "8b" for real or mixed tasks) and, for a single task
+    with its own canvas, the canvas and block of its rollouts (steps: two tokens each, as d1) and its
+    SFT length."""
+    records = [tasks.TASKS.get(name) for name in task.split(",")]
+    if None in records or len({r.preset for r in records}) > 1:
+        return "8b", {}  # an unknown task is refused later, in the script's checks
+    t = records[0]
+    name = t.preset if t.preset in presets else "tiny" if t.make else "8b"
+    lengths = dict(gen_length=t.canvas, block_length=t.block, diffusion_steps=t.canvas // 2) if t.canvas else {}
+    return name, {**lengths, **({"max_length": t.sft_max_length} if t.sft_max_length else {})}
+
+
+def parse_with_preset(parser, presets, argv=None):
+    """Parse the flags with a preset's values as their defaults: --preset as given, else --task's
+    (task_defaults: the toys' preset for a toy task and d1's recipe for a real one), so that a flag
+    dropped from a job script falls back to d1's value, never to the CPU toy's; then a toy's own
+    canvas and SFT length. --help shows every default and what each preset sets a flag to."""
     pre = argparse.ArgumentParser(add_help=False)  # reads --preset and --task alone, before the full parse
     pre.add_argument("--preset", choices=sorted(presets))
     pre.add_argument("--task", default=parser.get_default("task"))
     known = pre.parse_known_args(argv)[0]
-    name = known.preset or choose(known.task)
-    parser.set_defaults(preset=name, **presets[name])
+    own, lengths = task_defaults(known.task, presets)
+    name = known.preset or own
+    # the task's lengths go with its own preset (another preset given by hand brings its own)
+    dests = {a.dest for a in parser._actions}
+    lengths = {k: v for k, v in lengths.items() if k in dests and name == own}
+    parser.set_defaults(preset=name, **{**presets[name], **lengths})
     for action in parser._actions:  # "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)"
         values = {p: v[action.dest] for p, v in presets.items() if action.dest in v}
         if values and action.help:
-            here = f" from --preset {name}" if name in values else ""
+            here = f" from --task {known.task}" if action.dest in lengths else \
+                f" from --preset {name}" if name in values else ""
             others = ", ".join(f"{p}: {v}" for p, v in values.items() if p != name)
             action.help += f" (default: %(default)s{here}{'; ' + others if others else ''})"
     parser.formatter_class = ShowDefaults
@@ -148,6 +166,7 @@ def load_policy(args, run):
     # input: a NaN or inf weight shows only as the weights are read (checkpoint._check_finite), before any write
     with upfront():
         model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
+        check_tags(args.task, tokenizer)  # the task's record may need d1's tags as single tokens
     ref_context = nullcontext
     if args.lora_r > 0:
         add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,

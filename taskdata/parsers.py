@@ -1,6 +1,6 @@
 """
 d1's "generous" EVAL parsers (docs/d1.md §8.3), the ones behind every accuracy in the paper's Table 1
-(d1's eval/parse_and_get_acc.py @ 837888f), and score_eval(), the one scorer eval.py uses.
+(d1's eval/parse_and_get_acc.py @ 837888f), and one scorer per task, which tasks.py's registry names.
 
 They are NOT the RL rewards of rewards.py:
   GSM8K      first \\boxed{} (then <answer>), compared as a float   (RL: exact string in <answer>)
@@ -13,8 +13,8 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
 (eval/eval_baselines/ of github.com/dllm-reasoning/d1) with these reproduces Table 1's LLaDA row exactly
 (tests/test_parsers.py; `python eval.py --rescore d1/eval/eval_baselines/` in a clone of d1 prints it).
 
-    from taskdata.parsers import score_eval
-    score_eval("math", r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
+    from taskdata.parsers import score_math
+    score_math(r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
 """
 import re
 
@@ -37,7 +37,6 @@ from rewards import (
     toy_reward,
     toy_solved,
 )
-from tasks import CODE_BENCHMARKS, TASKS, rl_prompt
 
 # Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
 # Those that begin with a literal tag and then ".*?" are run with .match() at the FIRST occurrence of
@@ -304,66 +303,66 @@ def score_pbe_batch(generations, examples):
             for g, s in zip(generations, shares)]
 
 
-def score_eval_batch(task, generations, examples):
-    """score_eval over many items; the code benchmarks execute their programs in parallel."""
-    if task in CODE_BENCHMARKS:
-        return score_code_batch(generations, examples)
-    if task == "pbe":
-        return score_pbe_batch(generations, examples)
-    return [score_eval(task, g, ex) for g, ex in zip(generations, examples)]
-
-
-def score_eval(task, generation, example):
-    """Score one generation with d1's eval parser of `task`. Returns a dict with
-      pred     what the parser extracted (float / str / None)
-      correct  bool: the item counts as solved (Sudoku and toy: every blank cell right)
-      score    the item's share of the headline metric: float(correct), except Sudoku, where it is the
-               cell accuracy; aggregate Sudoku as sum(cells_correct) / sum(cells_total) (d1's micro
-               average; it equals mean(score) only when every puzzle has the same number of blanks)
-    and for Sudoku and toy also cells_correct, cells_total, solved.
-    `example` keys: gsm8k answer (text after "####", a full solution, or a number); math answer;
-    countdown nums, target; sudoku / toy puzzle, solution; code benchmarks program_prefix, unit_tests
-    (their programs run in sandbox/run.py; score_eval_batch runs many at once)."""
-    if task in CODE_BENCHMARKS or task == "pbe":
-        return score_eval_batch(task, [generation], [example])[0]
-    if task == "gsm8k":
-        pred, gold = parse_gsm8k_eval(generation), gsm8k_gold_eval(example["answer"])
-        correct = pred is not None and gold is not None and pred == gold  # float equality, as d1
-    elif task == "math":
-        pred = parse_math_eval(generation)
-        # is_equiv: Hendrycks-MATH normalisation, then string equality (docs/d1.md §6.2). d1's quirk included, always
-        # (this parser reproduces d1's numbers): "x / y" makes d1's normaliser raise, so it is compared
-        # raw and does not equal "x/y" (answers._fix_a_slash_b). The repaired is_equiv(fixed=True) is the RL
-        # reward's, with D1_BUGS off; eval numbers stay d1's so that they compare with the paper
-        correct = pred is not None and is_equiv(pred, str(example["answer"]))
-    elif task == "countdown_toy":
-        # the testbed (ours) is scored by the RL reward itself, as the other toys: d1's Countdown EVAL parser
-        # reads a \boxed{} answer (d1's eval prompt asks for one) and, without a box, the first "x=y" of the
-        # whole text, which here is a reasoning line
-        pred, correct = last_tag_content(generation), countdown_reward(generation, example) == COUNTDOWN_CORRECT
-    elif task == "countdown":
-        pred = parse_countdown_eval(generation)
-        correct = countdown_expression_correct(pred, example["nums"], example["target"])
-    elif task == "sudoku":
-        pred = parse_sudoku_eval(generation)
-        cells, total = sudoku_eval_cells(generation, example["puzzle"], example["solution"])
-        # `correct` is the whole puzzle; `score` is the cell share, which the caller aggregates as a sum
-        # over a sum (d1's micro average), not as a mean
-        solved = total > 0 and cells == total
-        return {"pred": pred, "correct": solved, "score": cells / total if total else 0.0,
-                "cells_correct": cells, "cells_total": total, "solved": solved}
-    elif task == "toy":  # ours: the completion IS the grid (rewards.toy_reward / toy_solved)
-        puzzle = example["puzzle"]
-        total = puzzle.count("0")
-        solved = bool(toy_solved(generation, example))
-        # pred: the grid as toy_reward reads it; toy_reward is the share of blanks filled right, so
-        # times the blank count it gives the cell count
-        return {"pred": generation.lstrip()[:len(puzzle)], "correct": solved, "score": float(solved),
-                "cells_correct": round(toy_reward(generation, example) * total), "cells_total": total,
-                "solved": solved}
-    else:
-        raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+def _correct(pred, correct):
+    """The score dict of a task with a yes/no headline: pred, correct, score = float(correct)."""
     return {"pred": pred, "correct": bool(correct), "score": float(bool(correct))}
+
+
+# The per-task scorers: score(generation, example) -> a dict with
+#   pred     what the parser extracted (float / str / None)
+#   correct  bool: the item counts as solved (Sudoku and toy: every blank cell right)
+#   score    the item's share of the headline metric: float(correct), except Sudoku, where it is the
+#            cell accuracy; aggregate Sudoku as sum(cells_correct) / sum(cells_total) (d1's micro
+#            average; it equals mean(score) only when every puzzle has the same number of blanks)
+# and for Sudoku and toy also cells_correct, cells_total, solved. tasks.py's registry names each task's.
+
+def score_gsm8k(generation, example):
+    """GSM8K: the first box as a float against d1's gold ("####" answer, full solution or number)."""
+    pred, gold = parse_gsm8k_eval(generation), gsm8k_gold_eval(example["answer"])
+    return _correct(pred, pred is not None and gold is not None and pred == gold)  # float equality, as d1
+
+
+def score_math(generation, example):
+    """MATH: the last box, Hendrycks-MATH equality (docs/d1.md §6.2). d1's quirk included, always (this
+    parser reproduces d1's numbers): "x / y" makes d1's normaliser raise, so it is compared raw and does
+    not equal "x/y" (answers._fix_a_slash_b). The repaired is_equiv(fixed=True) is the RL reward's, with
+    D1_BUGS off; eval numbers stay d1's so that they compare with the paper."""
+    pred = parse_math_eval(generation)
+    return _correct(pred, pred is not None and is_equiv(pred, str(example["answer"])))
+
+
+def score_countdown(generation, example):
+    """Countdown: the last box (or first "a+b=c"), each number used once, reaching the target."""
+    pred = parse_countdown_eval(generation)
+    return _correct(pred, countdown_expression_correct(pred, example["nums"], example["target"]))
+
+
+def score_countdown_toy(generation, example):
+    """The testbed (ours) is scored by the RL reward itself, as the other toys: d1's Countdown EVAL parser
+    reads a \\boxed{} answer (d1's eval prompt asks for one) and, without a box, the first "x=y" of the
+    whole text, which here is a reasoning line."""
+    return _correct(last_tag_content(generation), countdown_reward(generation, example) == COUNTDOWN_CORRECT)
+
+
+def score_sudoku(generation, example):
+    """Sudoku: d1's fallback patterns, scored per empty cell. `correct` is the whole puzzle; `score` is the
+    cell share, which the caller aggregates as a sum over a sum (d1's micro average), not as a mean."""
+    cells, total = sudoku_eval_cells(generation, example["puzzle"], example["solution"])
+    solved = total > 0 and cells == total
+    return {"pred": parse_sudoku_eval(generation), "correct": solved, "score": cells / total if total else 0.0,
+            "cells_correct": cells, "cells_total": total, "solved": solved}
+
+
+def score_toy(generation, example):
+    """The Sudoku toy (ours): the completion IS the grid (rewards.toy_reward / toy_solved)."""
+    puzzle = example["puzzle"]
+    total = puzzle.count("0")
+    solved = bool(toy_solved(generation, example))
+    # pred: the grid as toy_reward reads it; toy_reward is the share of blanks filled right, so
+    # times the blank count it gives the cell count
+    return {"pred": generation.lstrip()[:len(puzzle)], "correct": solved, "score": float(solved),
+            "cells_correct": round(toy_reward(generation, example) * total), "cells_total": total,
+            "solved": solved}
 
 
 _SUDOKU_PUZZLE_IN_QUESTION = re.compile(r"Sudoku puzzle: ([0-9]{16})")
@@ -380,7 +379,7 @@ def d1_example_from_released(task, item):
       countdown  ground_truth = [[n1, n2, n3], target] -> nums, target
       sudoku     the puzzle is read from the question ("Solve the following Sudoku puzzle: <16 digits>"),
                  solution = ground_truth
-    `question` is d1's eval question text; `prompt` is our RL prompt, as for every example."""
+    `question` is d1's eval question text."""
     if task not in D1_RELEASED_TASK_NAMES:
         raise ValueError(f"unknown d1 task {task!r}; expected one of {sorted(D1_RELEASED_TASK_NAMES)}")
     task = D1_RELEASED_TASK_NAMES[task]
@@ -404,5 +403,5 @@ def d1_example_from_released(task, item):
         if match is None:
             raise ValueError(f"no 16-digit Sudoku puzzle in question {question[:80]!r}")
         ex = {"puzzle": match.group(1), "solution": str(gold), "answer": str(gold)}
-    return {"prompt": rl_prompt(task, ex), **ex}
+    return ex
 

@@ -6,8 +6,9 @@ d1 trains Sudoku on ~1M puzzles from Black-Phoenix/4x4-Sudoku-Dataset, which is 
 project (docs/d1.md §7.2), so make_sudoku() blanks puzzles out of the 288 valid grids instead;
 split_grids() keeps train and test puzzles apart by solution grid. The CPU toy task (ours, not d1)
 uses the same puzzles behind a bare prompt. make_countdown() draws reachable problems in d1's RL
-format (docs/d1.md §7.1), a local stand-in for the HF Countdown train set. Every maker returns example dicts in
-tasks.py's format (prompt, answer, ...), built by tasks.sudoku_example / toy_example / rl_prompt.
+format (docs/d1.md §7.1), a local stand-in for the HF Countdown train set. The makers return example dicts
+(answer, ...); tasks.py's registry puts d1's prompt on top of the Sudoku and Countdown ones, and the
+toy's bare prompt is written here (toy_prompt).
 
     from taskdata.puzzles import make_countdown, make_toy, split_grids
     train_grids, test_grids = split_grids(seed=0)
@@ -19,7 +20,20 @@ import random
 from fractions import Fraction
 from functools import lru_cache
 
-from tasks import rl_prompt, sudoku_example, toy_example
+# The CPU toy's prompt: bare, since with the byte-level tiny tokenizer every prompt character is a token.
+TOY_PROMPT = "Sudoku: {puzzle}"
+
+
+def toy_prompt(ex):
+    return TOY_PROMPT.format(puzzle=ex["puzzle"])
+
+
+def toy_example(puzzle, solution):
+    """One toy example: a puzzle behind the bare prompt, the solution as its SFT completion."""
+    # completion = solution: the CPU demo's SFT target is the bare 16 digits (partial_label may blank
+    # some of them out later); answer = solution, which the reward and the parser score against
+    ex = {"puzzle": puzzle, "solution": solution, "answer": solution, "completion": solution}
+    return {"prompt": toy_prompt(ex), **ex}
 
 # -----------------------------------------------------------------------------
 # 4x4 Sudoku: all 288 grids, a brute-force solver, and seeded puzzle generators.
@@ -109,7 +123,8 @@ def _sample_puzzles(grids, n, seed, min_blanks, max_blanks, unique, max_tries=10
 
 def make_sudoku(grids, n, seed, min_blanks=6, max_blanks=10, unique=True):
     """n d1-format Sudoku examples blanked from `grids` (d1's test puzzles have 8 blanks)."""
-    return [sudoku_example(p, s) for p, s in _sample_puzzles(grids, n, seed, min_blanks, max_blanks, unique)]
+    return [{"puzzle": p, "solution": s, "answer": s} for p, s in _sample_puzzles(grids, n, seed, min_blanks, max_blanks,
+                                                                                   unique)]
 
 
 def make_toy(grids, n, seed, min_blanks=2, max_blanks=5):
@@ -176,7 +191,7 @@ def make_countdown(n, seed, max_num=100, n_numbers=3, min_target=1, max_target=1
         # uniform over distinct reachable targets, not over expressions (which would favour easy values)
         target = rng.choice(targets)
         ex = {"nums": nums, "target": target, "answer": str(target), "expression": values[Fraction(target)]}
-        out.append({"prompt": rl_prompt("countdown", ex), **ex})
+        out.append(ex)
     if len(out) == n:
         return out
     raise ValueError(f"could not draw {n} problems with targets in [{min_target}, {max_target}] from 1..{max_num}")

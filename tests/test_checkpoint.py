@@ -117,7 +117,7 @@ CARRIED = {*REMOTE_CODE, "generation_config.json", "special_tokens_map.json", "t
 NEVER = {"README.md", ".gitattributes"}  # the base's model card would be false for a fine-tune
 WEIGHTS = {"config.json", "model.safetensors.index.json", "model-00001-of-00001.safetensors"}
 SHAPE = dict(d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
-SFT = ["--num-examples", "40", "--max-steps", "2", "--batch-size", "4", "--max-length", "52", "--eval-every", "1",
+SFT = ["--num-examples", "40", "--max-steps", "2", "--batch-size", "4", "--max-length", "52", "--cut-labels", "--eval-every", "1",
        "--eval-fraction", "0.1", "--lr", "1e-2", "--lora-r", "4", "--lora-alpha", "8"]
 # an outside tool reading a save's config.json: transformers, running the save's own configuration_llada.py
 READ_CONFIG = ("import sys, transformers\nc = transformers.AutoConfig.from_pretrained(sys.argv[1], "

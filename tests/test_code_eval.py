@@ -16,7 +16,8 @@ import tasks
 from conftest import REPO, SHARED_DATA, run, write_digit_model
 from taskdata.parsers import parse_code_eval, score_code_batch
 from ops.metrics import read_metrics
-from rewards import coding_reward, total_reward, total_rewards
+from rewards import coding_reward
+from tasks import total_reward, total_rewards
 
 HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
 MBPP = SHARED_DATA / "mbpp" / "sanitized-mbpp.json"
@@ -86,9 +87,9 @@ def test_loaders_counts_and_prompts():
     assert len(he) == 164 and he[0]["entry_point"] == "has_close_elements"
     assert he[0]["prompt"].startswith(tasks.SYSTEM_PROMPT + tasks.CODE_RL_INSTRUCTION + "Complete the following")
     # d1's MBPP = the sanitized records with task_id 11-510
-    items = evaluation.eval_items("mbpp", MBPP)
+    items = tasks.heldout("mbpp", MBPP)
     assert len(items) == 257 and all(11 <= ex["task_id"] <= 510 for _, ex in items)
-    assert len(evaluation.eval_items("mbpp", MBPP, full=True)) == 427
+    assert len(tasks.heldout("mbpp", MBPP, full=True)) == 427
     full = tasks.load_task("mbpp", SHARED_DATA / "mbpp" / "mbpp.jsonl")
     assert len(full) == 974 and "Your code should pass this test:\nassert " in full[0]["question"]
     lc = tasks.load_task("leetcode", LEETCODE_TEST)

@@ -13,7 +13,8 @@ import pytest
 import rewards
 from conftest import SHARED_DATA
 from sandbox import run as sandbox
-from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests, total_reward
+from rewards import coding_reward, coding_rewards, extract_code, prepare_code_tests
+from tasks import total_reward
 from tasks import load_task
 
 # KodCode style: `from solution import X`, pytest functions

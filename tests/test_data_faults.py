@@ -119,7 +119,7 @@ def test_truncated_gzip_is_an_error_even_when_the_needed_records_came_first(tmp_
     path = tmp_path / "gsm8k.jsonl.gz"
     path.write_bytes(payload[:len(payload) * 3 // 4])  # three quarters: well over a hundred whole records
     assert len(text_before_cut(path.read_bytes()).splitlines()) > 100
-    assert ": truncated gzip file (its text stops in line " in one_line_error(tasks.load_gsm8k, path)
+    assert ": truncated gzip file (its text stops in line " in one_line_error(tasks.load_task, "gsm8k", path)
     for empty in (b"", b"\x1f"):  # nothing left but (part of) the magic bytes
         path.write_bytes(empty)
         assert one_line_error(read_records, path).startswith(f"{path}: truncated gzip file ({len(empty)} of its")
@@ -178,7 +178,7 @@ def test_nan_in_a_field_no_loader_reads_is_kept(tmp_path):
     # MbppPlus.jsonl.gz holds -Infinity among its plus_input test values: the file must stay readable
     bad = '{"question": "q", "answer": "#### 1", "inputs": [-Infinity]}'
     path = with_bad_second(tmp_path / "g.jsonl", "gsm8k", bad)
-    assert tasks.load_gsm8k(path)[1]["answer"] == "1"
+    assert tasks.load_task("gsm8k", path)[1]["answer"] == "1"
 
 
 # -----------------------------------------------------------------------------
@@ -241,14 +241,14 @@ def test_non_utf8_string_in_parquet_names_row_and_field(tmp_path):
 
 def test_lone_surrogate_escape_names_the_field(tmp_path):
     path = with_bad_second(tmp_path / "g.jsonl", "gsm8k", r'{"question": "caf\udce9", "answer": "#### 1"}')
-    assert one_line_error(tasks.load_gsm8k, path).startswith(
+    assert one_line_error(tasks.load_task, "gsm8k", path).startswith(
         f"{path}:2: field 'question' holds a lone surrogate ('\\udce9' at character 4)")
     s1k = with_bad_second(tmp_path / "s.jsonl", "s1k", r'{"question": "q", "thinking_trajectories": ["\ud800"], '
                                                        r'"attempt": "1"}')
-    assert one_line_error(tasks.load_s1k, s1k).startswith(f"{s1k}:2: field 'thinking_trajectories' holds a lone")
+    assert one_line_error(tasks.load_task, "s1k", s1k).startswith(f"{s1k}:2: field 'thinking_trajectories' holds a lone")
     # a surrogate PAIR is one character (an emoji), and HumanEvalPlus's files hold such escapes
     pair = with_bad_second(tmp_path / "p.jsonl", "gsm8k", r'{"question": "smile \ud83d\ude00", "answer": "#### 1"}')
-    assert tasks.load_gsm8k(pair)[1]["question"] == "smile \U0001F600"
+    assert tasks.load_task("gsm8k", pair)[1]["question"] == "smile \U0001F600"
 
 
 def test_integer_beyond_python_s_digit_limit_names_its_line(tmp_path):

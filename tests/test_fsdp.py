@@ -41,7 +41,7 @@ def test_sft_fsdp_two_processes_equal_plain_one_process(tmp_path):
     # sharded blocks, and evaluates twice (the best-eval save is decided on all ranks, gathered on all)
     model_dir = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=2, mlp_hidden_size=64)
     common = ["--model-dir", str(model_dir), "--num-examples", "40", "--max-steps", "3", "--batch-size", "4",
-              "--grad-accum", "2", "--max-length", "52", "--eval-every", "2", "--eval-fraction", "0.1",
+              "--grad-accum", "2", "--max-length", "52", "--cut-labels", "--eval-every", "2", "--eval-fraction", "0.1",
               "--lr", "1e-2"]
     run([sys.executable, str(REPO / "sft.py"), *common, "--out-dir", str(tmp_path / "plain")], REPO)
     run(torchrun(2) + [str(REPO / "sft.py"), *common, "--fsdp", "--gradient-checkpointing",
@@ -119,7 +119,7 @@ def test_sft_fsdp_autocast_one_process_trains(tmp_path):
     # the saved weights moved and are finite
     model_dir = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
     out = run([sys.executable, str(REPO / "sft.py"), "--model-dir", str(model_dir), "--num-examples", "40",
-               "--max-steps", "4", "--batch-size", "8", "--max-length", "52", "--eval-every", "1",
+               "--max-steps", "4", "--batch-size", "8", "--max-length", "52", "--cut-labels", "--eval-every", "1",
                "--eval-fraction", "0.2", "--lr", "1e-2", "--warmup-steps", "1", "--fsdp", "--autocast",
                "--out-dir", str(tmp_path / "out")], REPO)
     evals = [float(v) for v in re.findall(r"eval loss ([0-9.]+),", out)]  # fixed noise: comparable

@@ -218,11 +218,11 @@ def test_inner_step_j_uses_mask_seed_j(monkeypatch, estimator):
 def test_load_rl_data_several_tasks_shuffled_with_d1_seed():
     if not (SHARED_DATA / "gsm8k").exists():
         pytest.skip("needs ../shared/data")
-    from tasks import load_countdown, load_gsm8k
+    from tasks import load_task
     paths = [SHARED_DATA / "gsm8k/test.jsonl", SHARED_DATA / "d1_countdown/countdown_cd3_test.jsonl"]
     args = argparse.Namespace(task="gsm8k,countdown", data=",".join(map(str, paths)))
     exs = load_rl_data(args)
-    n_gsm, n_cd = len(load_gsm8k(paths[0])), len(load_countdown(paths[1]))
+    n_gsm, n_cd = len(load_task("gsm8k", paths[0])), len(load_task("countdown", paths[1]))
     assert len(exs) == n_gsm + n_cd
     assert sum(ex["task"] == "gsm8k" for ex in exs) == n_gsm  # every example tagged with its task
     # shuffled (not one task after the other), the same way every time (d1: seed 42)

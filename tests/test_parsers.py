@@ -22,6 +22,7 @@ from functools import lru_cache
 import pytest
 
 import tasks
+from tasks import score_eval
 from conftest import SHARED_DATA
 from taskdata.answers import first_tag_content, is_equiv
 from taskdata.parsers import (
@@ -33,7 +34,6 @@ from taskdata.parsers import (
     parse_gsm8k_eval,
     parse_math_eval,
     parse_sudoku_eval,
-    score_eval,
     sudoku_eval_cells,
     sudoku_solved,
 )
@@ -145,7 +145,7 @@ def test_gsm8k_released_golds_are_d1s_regex_on_the_test_file():
     path = SHARED_DATA / "gsm8k" / "test.jsonl"
     if not path.is_file():
         pytest.skip("../shared/data/gsm8k/test.jsonl not present")
-    solutions = {ex["question"]: ex for ex in tasks.load_gsm8k(path)}
+    solutions = {ex["question"]: ex for ex in tasks.load_task("gsm8k", path)}
     for gen_length in GEN_LENGTHS:
         for item in _items("gsm8k", gen_length):
             ex = solutions[item["question"]]
@@ -158,18 +158,18 @@ def test_gsm8k_released_golds_are_d1s_regex_on_the_test_file():
 @needs_baselines
 def test_examples_from_released_match_our_loaders():
     """Sudoku puzzles parsed from the question text and Countdown (nums, target) are real test-set rows."""
-    sudoku_rows = tasks.load_sudoku(SHARED_DATA / "d1_sudoku" / "4x4_test_sudoku.csv")
+    sudoku_rows = tasks.load_task("sudoku", SHARED_DATA / "d1_sudoku" / "4x4_test_sudoku.csv")
     sudoku = {ex["puzzle"]: ex["solution"] for ex in sudoku_rows}
     countdown = {(tuple(ex["nums"]), ex["target"]) for ex in
-                 tasks.load_countdown(SHARED_DATA / "d1_countdown" / "countdown_cd3_test.jsonl")}
+                 tasks.load_task("countdown", SHARED_DATA / "d1_countdown" / "countdown_cd3_test.jsonl")}
     for item in _items("sudoku", 256):
         ex = d1_example_from_released("sudoku", item)
-        assert sudoku[ex["puzzle"]] == ex["solution"] and ex["prompt"].endswith(item["question"])
+        assert sudoku[ex["puzzle"]] == ex["solution"] and tasks.rl_prompt("sudoku", ex).endswith(item["question"])
     for item in _items("countdown", 256):
         ex = d1_example_from_released("countdown", item)
         assert (tuple(ex["nums"]), ex["target"]) in countdown
     ex = d1_example_from_released("math500", _items("math", 256)[0])
-    assert ex["answer"] == _items("math", 256)[0]["ground_truth"] and ex["prompt"].endswith(ex["question"])
+    assert ex["answer"] == _items("math", 256)[0]["ground_truth"] and tasks.rl_prompt("math", ex).endswith(ex["question"])
     with pytest.raises(ValueError, match="unknown d1 task"):
         d1_example_from_released("toy", {"question": "", "ground_truth": ""})
 
@@ -369,8 +369,10 @@ def test_toy_and_unknown_task():
                  "cells_total": 8, "solved": True}
     r = score_eval("toy", "4320124334122134", ex)  # 7 of 8 blanks right
     assert (r["correct"], r["cells_correct"], r["score"]) == (False, 7, 0.0)
-    with pytest.raises(ValueError, match="unknown task"):
+    with pytest.raises(ValueError, match="task 's1k' has no eval parser"):
         score_eval("s1k", "", {})
+    with pytest.raises(ValueError, match="unknown task 'gsm9k'"):
+        score_eval("gsm9k", "", {})
     assert PARSER_VERSION == "d1-837888f.2"
 
 

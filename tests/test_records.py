@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tasks
+from taskdata import readers
 from conftest import SHARED_DATA
 from taskdata.records import is_hub_dataset, parse_hub_spec, read_records, records_sha256
 from ops.checks import InputError, check_data_paths
@@ -141,19 +142,19 @@ def test_real_countdown_parquet_agrees_with_its_derived_jsonl():
     by_row = {r["row"]: (r["nums"], r["target"]) for r in derived}
     start = 0
     for name in ("train.parquet", "test.parquet"):  # the test rows follow the train rows in the hub's split
-        examples = tasks.load_countdown(COUNTDOWN_PREFIX / name, n_numbers=None)
+        examples = readers.read_countdown(COUNTDOWN_PREFIX / name, n_numbers=None)
         assert [(ex["nums"], ex["target"]) for ex in examples] == [by_row[start + i] for i in range(len(examples))]
         start += len(examples)
     assert start == len(derived) == 11264
     # d1's filter to 3 numbers: the count its SOURCE.md gives for the train file
-    assert len(tasks.load_countdown(COUNTDOWN_PREFIX / "train.parquet")) == 5052
+    assert len(tasks.load_task("countdown", COUNTDOWN_PREFIX / "train.parquet")) == 5052
 
 
 def test_parquet_is_recognised_by_its_magic_bytes_whatever_its_name(tmp_path):
     schema, rows = HUB_SETS["gsm8k"]
     named_jsonl = write_parquet(tmp_path / "gsm8k.jsonl", schema, rows)
     assert named_jsonl.read_bytes()[:4] == b"PAR1"
-    assert tasks.load_gsm8k(named_jsonl) == tasks.load_gsm8k(write_jsonl(tmp_path / "real.jsonl", rows))
+    assert tasks.load_task("gsm8k", named_jsonl) == tasks.load_task("gsm8k", write_jsonl(tmp_path / "real.jsonl", rows))
     # gzipped parquet: gzip is recognised first, then parquet inside it
     zipped = tmp_path / "gsm8k.parquet.gz"
     zipped.write_bytes(gzip.compress(named_jsonl.read_bytes()))
@@ -221,7 +222,7 @@ def test_local_names_win_over_hub_ids(tmp_path, monkeypatch):
     calls = stand_in_datasets(monkeypatch, [{"question": "from the hub", "answer": "#### 1"}])
     (tmp_path / "openai").mkdir()
     local = write_jsonl(tmp_path / "openai" / "gsm8k", [{"question": "local", "answer": "#### 2"}])
-    assert not is_hub_dataset("openai/gsm8k") and tasks.load_gsm8k("openai/gsm8k")[0]["question"] == "local"
+    assert not is_hub_dataset("openai/gsm8k") and tasks.load_task("gsm8k", "openai/gsm8k")[0]["question"] == "local"
     local.unlink()  # the folder is still here: a typo inside it, not a hub id
     assert one_line_error(FileNotFoundError, read_records, "openai/gsm8k") == \
         "data file not found: openai/gsm8k (not read as a hub dataset id: the folder openai/ is here)"
@@ -235,7 +236,7 @@ def test_hub_rows_go_through_the_loaders(tmp_path, monkeypatch):
     assert tasks.load_task("gsm8k", "openai/gsm8k:main:train") == tasks.load_task(
         "gsm8k", write_jsonl(tmp_path / "g.jsonl", rows))
     stand_in_datasets(monkeypatch, [rows[0], {"question": "no answer"}])
-    assert one_line_error(ValueError, tasks.load_gsm8k, "openai/gsm8k:main:train").startswith(
+    assert one_line_error(ValueError, tasks.load_task, "gsm8k", "openai/gsm8k:main:train").startswith(
         "openai/gsm8k:main:train row 1: missing field 'answer'")
     stand_in_datasets(monkeypatch, [])
     assert one_line_error(ValueError, read_records, "openai/gsm8k:main:train") == "openai/gsm8k:main:train: no records"
@@ -271,11 +272,11 @@ def test_non_utf8_byte_names_file_line_column_and_byte(tmp_path):
     path = tmp_path / "gsm8k.jsonl"
     before = '{"question": "Zoë'  # a two-byte character before the bad byte: the column counts characters
     path.write_bytes(b'{"question": "a", "answer": "#### 1"}\n\n' + before.encode() + b"\x84 and more\"}\n")
-    message = one_line_error(ValueError, tasks.load_gsm8k, path)
+    message = one_line_error(ValueError, tasks.load_task, "gsm8k", path)
     assert message.startswith(f"{path}:3: not UTF-8 text (byte 0x84 at column {len(before) + 1}): ")
     csv_path = tmp_path / "s.csv"
     csv_path.write_bytes(b"Puzzle,Solution\n3102200002100320,3142243142131324\n31022000\xe902100320,x\n")
-    assert one_line_error(ValueError, tasks.load_sudoku, csv_path).startswith(
+    assert one_line_error(ValueError, tasks.load_task, "sudoku", csv_path).startswith(
         f"{csv_path}:3: not UTF-8 text (byte 0xe9 at column 9)")
 
 
@@ -317,7 +318,7 @@ def test_line_separators_inside_json_strings_stay_in_their_record(tmp_path):
 def test_byte_order_mark_is_dropped(tmp_path):
     path = tmp_path / "s.csv"
     path.write_bytes(b"\xef\xbb\xbfPuzzle,Solution\n3102200002100320,3142243142131324\n")
-    assert tasks.load_sudoku(path)[0]["puzzle"] == "3102200002100320"
+    assert tasks.load_task("sudoku", path)[0]["puzzle"] == "3102200002100320"
 
 
 # -----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ GRPO = ["--num-examples", "16", "--prompts-per-step", "2", "--toy-blanks", "6,8"
         "--num-generations", "3", "--num-iterations", "2", "--gen-length", "16", "--block-length", "16",
         "--diffusion-steps", "4", "--lr", "1e-2", "--save-every", "1", "--rounds", "3", "--beta", "0.04",
         "--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0.1"]
-SFT = ["--num-examples", "40", "--max-steps", "6", "--batch-size", "4", "--max-length", "52",
+SFT = ["--num-examples", "40", "--max-steps", "6", "--batch-size", "4", "--max-length", "52", "--cut-labels",
        "--eval-every", "2", "--eval-fraction", "0.1", "--lr", "1e-2", "--lora-r", "4", "--lora-alpha", "8"]
 TIMING = ("elapsed_s", "s_")  # metrics that are wall-clock readings, different on every run
 
@@ -257,7 +257,7 @@ def truncated_copy(src, dst):
     ("sft.py", ["--task", "nosuch"], "unknown task 'nosuch'"),
     ("sft.py", ["--grad-accum", "0"], "--grad-accum must be >= 1"),
     ("sft.py", ["--num-examples", "20", "--batch-size", "32"], "more than the 19 training examples"),
-    ("sft.py", ["--max-length", "8"], "does not fit max_length=8"),
+    ("sft.py", ["--max-length", "8"], "a prompt does not fit --max-length 8"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script, flags, says):
     subs = {"{bad_data}": str(malformed_gsm8k(tmp_path / "bad.jsonl")),

@@ -17,6 +17,7 @@ tests/test_answers.py, the Countdown arithmetic in tests/test_arith.py.
 Run:  .venv/bin/python -m pytest tests/test_rewards.py -q
 """
 import json
+import dataclasses
 import math
 import random
 import re
@@ -25,9 +26,9 @@ import time
 import pytest
 
 import rewards
+import tasks
 from conftest import SHARED_DATA, random_texts
 from rewards import (
-    REWARDS,
     countdown_reward,
     gsm8k_correctness,
     int_answer,
@@ -36,12 +37,14 @@ from rewards import (
     soft_format,
     strict_format,
     sudoku_reward,
-    total_reward,
     toy_reward,
     toy_solved,
     xmlcount,
 )
-from tasks import CODE_TASKS
+from tasks import TASKS, total_reward
+
+REWARDS = {name: t.rewards for name, t in TASKS.items() if t.rewards}  # each RL task's list, from the registry
+CODE_TASKS = ("code", *tasks.names("code"))
 
 # -----------------------------------------------------------------------------
 # 1. GSM8K
@@ -250,16 +253,18 @@ def test_total_reward_sums_components(monkeypatch):
                      "gsm8k_correctness": 2.0}
     assert total == 3.5
     monkeypatch.setattr(rewards, "D1_BUGS", False)  # with the DOTALL fix the same text gets the max
-    assert total_reward("gsm8k", text, {"answer": "42"})[0] == rewards.MAX_REWARD["gsm8k"] == 4.0
-    assert set(REWARDS) == {"gsm8k", "math", "countdown", "sudoku", "toy", "pbe", "countdown_toy", *CODE_TASKS}
+    assert total_reward("gsm8k", text, {"answer": "42"})[0] == TASKS["gsm8k"].max_reward == 4.0
     assert all(REWARDS[t] == REWARDS["code"] for t in CODE_TASKS)
     assert [len(REWARDS[t]) for t in ("gsm8k", "math", "countdown", "sudoku", "toy", "code")] == [5, 2, 1, 1, 1, 2]
+    # d1's maxima (docs/d1.md §6): the sum of the functions' own maxima (the code bonus needs <answer> tags)
+    assert {t: TASKS[t].max_reward for t in ("gsm8k", "math", "countdown", "sudoku", "code")} == {
+        "gsm8k": 4.0, "math": 3.0, "countdown": 1.0, "sudoku": 1.0, "code": 2.0}
 
 
 def test_total_reward_failing_component_counts_zero(monkeypatch):
     def broken(completion, example):
         raise RuntimeError("bug")
-    monkeypatch.setitem(REWARDS, "toy", [toy_reward, broken])
+    monkeypatch.setitem(TASKS, "toy", dataclasses.replace(TASKS["toy"], rewards=(toy_reward, broken)))
     with pytest.warns(UserWarning, match="broken"):
         total, parts = total_reward("toy", TOY["solution"], TOY)
     assert total == 1.0 and parts["toy_reward"] == 1.0 and math.isnan(parts["broken"])

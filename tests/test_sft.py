@@ -6,6 +6,7 @@ Run: python -m pytest tests/test_sft.py -q
 """
 import sys
 
+import pytest
 import torch
 
 from conftest import REPO, run, torchrun
@@ -63,12 +64,22 @@ def test_encode_example_layout(tmp_path):
     tok = load_tokenizer(make_tiny(tmp_path / "t", n_layers=1, d_model=32, n_heads=4, n_kv_heads=4,
                                    mlp_hidden_size=64))
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
-    ids, plen = encode_example(tok, {"prompt": "hi", "completion": "12"}, 40, eot, eos)
-    assert len(ids) == 40
+    ids, plen, left_out = encode_example(tok, {"prompt": "hi", "completion": "12"}, 40, eot, eos)
+    assert len(ids) == 40 and left_out == ""
     assert tok.decode(ids[:plen]).endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
     assert ids[plen:plen + 4] == [ord("1"), ord("2"), eot, eos] and set(ids[plen + 3:]) == {eos}
-    cut, _ = encode_example(tok, {"prompt": "hi", "completion": "1234567890"}, plen + 4, eot, eos)
-    assert cut[plen:] == [ord(c) for c in "1234"]  # too long: the answer is cut, never the prompt
+    long = {"prompt": "hi", "completion": "1234567890"}
+    # too long: one line naming the lengths, never a silent cut; with cut=True (d1's s1K) the answer is cut
+    with pytest.raises(ValueError, match=rf"completion does not fit --max-length {plen + 4}: prompt {plen} \+ "
+                                         r"completion 10 \+ 1 end-of-turn"):
+        encode_example(tok, long, plen + 4, eot, eos)
+    cut, _, left_out = encode_example(tok, long, plen + 4, eot, eos, cut=True)
+    assert cut[plen:] == [ord(c) for c in "1234"] and left_out == "cut"  # never the prompt
+    # a completion that fills the canvas exactly leaves out only the end-of-turn token (the Sudoku toy)
+    exact, _, left_out = encode_example(tok, long, plen + 10, eot, eos)
+    assert exact[plen:] == [ord(c) for c in "1234567890"] and left_out == "eot"
+    with pytest.raises(ValueError, match="a prompt does not fit --max-length 5"):
+        encode_example(tok, long, 5, eot, eos, cut=True)
 
 
 def test_lr_schedule():
@@ -79,7 +90,7 @@ def test_lr_schedule():
 def test_ddp_two_processes_equal_one_process(tmp_path):
     model_dir = make_tiny(tmp_path / "tiny", d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
     common = ["--model-dir", str(model_dir), "--num-examples", "40", "--max-steps", "3", "--batch-size", "4",
-              "--grad-accum", "2", "--max-length", "52", "--eval-every", "100", "--eval-fraction", "0.1",
+              "--grad-accum", "2", "--max-length", "52", "--cut-labels", "--eval-every", "100", "--eval-fraction", "0.1",
               "--lr", "1e-2", "--lora-r", "4", "--lora-alpha", "8", "--lora-dropout", "0"]
     run([sys.executable, str(REPO / "sft.py"), *common, "--out-dir", str(tmp_path / "one")], REPO)
     run(torchrun(2) + [str(REPO / "sft.py"), *common, "--out-dir", str(tmp_path / "two")], REPO)

@@ -13,6 +13,8 @@ tested in tests/test_puzzles.py.
 import json
 from fractions import Fraction
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -20,8 +22,8 @@ import tasks
 from conftest import RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
 from taskdata.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
 from modelio.tokenizer import prompt_ids
+from taskdata.readers import read_countdown
 from tasks import (
-    CODE_TASKS,
     EVAL_PREFILL,
     MAX_PROMPT_LENGTH,
     TASKS,
@@ -29,13 +31,13 @@ from tasks import (
     eval_message,
     eval_prefill,
     eval_question,
-    load_countdown,
-    load_gsm8k,
-    load_math,
-    load_s1k,
-    load_sudoku,
     load_task,
 )
+
+# the readers through the registry, prompts on top, as every script loads them
+load_gsm8k, load_math, load_countdown, load_sudoku, load_s1k = (
+    partial(load_task, name) for name in ("gsm8k", "math", "countdown", "sudoku", "s1k"))
+CODE_TASKS = ("code", *tasks.names("code"))  # KodCode and the benchmarks: d1's code prompt
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
@@ -127,7 +129,7 @@ def test_countdown_files():
     rows_file = SHARED_DATA / "countdown_tasks_3to4_prefix/countdown_tasks_3to4_rows_0_11263.jsonl"
     rows = load_countdown(rows_file)  # d1 keeps only 3-number rows
     assert len(rows) == 5583 and (rows[0]["nums"], rows[0]["target"]) == ([44, 19, 35], 98)
-    assert len(load_countdown(rows_file, n_numbers=None)) == 11264
+    assert len(read_countdown(rows_file, n_numbers=None)) == 11264
     # every d1 test problem is solvable, and the enumerator's expression checks out independently
     for e in d1:
         expr = countdown_values(e["nums"])[Fraction(e["target"])]
@@ -238,7 +240,6 @@ def test_rl_prompts_exact():
             RL_SYSTEM + "\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. \n\nQ?")
     # the code toy and the testbed carry their own bare prompts
     assert tasks.rl_prompt("countdown_toy", {"prompt": "Countdown: 3 5 7 -> 22"}) == "Countdown: 3 5 7 -> 22"
-    assert set(TASKS) == set(EXAMPLES) | set(CODE_TASKS) | {"pbe", "countdown_toy"}
 
 
 def test_eval_messages_exact():
@@ -309,8 +310,9 @@ def real_examples(tmp_path):
     generated toy / Sudoku / Countdown sets the scripts use, and SFT prompts built by load_s1k around
     real s1K questions (the shipped copy has no traces, so a placeholder trace and attempt)."""
     train_grids, test_grids = split_grids()
-    exs = {"toy": make_toy(train_grids, 3, seed=1), "sudoku": make_sudoku(test_grids, 2, seed=0),
-           "countdown": make_countdown(2, seed=0)}
+    exs = {"toy": make_toy(train_grids, 3, seed=1),
+           "sudoku": [tasks.with_prompt("sudoku", ex) for ex in make_sudoku(test_grids, 2, seed=0)],
+           "countdown": [tasks.with_prompt("countdown", ex) for ex in make_countdown(2, seed=0)]}
     exs.update({t: exs.get(t, []) + [{**ex, "prompt": tasks.rl_prompt(t, ex)}] for t, ex in EXAMPLES.items()})
     files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl", "toy": "d1_sudoku/4x4_test_sudoku.csv",
              "countdown": "d1_countdown/countdown_cd3_test.jsonl", "sudoku": "d1_sudoku/4x4_test_sudoku.csv"}
@@ -377,7 +379,7 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
                 assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
                 old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
                 assert evaluation.eval_prompt_ids(tok, task, ex) == old_eval
-            ids, plen = sft.encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
+            ids, plen, _ = sft.encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
             assert ids[:plen] == full and ids[plen:plen + 3] == [ord("4"), ord("2"), eot]
 
 
@@ -397,3 +399,47 @@ def test_d1_eval_subset():
     # the global numpy RNG is left alone
     assert np.random.get_state()[1].tolist() == state[1].tolist()
 
+
+
+# -----------------------------------------------------------------------------
+# the registry: every record whole, and every generated toy's labels fit its lengths and earn its maximum
+
+
+def test_every_record_is_whole():
+    import grpo
+    for name, t in TASKS.items():
+        assert t.name == name and (t.load or t.make) and (t.rewards or t.sft_completion), name
+        assert bool(t.rewards) == (t.max_reward > 0) and t.preset in grpo.PRESETS, name
+        # a task that has an eval parser has a held-out split: a generated test side, or a test file
+        assert not t.canvas or (t.block and t.canvas % t.block == 0), name
+    assert tasks.names("make") == ("toy", "pbe", "countdown_toy", "digitsum")
+    with pytest.raises(ValueError, match="unknown task 'gsm9k'; expected one of gsm8k, math"):
+        tasks.get("gsm9k")
+
+
+def test_generated_labels_fit_their_lengths_and_earn_the_maximum():
+    from modelio.tokenizer import make_tiny_tokenizer
+    for name in tasks.names("make"):
+        t = tasks.get(name)
+        tok = make_tiny_tokenizer(tags=t.needs_tags)
+        exs = [{**ex, "task": name} for ex in tasks.generate(name, "train", 40, seed=1)]
+        for ex in exs:
+            n_completion = len(tok(ex["completion"], add_special_tokens=False)["input_ids"])
+            # the canvas holds the whole label; SFT holds prompt + label (its end-of-turn where there is room)
+            assert n_completion <= t.canvas, (name, n_completion)
+            assert len(prompt_ids(tok, ex["prompt"])) + n_completion <= t.sft_max_length, name
+        # the label earns the task's maximum reward and is correct by its eval parser
+        assert [r for r, _ in tasks.total_rewards([ex["completion"] for ex in exs], exs)] == [t.max_reward] * 40
+        assert all(s["correct"] for s in tasks.score_eval_batch(name, [ex["completion"] for ex in exs], exs))
+        # eval's held-out items come from the other side of the split, disjoint from training's
+        test = {ex["prompt"] for _, ex in tasks.heldout(name, n=40)}
+        assert not test & {ex["prompt"] for ex in tasks.generate(name, "train", 400, seed=2)}, name
+
+
+def test_toy_curve_sets_follow_the_task():
+    # the curve's items are the task's own (a task it did not know once got Sudoku puzzles)
+    from evaluation.evaluate import toy_curve_sets
+    for name in tasks.names("make"):
+        sets = toy_curve_sets(name, n=3)
+        assert sets["heldout_acc"] == tasks.heldout(name, n=3)
+        assert all(ex["prompt"] == tasks.rl_prompt(name, ex) for _, ex in sets["train_acc"])

@@ -13,7 +13,7 @@ from conftest import REPO, run
 
 from lab.study_testbed import pass_at
 from taskdata import countdown_toy
-from taskdata.parsers import score_eval
+from tasks import score_eval
 from modelio.tokenizer import D1_TAGS, make_tiny_tokenizer
 from rewards import countdown_reward
 

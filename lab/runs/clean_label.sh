@@ -62,6 +62,6 @@ for s in $SEEDS; do
     # part 2's easy-to-hard prompts
     $PY -m lab.study_signal --model-dir "out/clean/seed$s/sft400" --toy-blanks 4,7 --json out/clean/signal.jsonl
 done
-$PY -m ops.metrics out/clean/seed*/grpo* --keys heldout_acc,seen_grid_acc,reward,token_nll,zero_std_groups --table
+$PY -m ops.metrics out/clean/seed*/grpo* --keys heldout_acc,train_acc,reward,token_nll,zero_std_groups --table
 grep -h accuracy out/clean/seed*/eval-hard-*.json
 echo "total wall time: $(( $(date +%s) - start ))s"
