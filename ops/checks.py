@@ -230,6 +230,7 @@ def check_grpo_args(args, world_size, objective_check=None):
     if objective_check is not None:
         objective_check(args)
     check_data_paths([p for p in args.data.split(",") if p])
+    check_data_paths([args.sudoku_test] if args.sudoku_test else [], "--sudoku-test")
 
 
 def check_sft_args(args, world_size):
