@@ -57,11 +57,13 @@ from evaluation.results import (
     write_atomic,
     write_manifest,
 )
+from evaluation.select import select
 from ops import lock
 from ops.checks import ShowDefaults, check_data_paths, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.stop import EXIT_STOPPED, Stopper
 from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
+from taskdata.splits import recorded_split
 
 # -----------------------------------------------------------------------------
 # items: which questions d1 asks, each with a stable id
@@ -212,7 +214,7 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
         "threshold": args.threshold or None, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
         # the attended left pads make an item's result depend on its batch, and the batches on the ranks
         "batch_size": batch_size, "world_size": world, "parser_version": parsers.PARSER_VERSION,
-        "device": device}
+        "device": device, "train_split": recorded_split(args.model_dir)}  # the model's --sudoku-split, --val-size
 
 
 # -----------------------------------------------------------------------------
@@ -270,6 +272,8 @@ if __name__ == "__main__":
     parser.add_argument("--summarize", type=str, default="", help="print the table of lab/runs/toy.sh's run dir "
                         "(default: evaluate instead)")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
+    parser.add_argument("--select", type=str, default="", metavar="RUN_DIR", help="a grpo.py run with best.json: "
+                        "its final and validation-selected checkpoints on the test set (evaluation/select.py)")
     args = parser.parse_args()
 
     # the model-free modes first: no process group, no model, no GPU. Everything they read is input, so a
@@ -286,6 +290,8 @@ if __name__ == "__main__":
         with upfront():
             summarize(args.summarize)
         raise SystemExit
+    if args.select:  # the honest protocol (docs/evaluation.md): eval.py per checkpoint, then the table
+        raise SystemExit(select(args.select, args.task, sys.argv[1:], args.out_dir))
     if args.canonical:
         with upfront():
             canonical(args.task, args.data, args.full, args.out_dir, args.limit)

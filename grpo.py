@@ -38,10 +38,11 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from taskdata.data import group_prompts, load_rl_data
-from evaluation.evaluate import ToyCurve
+from evaluation.validation import make_curve
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
 from objectives import espo, justgrpo, spg, trajectory, wd1
 from objectives.common import Objective, clipped_surrogate, k3, masked_mean
+from ops.best import Best
 from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
 from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, report_round, round_cost, round_metrics
@@ -49,6 +50,7 @@ from ops.resume import save_checkpoint
 from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir,
                           parse_with_preset, stop_if_stalled, toy_only)
 from sample import generate
+from taskdata.splits import add_protocol_flags, protocol_split
 from tasks import TASKS, total_rewards
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
@@ -302,11 +304,9 @@ def parse_args(argv=None):
     parser.add_argument("--diffusion-steps", type=int, help="sampler steps (d1: 128)")
     parser.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
     add_rollout_flags(parser)  # the Fast-dLLM rollout options, off by default: d1's exact sampler (docs/fast-rollouts.md)
-    # saves and the toy's learning curve
+    # saves, and the validation split with its best round (--val-size, --eval-every; docs/evaluation.md)
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds (and at the end)")
-    parser.add_argument("--eval-every", type=int, default=0, help="toy, countdown_toy: held-out greedy accuracy every "
-                        "N rounds (and before the first), logged as heldout_acc in metrics.jsonl; 0 = off")
-    parser.add_argument("--eval-items", type=int, default=200, help="toy, testbed: held-out items for --eval-every")
+    add_protocol_flags(parser)  # --sudoku-split, --val-size, --eval-every, --test-curve (taskdata/splits.py)
     add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags sft.py shares (ops/trainers.py)
     for add in dict.fromkeys(o.flags for o in OBJECTIVES.values() if o.flags):  # each objective's own flags
         add(parser)
@@ -325,6 +325,7 @@ if __name__ == "__main__":
         world_size = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's; the process group comes after
         check_grpo_args(args, world_size, OBJECTIVES[args.objective].check)  # and the objective's own checks
         examples = load_rl_data(args)  # every task's prompts, shuffled once (d1: seed 42); bad lines as file:line
+        examples, val, split = protocol_split(args, examples)  # Sudoku split, validation carved out (splits.py)
         require(args.prompts_per_step <= len(examples), f"--prompts-per-step {args.prompts_per_step} is more than "
                 f"the {len(examples)} prompts in the data")
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
@@ -349,13 +350,14 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
     t_start = time.time()
-    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
+    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size, **split},
                                           start_round) if master else (None, 0.0)
-    # --eval-every: the toy's held-out accuracy curve, logged from the SFT model on (lab: learning vs round and time)
-    curve = ToyCurve(raw_model, tokenizer, args.eval_every, args.rounds, args.eval_items, args.data_seed, args.task) \
-        if args.eval_every and master else None
+    # --eval-every: val_acc from the start model on, the best round kept (ops/best.py); --test-curve: the toy's study
+    curve = make_curve(args, raw_model, tokenizer, val) if args.eval_every and master else None
+    best = Best(args, run, start_round, lambda s: save_checkpoint(args, run, raw_model, optimizer, s, split, False))
     if curve and start_round == 0:
         log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})
+    best.update(0, curve, saved=False)  # the start model, on a fresh run: the round to beat
     bar = progress(range(start_round, args.rounds), master, desc="grpo", initial=start_round, total=args.rounds)
     bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
     # sequences through the model in a round: rollout, then each scoring of the objective's likelihood
@@ -433,8 +435,9 @@ if __name__ == "__main__":
                          elapsed0 + time.time() - t_start - (curve.seconds if curve else 0), n_cut)
         # SIGTERM / SIGUSR1 / Ctrl-C, or --max-hours, on any rank: every rank saves this round, exits 75 (ops/stop.py)
         stopping = run.stop.requested(run)
-        if stopping or (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds:
-            save_checkpoint(args, run, raw_model, optimizer, rnd + 1)  # every rank; rank 0 writes
+        if (saved := stopping or (rnd + 1) % args.save_every == 0 or rnd + 1 == args.rounds):
+            save_checkpoint(args, run, raw_model, optimizer, rnd + 1, split)  # every rank; rank 0 writes
+        best.update(rnd + 1, curve, saved)  # a better val_acc: this round's save becomes best.json's
         if stopping and rnd + 1 < args.rounds:
             run.stop.exit(run, metrics_file, args.out_dir, rnd + 1, "round", stopping)
     if master:

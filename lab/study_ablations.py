@@ -1,7 +1,7 @@
 """
 d1's ablations in miniature: the table and the learning curves of lab/runs/ablations.sh.
 
-Reads <root>/<variant>/seed*/metrics.jsonl (grpo.py --eval-every writes heldout_acc before the first
+Reads <root>/<variant>/seed*/metrics.jsonl (grpo.py --eval-every --test-curve writes heldout_acc before the first
 round and every few rounds) and reports, per variant: the final held-out accuracy per seed, its mean
 with a 95 % t-interval over seeds, the gain over the `default` variant paired by seed (same SFT
 checkpoint, same rollout seed) with its interval, and the training seconds (evaluation excluded).

@@ -191,6 +191,7 @@ def check_grpo_args(args, world_size, objective_check=None):
     (their records are checked by the loaders)."""
     import tasks
     from sample import check_schedule
+    from taskdata.splits import check_protocol_flags
     for name in args.task.split(","):
         require(name in tasks.names("rewards"), f"--task: unknown task {name!r}; one of "
                                                  f"{', '.join(tasks.names('rewards'))}")
@@ -224,12 +225,13 @@ def check_grpo_args(args, world_size, objective_check=None):
             "then depends on each rank's samples, and FSDP ranks must make the same calls; use --rollout-cache alone")
     require(args.rollout_agree_every >= 0, f"--rollout-agree-every must be >= 0, got {args.rollout_agree_every}")
     # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
-    require(not args.eval_every or (args.task in ("toy", "countdown_toy") and not args.fsdp),
-            "--eval-every measures the toy's held-out accuracy, without --fsdp; use eval.py otherwise")
-    require(args.eval_every >= 0, f"--eval-every must be >= 0, got {args.eval_every}")
+    require(not (args.eval_every and args.fsdp), "--eval-every runs on rank 0 alone, which would hang --fsdp's "
+            "sharded forwards: drop it and evaluate the saves with eval.py")
+    check_protocol_flags(args)  # --val-size, --sudoku-split, --test-curve (taskdata/splits.py)
     if objective_check is not None:
         objective_check(args)
     check_data_paths([p for p in args.data.split(",") if p])
+    check_data_paths([args.sudoku_test] if args.sudoku_test else [], "--sudoku-test")
 
 
 def check_tags(task, tokenizer):

@@ -51,10 +51,11 @@ SAVES_DIR = "saves"                  # complete saves, one directory each
 STATE_FILE = "trainer_state.pt"      # in each save, beside the official-layout weights
 INFO_FILE = "save_info.json"         # in each save and in the published model: step, flags, extras
 PARTIAL = ".partial"                 # a save being written; never read, removed on the next save
+BEST_FILE = "best.json"              # grpo.py --val-size: the save of the best validation round (ops/best.py)
 SAVE_NAME = re.compile(r"step-(\d+)$")
 # what marks a directory as a run of ours (checks.check_out_dir refuses to write over it); a
 # trainer_state.pt at the top is an older run layout without saves/, still recognised as a run
-RUN_FILES = (SAVES_DIR, METRICS_FILE, ARGS_FILE, CONFIG_FILE, INDEX_FILE, INFO_FILE, STATE_FILE)
+RUN_FILES = (SAVES_DIR, METRICS_FILE, ARGS_FILE, CONFIG_FILE, INDEX_FILE, INFO_FILE, STATE_FILE, BEST_FILE)
 # the flags a --resume may change without a note, and in which `--resume auto` still sees the same run: how
 # long to run, how often to save, where and how to stop, where to stream
 RESUME_MAY_CHANGE = {"rounds", "max_steps", "epochs", "resume", "force", "save_every", "keep_last", "eval_every",
@@ -63,6 +64,12 @@ RESUME_MAY_CHANGE = {"rounds", "max_steps", "epochs", "resume", "force", "save_e
 
 def save_dir(out_dir, step):
     return os.path.join(out_dir, SAVES_DIR, f"step-{step:06d}")
+
+
+def best_save(out_dir):
+    """The absolute path of the save that <out_dir>/best.json names (--keep-last never prunes it), or None."""
+    path = os.path.join(out_dir, BEST_FILE)
+    return os.path.abspath(os.path.join(out_dir, read_json(path)["save"])) if os.path.isfile(path) else None
 
 
 def save_problem(path):
@@ -280,8 +287,8 @@ def _write_save(args, model, to_save, optimizer_state, masters, step, extras, fi
     _fsync_dir_tree(partial)
     os.rename(partial, final)  # atomic: from here on the save exists, whole
     # keep the newest keep_last saves, and no leftover *.partial of an earlier crash
-    skipped = []
-    saves = complete_saves(args.out_dir, skipped)
+    skipped, best = [], best_save(args.out_dir)  # the validation-selected save outlives --keep-last
+    saves = [s for s in complete_saves(args.out_dir, skipped) if os.path.abspath(s[1]) != best]
     for old in [p for _, p in saves[:max(0, len(saves) - args.keep_last)]] + [p for p, _ in skipped]:
         shutil.rmtree(old, ignore_errors=True)  # the oldest, and any save that is no longer whole
     root = os.path.join(args.out_dir, SAVES_DIR)

@@ -254,25 +254,25 @@ def test_round_metrics_against_a_hand_count():
     assert m["loss"] == 0.25 and m["r/correctness"] == 0.5
 
 
-def test_eval_every_logs_a_heldout_curve_that_ends_at_eval_py(tmp_path):
-    # --eval-every: held-out greedy accuracy before round 1 and after each round; the last point must be what
-    # eval.py reports for the saved model on the same items (same protocol, same code)
+def test_test_curve_logs_a_heldout_curve_that_ends_at_eval_py(tmp_path):
+    # --eval-every with --test-curve: the lab's study curve, held-out greedy accuracy before round 1 and after each
+    # round; the last point must be what eval.py reports for the saved model on the same items (same protocol, code)
     model_dir = tmp_path / "tiny"
     write_digit_model(model_dir)
     out = tmp_path / "grpo"
     run([sys.executable, str(REPO / "grpo.py"), "--model-dir", str(model_dir), "--out-dir", str(out),
          "--num-examples", "8", "--prompts-per-step", "2", "--groups-per-micro", "2", "--num-generations", "3",
          "--num-iterations", "1", "--diffusion-steps", "4", "--rounds", "2", "--lr", "1e-2",
-         "--eval-every", "1", "--eval-items", "20"], REPO)
+         "--eval-every", "1", "--test-curve", "--eval-items", "20"], REPO)
     curve = [(r["step"], r["heldout_acc"]) for r in read_metrics(str(out)) if "heldout_acc" in r]
     assert [s for s, _ in curve] == [0, 1, 2]
     run([sys.executable, str(REPO / "eval.py"), "--model-dir", str(out), "--toy-items", "20",
          "--out-dir", str(tmp_path / "eval"), "--json", str(tmp_path / "eval.json")], REPO)
     assert json.loads((tmp_path / "eval.json").read_text())[0]["accuracy"] == curve[-1][1]
-    # the toy only, and never under FSDP (rank 0 evaluating alone would hang a sharded forward)
+    # the test curve is the toy's only; --eval-every otherwise needs a validation split (--val-size)
     p = subprocess.run([sys.executable, str(REPO / "grpo.py"), "--eval-every", "1", "--task", "gsm8k",
                         "--out-dir", str(tmp_path / "refused")], cwd=REPO, capture_output=True, text=True)
-    assert p.returncode != 0 and "--eval-every measures the toy" in p.stderr
+    assert p.returncode != 0 and "--eval-every measures the validation split" in p.stderr
 
 
 def test_an_objective_without_old_pass_makes_no_old_or_ref_calls():

@@ -99,7 +99,7 @@ def test_init_grpo_and_eval_run_at_the_testbed_preset(tmp_path):
     assert json.loads((init / "config.json").read_text())["vocab_size"] == 266
     run([sys.executable, str(REPO / "grpo.py"), "--preset", "testbed", "--model-dir", str(init), "--out-dir",
          str(out), "--rounds", "1", "--prompts-per-step", "2", "--groups-per-micro", "2", "--num-iterations", "1",
-         "--diffusion-steps", "6", "--num-examples", "8", "--eval-every", "1", "--eval-items", "4"], REPO)
+         "--diffusion-steps", "6", "--num-examples", "8", "--eval-every", "1", "--test-curve", "--eval-items", "4"], REPO)
     rec = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert {"heldout_acc", "train_acc"} <= set(rec[-1]) and rec[-1]["completion_len"] > 0
     run([sys.executable, str(REPO / "eval.py"), "--task", "countdown_toy", "--model-dir", str(out), "--toy-items",

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # d1's ablations in miniature on the toy of `make run`: from each seed's SFT checkpoint (out/toy/seed*/sft,
 # written by lab/runs/toy.sh), diffu-GRPO at the toy defaults (mu 2, p_mask 0.15, random prompt mask, one-step
-# estimator) and one variant per knob, each with the held-out curve (--eval-every 5). Then the table and the
-# curves: python -m lab.study_ablations. Two runs at a time (2 cores), single-threaded each.
+# estimator) and one variant per knob, each with the held-out curve (--eval-every 5 --test-curve: a study's view
+# of the test set, never used to select anything). Then the table and the curves: python -m lab.study_ablations.
+# Two runs at a time (2 cores), single-threaded each.
 # Every run is at lr 3e-4, the lr of the table in docs/findings.md (grpo.py's toy default is 1e-4, see
 # docs/LOG.md): this script regenerates that table; drop LR_FLAGS to ablate around today's default.
 # Usage: bash lab/runs/ablations.sh [seeds...]   (default: 0 1 2); outputs in out/ablate/<variant>/seed*/
@@ -26,7 +27,7 @@ for v in "${VARIANTS[@]}"; do for s in $SEEDS; do echo "$s ${v%%:*} ${v#*:}" | s
 # two at a time; each line: seed, variant, its flags
 # shellcheck disable=SC2016
 xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; rm -rf "$d"; mkdir -p "$d"; '"$PY"' grpo.py --model-dir out/toy/seed$0/sft \
-    --out-dir "$d" --seed $0 --eval-every 5 '"$LR_FLAGS"' "${@:2}" > "$d/log.txt" 2>&1 && echo "$1 seed $0 done"' < "$jobs_file"
+    --out-dir "$d" --seed $0 --eval-every 5 --test-curve '"$LR_FLAGS"' "${@:2}" > "$d/log.txt" 2>&1 && echo "$1 seed $0 done"' < "$jobs_file"
 rm -f "$jobs_file"
 # the README's picture when matplotlib (optional) is installed; the table and curves.json always
 if $PY -c "import matplotlib" 2> /dev/null; then

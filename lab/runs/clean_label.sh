@@ -3,7 +3,7 @@
 # The findings are in the README, "What we measured about d1"; each part below is one of its tables.
 #
 # Part 1, as a new user met it (lr 3e-4, the toy default then): SFT on clean labels for 150 steps, then
-#   diffu-GRPO with the held-out curve (--eval-every 5) and one variant per suspect: prompt mask off,
+#   diffu-GRPO with the held-out curve (--eval-every 5 --test-curve) and one variant per suspect: prompt mask off,
 #   coupled and ELBO estimators, a 6x larger batch (also at lr 1e-4); then the agreement between the
 #   gradients of independent batches (python -m lab.study_signal) for the clean and the incomplete-label SFT models.
 # Part 2, the settings tried to make RL help (lr 1e-4, today's default): SFT on clean labels at sft.py's
@@ -32,11 +32,12 @@ run_seed() {
         for v in "${VARIANTS[@]}"; do
             # --lr 3e-4 first: a variant's own --lr comes later and wins
             # shellcheck disable=SC2086  # the flags are meant to split
-            $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo-${v%%:*}" --seed "$s" --eval-every 5 --lr 3e-4 ${v#*:}
+            $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo-${v%%:*}" --seed "$s" --eval-every 5 --test-curve \
+                --lr 3e-4 ${v#*:}
         done
         # part 2
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft400" --seed "$s" --toy-unfilled 0
-        $PY grpo.py --model-dir "$d/sft400" --out-dir "$d/grpo400" --seed "$s" --eval-every 10
+        $PY grpo.py --model-dir "$d/sft400" --out-dir "$d/grpo400" --seed "$s" --eval-every 10 --test-curve
         $PY grpo.py --model-dir "$d/sft400" --out-dir "$d/grpo400-hard" --seed "$s" --toy-blanks 4,7
         for m in sft400 grpo400-hard; do
             $PY eval.py --model-dir "$d/$m" --toy-blanks 4,7 --out-dir "$d/eval-hard-$m" --json "$d/eval-hard-$m.json"
