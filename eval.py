@@ -274,6 +274,7 @@ if __name__ == "__main__":
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     parser.add_argument("--select", type=str, default="", metavar="RUN_DIR", help="a grpo.py run with best.json: "
                         "its final and validation-selected checkpoints on the test set (evaluation/select.py)")
+    parser.add_argument("--select-nproc", type=int, default=1, help="--select: processes (GPUs) per eval, under torchrun")
     args = parser.parse_args()
 
     # the model-free modes first: no process group, no model, no GPU. Everything they read is input, so a
@@ -291,7 +292,7 @@ if __name__ == "__main__":
             summarize(args.summarize)
         raise SystemExit
     if args.select:  # the honest protocol (docs/evaluation.md): eval.py per checkpoint, then the table
-        raise SystemExit(select(args.select, args.task, sys.argv[1:], args.out_dir))
+        raise SystemExit(select(args.select, args.task, sys.argv[1:], args.out_dir, args.select_nproc))
     if args.canonical:
         with upfront():
             canonical(args.task, args.data, args.full, args.out_dir, args.limit)

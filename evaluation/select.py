@@ -27,7 +27,7 @@ from ops.metrics import read_json, read_metrics
 from ops.resume import BEST_FILE, INFO_FILE
 
 EVAL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval.py")
-OWN_FLAGS = ("--select", "--out-dir", "--json", "--model-dir")  # set per checkpoint here, not passed through
+OWN_FLAGS = ("--select", "--select-nproc", "--out-dir", "--json", "--model-dir")  # set per checkpoint here, not passed through
 CHILD = "NANO_D1_SELECT_CHILD"  # set in the subprocesses: an abbreviated --select there must not recurse
 
 
@@ -65,10 +65,12 @@ def checkpoints(run_dir):
             "selected": (selected, best["step"])}, best
 
 
-def evaluate(name, path, rest, out_dir):
-    """eval.py on one checkpoint -> its --json rows [{task, gen_length, items, accuracy}]."""
+def evaluate(name, path, rest, out_dir, nproc=1):
+    """eval.py on one checkpoint (under torchrun with nproc > 1 processes, one per GPU) -> its --json rows
+    [{task, gen_length, items, accuracy}]."""
     out, js = os.path.join(out_dir, name), os.path.join(out_dir, f"{name}.json")
-    cmd = [sys.executable, EVAL_PY, *rest, "--model-dir", path, "--out-dir", out, "--json", js]
+    launch = [sys.executable] + (["-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [])
+    cmd = [*launch, EVAL_PY, *rest, "--model-dir", path, "--out-dir", out, "--json", js]
     print(f"--select: {name} checkpoint {path}: {' '.join(cmd[1:])}", flush=True)
     rc = subprocess.run(cmd, env={**os.environ, CHILD: "1"}).returncode
     if rc:
@@ -89,19 +91,20 @@ def table(rows, best, curve):
     return "\n".join(lines) + "\n"
 
 
-def select(run_dir, task, argv, out_dir):
+def select(run_dir, task, argv, out_dir, nproc=1):
     """Evaluate the final and the validation-selected checkpoint of run_dir; write and print the report
     (select.json, select.md in out_dir). -> None, so eval.py exits 0 with SystemExit(select(...))."""
     with upfront("eval.py --select"):
         require(not os.environ.get(CHILD), "--select inside --select: spell the flag out in full")
         require(int(os.environ.get("WORLD_SIZE", 1)) == 1, "--select starts eval.py per checkpoint: run it "
-                "without torchrun (or run eval.py on each checkpoint under torchrun yourself)")
+                "without torchrun; --select-nproc N runs each under torchrun on N GPUs")
+        require(nproc >= 1, f"--select-nproc must be >= 1, got {nproc}")
         require("--model-dir" not in argv and not any(a.startswith("--model-dir=") for a in argv),
                 "--select evaluates RUN_DIR's checkpoints: drop --model-dir")
         ckpts, best = checkpoints(run_dir)
     rest, rows = pass_through(argv), []
     for name, (path, step) in ckpts.items():
-        for r in evaluate(name, path, rest, out_dir):
+        for r in evaluate(name, path, rest, out_dir, nproc):
             gen = r["gen_length"]
             dirs = [d for d in glob.glob(os.path.join(out_dir, name, f"{task}_{gen}*"))
                     if os.path.basename(d) in (f"{task}_{gen}",) or f"{task}_{gen}_seed" in d]
