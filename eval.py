@@ -274,7 +274,8 @@ if __name__ == "__main__":
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     parser.add_argument("--select", type=str, default="", metavar="RUN_DIR", help="a grpo.py run with best.json: "
                         "its final and validation-selected checkpoints on the test set (evaluation/select.py)")
-    parser.add_argument("--select-nproc", type=int, default=1, help="--select: processes (GPUs) per eval, under torchrun")
+    parser.add_argument("--select-nproc", type=int, default=1, help="--select: processes (GPUs) per eval, "
+                        "under torchrun")
     args = parser.parse_args()
 
     # the model-free modes first: no process group, no model, no GPU. Everything they read is input, so a

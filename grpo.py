@@ -331,7 +331,8 @@ if __name__ == "__main__":
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
         check_model_and_out_dir(args, TOY_START if toy_only(args.task) else None, "diffu-GRPO starts from the "
                                 "SFT model: run `python sft.py` first, or pass --model-dir (make run: out/toy/seed0/sft)")
-    comp_names = sorted({f.__name__ for ex in examples for f in TASKS[ex["task"]].rewards})  # one log column each, as d1
+    # one log column per reward function, as d1
+    comp_names = sorted({f.__name__ for ex in examples for f in TASKS[ex["task"]].rewards})
 
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ops/ddp.py)
     run = init_training(args)

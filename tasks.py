@@ -157,6 +157,14 @@ def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
     return [puzzles.partial_label(ex, unfilled, seed) for ex in exs] if unfilled else exs
 
 
+def made_prompt(ex):
+    return ex["prompt"]  # a generated toy's bare prompt, which its maker writes
+
+
+def made_label(ex):
+    return ex["completion"]  # a generated toy's SFT label, which its maker writes
+
+
 def d1_subset(examples):
     return d1_eval_subset(len(examples))  # Countdown and Sudoku: d1's 256 items (docs/d1.md §8.1)
 
@@ -172,6 +180,7 @@ def mbpp_test(examples):
 
 @dataclass(frozen=True)
 class Task:
+    """Everything the scripts know of one task; a field left at its default is d1's setting or "none"."""
     name: str
     prompt: Callable             # example -> the training user message (d1's RL prompt; s1K's SFT one)
     load: Callable = None        # a file or hub id -> examples (hub column names); None: generated
@@ -196,7 +205,8 @@ class Task:
 
 CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)  # d1's KodCode list (docs/coding.md §1.2)
 BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)  # RL-able too; the eval message is the RL one
-TOY = dict(eval_prefill="", preset="tiny", eval_batch=100)  # bare prompts and answers, the tiny model
+# the generated toys: bare prompts and answers, labels from their makers, the tiny model's preset
+TOY = dict(eval_prefill="", preset="tiny", eval_batch=100, sft_completion=made_label)
 
 TASKS = {t.name: t for t in [
     Task("gsm8k", with_system(SYSTEM_PROMPT + "\n\n", question), readers.read_gsm8k,
@@ -230,20 +240,18 @@ TASKS = {t.name: t for t in [
     Task("toy", puzzles.toy_prompt, lambda path: [puzzles.toy_example(ex["puzzle"], ex["solution"])
                                                   for ex in readers.read_sudoku(path)], make=sudoku_toy,
          rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy), canvas=16, block=16,
-         sft_max_length=63, sft_completion=lambda ex: ex["completion"], **TOY),
+         sft_max_length=63, **TOY),
     # the code toy (taskdata/pbe.py): d1's coding reward alone; its bare fence has no <answer>, so no bonus
-    Task("pbe", lambda ex: ex["prompt"], make=toy_split(pbe.split_classes, pbe.make_pbe),
-         rewards=(R.coding_reward,), max_reward=1.0, score=parsers.score_pbe_batch, canvas=48, block=16,
-         sft_max_length=128, sft_completion=lambda ex: ex["completion"], **TOY),
+    Task("pbe", made_prompt, make=toy_split(pbe.split_classes, pbe.make_pbe), rewards=(R.coding_reward,),
+         max_reward=1.0, score=parsers.score_pbe_batch, canvas=pbe.CANVAS, block=16, sft_max_length=128, **TOY),
     # the testbed (taskdata/countdown_toy.py): d1's Countdown reward on its <answer> equation, in d1's tags
-    Task("countdown_toy", lambda ex: ex["prompt"],
-         make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems), rewards=(R.countdown_reward,),
-         max_reward=1.0, score=each(parsers.score_countdown_toy), canvas=48, block=16, sft_max_length=96,
-         sft_completion=lambda ex: ex["completion"], needs_tags=True, **{**TOY, "preset": "testbed"}),
+    Task("countdown_toy", made_prompt, make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems),
+         rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown_toy), canvas=48,
+         block=16, sft_max_length=96, needs_tags=True, **{**TOY, "preset": "testbed"}),
     # the worked example of README "Adding a task" (taskdata/digitsum.py): a number's digit sum, in d1's tags
-    Task("digitsum", lambda ex: ex["prompt"], make=toy_split(digitsum.split_numbers, digitsum.make_problems),
+    Task("digitsum", made_prompt, make=toy_split(digitsum.split_numbers, digitsum.make_problems),
          rewards=(digitsum.digitsum_reward,), max_reward=1.0, score=each(digitsum.score), canvas=32, block=16,
-         sft_max_length=64, sft_completion=lambda ex: ex["completion"], needs_tags=True, **TOY),
+         sft_max_length=64, needs_tags=True, **TOY),
 ]}
 
 

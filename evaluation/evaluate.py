@@ -2,14 +2,14 @@
 Generate and score eval items: the part of the evaluation that BOTH eval.py and grpo.py's
 --eval-every run, kept below both so that the trainer never imports the evaluator.
 
-What is here: d1's eval prompt as token ids (eval_prompt_ids), the generate-and-score loop (run_items: left-padded batches, one
-generator per batch, d1's parsers), the accuracy d1 reports (accuracy), and the two toy curves
-grpo.py --eval-every draws during training (toy_curve_sets, toy_accuracies), measured with
-eval.py's toy protocol, so the curve's last point is the number eval.py prints for the saved model.
+What is here: d1's eval prompt as token ids (eval_prompt_ids), the generate-and-score loop
+(run_items: left-padded batches, one generator per batch, the task's parser), the accuracy d1
+reports (accuracy), and the toys' test-set study curve of grpo.py --test-curve (toy_curve_sets,
+toy_accuracies, ToyCurve), measured with eval.py's toy protocol, so the curve's last point is the
+number eval.py prints for the saved model. The validation curve is evaluation/validation.py's.
 
 Used as:
-    from evaluation.evaluate import ToyCurve                             # grpo.py --eval-every
-    from evaluation.evaluate import run_items, accuracy                  # eval.py
+    from evaluation.evaluate import run_items, accuracy                  # eval.py, evaluation/validation.py
 """
 import time
 

@@ -27,7 +27,8 @@ from ops.metrics import read_json, read_metrics
 from ops.resume import BEST_FILE, INFO_FILE
 
 EVAL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval.py")
-OWN_FLAGS = ("--select", "--select-nproc", "--out-dir", "--json", "--model-dir")  # set per checkpoint here, not passed through
+# set per checkpoint here, not passed through to eval.py
+OWN_FLAGS = ("--select", "--select-nproc", "--out-dir", "--json", "--model-dir")
 CHILD = "NANO_D1_SELECT_CHILD"  # set in the subprocesses: an abbreviated --select there must not recurse
 
 

@@ -14,7 +14,7 @@ always describes one run.
 Draw any metrics files side by side (matplotlib is optional: only the picture needs it), or
 print each key's first and last value per run as a table:
     python -m ops.metrics out/grpo out/grpo-fixed-mask --keys reward,kl --x step --out out/compare.png
-    python -m ops.metrics out/grpo out/grpo-fixed-mask --keys heldout_acc,token_nll --table
+    python -m ops.metrics out/grpo out/grpo-fixed-mask --keys val_acc,token_nll --table
 """
 import argparse
 import json
@@ -78,7 +78,7 @@ def round_cost(calls, rows, scoring_rows, scoring_calls=1):
 def report_round(bar, f, step, metrics, timing, cost, curve, elapsed, n_cut=0):
     """Rank 0's report of one grpo.py round: a console line (the metrics, then seconds per phase),
     the bar's reward, and the round's line in metrics.jsonl: metrics, phase seconds as s_<phase>,
-    the cost columns, and the held-out curve (evaluation/evaluate.ToyCurve) when it is due. n_cut: this
+    the cost columns, and the --eval-every curve (evaluation/validation.ValCurve) when it is due. n_cut: this
     rank's prompts cut to --max-prompt-length, a warning."""
     if n_cut:
         bar.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")

@@ -52,7 +52,7 @@ SHOWN_X = (-4, -1, 0, 1, 2, 5)
 N_HIDDEN = 8                  # hidden tests, drawn from the 9 other inputs
 HELD_OUT = 0.15               # share of the semantic classes kept for evaluation
 FENCE = "```python\ndef f(x):return {}\n```"  # the completion; d1's reward reads the first ```python fence
-CANVAS = 48                   # completion tokens the toy generates (eval.py TOY_CANVAS): every completion must fit
+CANVAS = 48                   # completion tokens the toy generates (its record in tasks.py): every completion must fit
 # Python precedence of what a node renders as: calls and atoms bind tightest
 PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
@@ -124,7 +124,7 @@ def classes():
             if outs not in best or (len(text), text) < (len(best[outs]), best[outs]):
                 best[outs] = text
     table = sorted(best.items())
-    # the whole completion is generated in one canvas; a longer grammar must change CANVAS (and eval.py's)
+    # the whole completion is generated in one canvas; a longer grammar must change CANVAS
     assert max(len(FENCE.format(text)) for _, text in table) <= CANVAS
     return table
 

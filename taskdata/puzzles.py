@@ -123,8 +123,8 @@ def _sample_puzzles(grids, n, seed, min_blanks, max_blanks, unique, max_tries=10
 
 def make_sudoku(grids, n, seed, min_blanks=6, max_blanks=10, unique=True):
     """n d1-format Sudoku examples blanked from `grids` (d1's test puzzles have 8 blanks)."""
-    return [{"puzzle": p, "solution": s, "answer": s} for p, s in _sample_puzzles(grids, n, seed, min_blanks, max_blanks,
-                                                                                   unique)]
+    puzzles = _sample_puzzles(grids, n, seed, min_blanks, max_blanks, unique)
+    return [{"puzzle": p, "solution": s, "answer": s} for p, s in puzzles]
 
 
 def make_toy(grids, n, seed, min_blanks=2, max_blanks=5):

@@ -113,7 +113,8 @@ def read_sudoku(path):
 
 
 def read_s1k(path):
-    """s1K for SFT (docs/d1.md §5.1): question, thinking_trajectories (list: d1 uses [0]; a string also works), attempt.
+    """s1K for SFT (docs/d1.md §5.1): question, thinking_trajectories (list: d1 uses [0]; a string also
+    works), attempt.
     -> question, trace (the first trajectory), answer (= attempt); tasks.py's s1k record builds the SFT
     prompt and completion from them."""
     records = read_records(path)

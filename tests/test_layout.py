@@ -29,7 +29,7 @@ def imports_of(path, modules):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from lib import parsers` imports taskdata.parsers; `from taskdata.parsers import x` imports taskdata.parsers
+            # `from taskdata import parsers` and `from taskdata.parsers import x` import taskdata.parsers
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue
