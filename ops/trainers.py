@@ -107,14 +107,16 @@ def toy_only(task):
 
 def task_defaults(task, presets):
     """(preset name, {flag: value}) that --task's records choose (tasks.py): their common preset (a toy's
-    where this script has it, else "tiny"; d1's "8b" for real or mixed tasks) and, for a single task
-    with its own canvas, the canvas and block of its rollouts (steps: two tokens each, as d1) and its
-    SFT length."""
+    where this script has it, else "tiny"; d1's "8b" for real tasks or a mix of presets) and, for tasks
+    that share their own canvas, the canvas and block of the rollouts (steps: two tokens each, as d1)
+    and the SFT length."""
     records = [tasks.TASKS.get(name) for name in task.split(",")]
     if None in records or len({r.preset for r in records}) > 1:
         return "8b", {}  # an unknown task is refused later, in the script's checks
     t = records[0]
     name = t.preset if t.preset in presets else "tiny" if t.make else "8b"
+    if len({(r.canvas, r.block, r.sft_max_length) for r in records}) > 1:
+        return name, {}  # mixed toys of different canvases: the preset's, unless given
     lengths = dict(gen_length=t.canvas, block_length=t.block, diffusion_steps=t.canvas // 2) if t.canvas else {}
     return name, {**lengths, **({"max_length": t.sft_max_length} if t.sft_max_length else {})}
 

@@ -443,3 +443,20 @@ def test_toy_curve_sets_follow_the_task():
         sets = toy_curve_sets(name, n=3)
         assert sets["heldout_acc"] == tasks.heldout(name, n=3)
         assert all(ex["prompt"] == tasks.rl_prompt(name, ex) for _, ex in sets["train_acc"])
+
+
+def test_the_scripts_take_their_defaults_from_the_record():
+    import grpo
+    import sft  # noqa: F401 (its flags, through ops/trainers.parse_with_preset)
+    from ops.trainers import task_defaults
+    for name in tasks.names("make"):
+        t, args = tasks.get(name), grpo.parse_args(["--task", name])
+        assert (args.preset, args.gen_length, args.block_length, args.diffusion_steps) == (
+            t.preset, t.canvas, t.block, t.canvas // 2), name
+        assert task_defaults(name, sft.PRESETS) == ("tiny", {"gen_length": t.canvas, "block_length": t.block,
+                                                           "diffusion_steps": t.canvas // 2,
+                                                           "max_length": t.sft_max_length})
+    # d1's recipe for a real task; a flag given by hand wins; toys of different canvases keep the preset's
+    assert grpo.parse_args(["--task", "gsm8k"]).gen_length == 256
+    assert grpo.parse_args(["--task", "pbe", "--gen-length", "32"]).gen_length == 32
+    assert grpo.parse_args(["--task", "toy,digitsum"]).gen_length == grpo.PRESETS["tiny"]["gen_length"]
