@@ -273,7 +273,8 @@ if __name__ == "__main__":
                         "(default: evaluate instead)")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     parser.add_argument("--select", type=str, default="", metavar="RUN_DIR", help="a grpo.py run with best.json: "
-                        "its final and validation-selected checkpoints on the test set (evaluation/select.py)")
+                        "its final and validation-selected checkpoints on the test set (evaluation/select.py; "
+                        "default: none, evaluate --model-dir)")
     parser.add_argument("--select-nproc", type=int, default=1, help="--select: processes (GPUs) per eval, "
                         "under torchrun")
     args = parser.parse_args()

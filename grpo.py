@@ -351,7 +351,8 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
     t_start = time.time()
-    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size, **split},
+    # the split's record beside the flags, which stay as typed (--resume auto compares them)
+    metrics_file, elapsed0 = open_metrics(args.out_dir, {**split, **vars(args), "world_size": world_size},
                                           start_round) if master else (None, 0.0)
     # --eval-every: val_acc from the start model on, the best round kept (ops/best.py); --test-curve: the toy's study
     curve = make_curve(args, raw_model, tokenizer, val) if args.eval_every and master else None

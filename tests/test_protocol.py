@@ -41,9 +41,10 @@ def test_sudoku_split_by_solution_through_grpo(tmp_path):
     (tmp_path / "test.csv").write_text(rows(grids[2:6]))
     model, out = tmp_path / "tiny", tmp_path / "run"
     write_digit_model(model)
-    stdout = run(grpo("--preset", "tiny", "--task", "sudoku", "--data", str(tmp_path / "train.csv"), "--sudoku-split",
-                      "solution", "--sudoku-test", str(tmp_path / "test.csv"), "--model-dir", str(model), "--out-dir",
-                      str(out), "--num-generations", "2", "--rounds", "1", "--val-size", "2", "--eval-every", "1"), REPO)
+    flags = ("--preset", "tiny", "--task", "sudoku", "--data", str(tmp_path / "train.csv"), "--sudoku-split",
+             "solution", "--sudoku-test", str(tmp_path / "test.csv"), "--model-dir", str(model), "--out-dir",
+             str(out), "--num-generations", "2", "--val-size", "2", "--eval-every", "1")
+    stdout = run(grpo(*flags, "--rounds", "1"), REPO)
     dropped = sum(g in grids[2:6] for g in grids[:12] + grids[:3])  # grids 2-5, and grid 2 a second time
     assert dropped == 5
     assert f"dropped {dropped} of 15 training puzzles whose solution grid is in {tmp_path / 'test.csv'}" in stdout
@@ -51,6 +52,8 @@ def test_sudoku_split_by_solution_through_grpo(tmp_path):
         info = json.loads(record.read_text())
         assert (info["sudoku_split"], info["sudoku_dropped"], info["val_size"]) == ("solution", dropped, 2)
     assert [r["step"] for r in read_metrics(str(out)) if "val_acc" in r] == [0, 1]  # any task validates now
+    # the flags are recorded as typed beside the split's record, so --resume auto sees the same run
+    assert "resumed from" in run(grpo(*flags, "--rounds", "2", "--resume", "auto"), REPO)
 
 
 def test_validation_best_json_keep_last_resume_and_select(tmp_path):
