@@ -7,6 +7,7 @@ checkpoints), ops/best.py's decisions against a hand-kept maximum, and the one-l
 Run: python -m pytest tests/test_protocol.py -q
 """
 import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -41,13 +42,14 @@ def test_sudoku_split_by_solution_through_grpo(tmp_path):
     (tmp_path / "test.csv").write_text(rows(grids[2:6]))
     model, out = tmp_path / "tiny", tmp_path / "run"
     write_digit_model(model)
+    test_csv = os.path.relpath(tmp_path / "test.csv", REPO)  # as a user types it, relative to the checkout
     flags = ("--preset", "tiny", "--task", "sudoku", "--data", str(tmp_path / "train.csv"), "--sudoku-split",
-             "solution", "--sudoku-test", str(tmp_path / "test.csv"), "--model-dir", str(model), "--out-dir",
-             str(out), "--num-generations", "2", "--val-size", "2", "--eval-every", "1")
+             "solution", "--sudoku-test", test_csv, "--model-dir", str(model), "--out-dir", str(out),
+             "--num-generations", "2", "--val-size", "2", "--eval-every", "1")
     stdout = run(grpo(*flags, "--rounds", "1"), REPO)
     dropped = sum(g in grids[2:6] for g in grids[:12] + grids[:3])  # grids 2-5, and grid 2 a second time
     assert dropped == 5
-    assert f"dropped {dropped} of 15 training puzzles whose solution grid is in {tmp_path / 'test.csv'}" in stdout
+    assert f"dropped {dropped} of 15 training puzzles whose solution grid is in {test_csv}" in stdout
     for record in (out / "train_args.json", out / "save_info.json", out / "saves" / "step-000001" / "save_info.json"):
         info = json.loads(record.read_text())
         assert (info["sudoku_split"], info["sudoku_dropped"], info["val_size"]) == ("solution", dropped, 2)
