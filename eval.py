@@ -11,7 +11,8 @@ micro-averaged over all puzzles.
 
 This file is that protocol: which items, the sampler schedule, the flags, the checks made before
 any work, and the main loop. The rest lives one folder away:
-  - evaluation/evaluate.py: the generate-and-score loop and the toys' held-out sets, shared with
+  - tasks.heldout: which items (d1's subsets, the toys' test side of their split);
+  - evaluation/evaluate.py: the generate-and-score loop and the sampler's schedule, shared with
     grpo.py --eval-every (the trainer must not import this file);
   - evaluation/results.py: one JSONL line per item per rank and a manifest with every setting, how a
     result dir is read back exactly as its manifest names it, --resume after a kill or a stop
@@ -43,7 +44,7 @@ from lab.stats import compare, mean_and_spread, summarize
 from taskdata import parsers
 from modelio.checkpoint import TINY_DIR, load
 from taskdata.records import records_sha256
-from evaluation.evaluate import SCORING_FIELDS, accuracy, run_items
+from evaluation.evaluate import SCORING_FIELDS, accuracy, eval_schedule, run_items
 from evaluation.results import (
     append_records,
     clear_run_files,
@@ -70,9 +71,10 @@ from taskdata.splits import recorded_split
 
 
 def load_items(task, data, full=False, limit=0, toy_items=200, toy_blanks=(2, 5)):
-    """tasks.heldout's items, checked as input (run inside checks.upfront): a known task, its data file there and
-    well-formed (the loaders name file:line), and at least one item after --limit."""
-    require(task in tasks.names("score"), f"--task: unknown task {task!r}; one of {', '.join(tasks.names('score'))}")
+    """tasks.heldout's items, checked as input (run inside checks.upfront): a known task, its data file
+    there and well-formed (the loaders name file:line), and at least one item after --limit."""
+    evaluable = tasks.names("score")
+    require(task in evaluable, f"--task: unknown task {task!r}; one of {', '.join(evaluable)}")
     check_data_paths([data] if data else [])
     items = tasks.heldout(task, data, full, toy_items, blanks=toy_blanks)[:limit or None]
     require(items, f"--task {task}: no items to evaluate in {data or 'the generated set'}")
@@ -170,17 +172,15 @@ def gen_lengths(args):
 def schedule(args, gen):
     """(block, steps, batch size) at gen length `gen`. d1: block 32, two tokens unmasked per step, 8
     prompts per batch and 4 at gen length 512 (docs/d1.md §8.1). The Sudoku toy's 16-token canvas is a
-    single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100 prompts."""
-    # d1's semi-autoregressive block of 32 tokens; a canvas shorter than one block is a single block
-    block = min(args.block_length or tasks.get(args.task).block or 32, gen)
-    # d1: steps = gen_length / 2, so every block unmasks two tokens per step
-    steps = args.steps or gen // 2
+    single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100 prompts
+    (evaluation/evaluate.eval_schedule); a flag given overrides its part."""
+    block, steps, batch_size = eval_schedule(args.task, gen)
+    block, steps = (min(args.block_length, gen) if args.block_length else block), args.steps or steps
     try:
         check_schedule(gen, block, steps)  # whole blocks, and steps that split evenly over them
     except ValueError as e:
         raise ValueError(f"--gen-lengths / --block-length / --steps: {e}") from None
-    # the batch decides which pads an item attends to, so the default is d1's own: 8, and 4 at gen length 512
-    return block, steps, args.batch_size or tasks.get(args.task).eval_batch or (4 if gen >= 512 else 8)
+    return block, steps, args.batch_size or batch_size
 
 
 def result_dir(args, gen, seed):

@@ -5,13 +5,13 @@ Generate and score eval items: the part of the evaluation that BOTH eval.py and 
 What is here: d1's eval prompt as token ids (eval_prompt_ids), the generate-and-score loop
 (run_items: left-padded batches, one generator per batch, the task's parser), the accuracy d1
 reports (accuracy), and the toys' test-set study curve of grpo.py --test-curve (toy_curve_sets,
-toy_accuracies, ToyCurve), measured with eval.py's toy protocol, so the curve's last point is the
-number eval.py prints for the saved model. The validation curve is evaluation/validation.py's.
+toy_accuracies), measured with eval.py's toy protocol, so the curve's last point is the
+number eval.py prints for the saved model. The validation curve is evaluation/validation.py's;
+eval_schedule is the sampler's schedule both take from eval.py's protocol.
 
 Used as:
     from evaluation.evaluate import run_items, accuracy                  # eval.py, evaluation/validation.py
 """
-import time
 
 import torch
 
@@ -24,12 +24,23 @@ from sample import generate
 SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
 CURVE_SEED = 54_321  # the curve's training-side items: a stream apart from SFT's and RL's
 
+
+
+def eval_schedule(task, gen):
+    """d1's eval sampler at gen length `gen` (docs/d1.md §8.1) as the task's record adapts it: (block,
+    steps, prompts per batch). Block 32, or the task's own (a canvas shorter than a block is one block);
+    two tokens unmasked per step; 8 prompts per batch and 4 at gen length 512, or the task's own (the
+    toys: 100). The batch is part of the protocol: it decides which pads an item attends to."""
+    t = tasks.get(task)
+    return min(t.block or 32, gen), gen // 2, t.eval_batch or (4 if gen >= 512 else 8)
+
+
 # -----------------------------------------------------------------------------
-# the toys' curves
+# the toys' test-set study curve (grpo.py --test-curve)
 
 
 def toy_curve_sets(task="toy", n=200, data_seed=0):
-    """The two item sets of grpo.py --eval-every's toy curve: {"heldout_acc": eval.py's held-out
+    """The two item sets of grpo.py --test-curve: {"heldout_acc": eval.py's held-out
     items, "train_acc": n new items of the TRAINING side of the split} (for the Sudoku toy, new puzzles
     of the training grids: 4x4 Sudoku has only 288 solution grids, so a model can score there by
     recalling grids it trained on, not by the rule)."""
@@ -38,30 +49,12 @@ def toy_curve_sets(task="toy", n=200, data_seed=0):
 
 
 def toy_accuracies(model, tokenizer, sets, task="toy"):
-    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy, the task's canvas
-    and block (tasks.py), gen / 2 steps as d1, batches of 100."""
-    gen, block = tasks.get(task).canvas, tasks.get(task).block
-    return {name: accuracy(task, run_items(model, tokenizer, task, items, gen, block, gen // 2, batch_size=100))
+    """{name: accuracy %} for toy item sets, with eval.py's toy protocol: greedy at the task's canvas,
+    with eval_schedule's block, steps and batch."""
+    gen = tasks.get(task).canvas
+    block, steps, batch_size = eval_schedule(task, gen)
+    return {name: accuracy(task, run_items(model, tokenizer, task, items, gen, block, steps, batch_size=batch_size))
             for name, items in sets.items()}
-
-
-class ToyCurve:
-    """grpo.py --eval-every N: the toy's two accuracy curves (toy_curve_sets) measured every N rounds
-    and at the last one. Calling it returns {name: accuracy %} and adds the time it took to
-    .seconds, which the trainer keeps out of its training clock."""
-
-    def __init__(self, model, tokenizer, every, rounds, n=200, data_seed=0, task="toy"):
-        self.model, self.tokenizer, self.every, self.rounds, self.task = model, tokenizer, every, rounds, task
-        self.sets, self.seconds = toy_curve_sets(task, n, data_seed), 0.0
-
-    def due(self, step):
-        return step % self.every == 0 or step == self.rounds
-
-    def __call__(self):
-        t0 = time.time()
-        acc = toy_accuracies(self.model, self.tokenizer, self.sets, self.task)
-        self.seconds += time.time() - t0
-        return acc
 
 
 # -----------------------------------------------------------------------------

@@ -107,8 +107,9 @@ def select(run_dir, task, argv, out_dir, nproc=1):
     for name, (path, step) in ckpts.items():
         for r in evaluate(name, path, rest, out_dir, nproc):
             gen = r["gen_length"]
-            dirs = [d for d in glob.glob(os.path.join(out_dir, name, f"{task}_{gen}*"))
-                    if os.path.basename(d) in (f"{task}_{gen}",) or f"{task}_{gen}_seed" in d]
+            # eval.py's result dirs of this length: <task>_<gen>, or <task>_<gen>_seed<s> with --seeds
+            dirs = glob.glob(os.path.join(out_dir, name, f"{task}_{gen}")) + \
+                glob.glob(os.path.join(out_dir, name, f"{task}_{gen}_seed*"))
             recs = [rec for group in load_results(sorted(dirs)).values() for rec in group]  # seeds pooled
             ci = bootstrap_ci(task, recs) if recs else (math.nan, math.nan)
             rows.append({"checkpoint": name, "path": path, "step": step, "gen_length": gen,

@@ -3,25 +3,23 @@ grpo.py --eval-every N --val-size M: greedy accuracy on the validation split (ta
 carve_validation, items of the TRAINING data) every N rounds, with eval.py's protocol: d1's eval
 prompt, block 32 (the toys: their record's), steps = gen / 2, greedy, low-confidence remasking.
 Logged as val_acc (and val_acc/<task> when several tasks are mixed); ops/best.py keeps the best round.
-With --test-curve the toy's test-set study curve (evaluate.ToyCurve: heldout_acc, ...) is logged
-beside it: a study's view of the test set, never used to select anything.
+With --test-curve the toy's test-set study curve (evaluate.toy_curve_sets: heldout_acc, train_acc) is
+logged beside it: a study's view of the test set, never used to select anything.
 
     from evaluation.validation import make_curve     # grpo.py; rank 0 only
 """
 import time
 
 import tasks
-from evaluation.evaluate import ToyCurve, accuracy, run_items
+from evaluation.evaluate import accuracy, eval_schedule, run_items, toy_accuracies, toy_curve_sets
+from ops.metrics import eval_due
 
 
 def val_schedule(task, rollout_gen, val_gen=0):
     """(gen length, block, steps, batch size) of task's validation eval: --val-gen-length, else the
     rollout canvas (the toys: their eval canvas); then eval.py's defaults for that length."""
-    t = tasks.get(task)
-    gen = val_gen or t.canvas or rollout_gen
-    block = min(t.block or 32, gen)  # d1's block of 32; a shorter canvas is one block
-    # d1 batches 8 prompts (4 at gen 512), the toys 100: the attended pads make the batch part of the protocol
-    return gen, block, gen // 2, t.eval_batch or (4 if gen >= 512 else 8)
+    gen = val_gen or tasks.get(task).canvas or rollout_gen
+    return (gen, *eval_schedule(task, gen))
 
 
 def pooled_accuracy(per_task, counts):
@@ -33,21 +31,21 @@ def pooled_accuracy(per_task, counts):
 class ValCurve:
     """Calling it returns {"val_acc": %, ["val_acc/<task>": % ...], [the test curve's ...]}, keeps the
     result in .last and adds its time to .seconds (kept out of the training clock). `val`: the validation
-    examples, each with its "task"; test_curve: an evaluate.ToyCurve or None."""
+    examples, each with its "task"; test: --test-curve's (toy task, evaluate.toy_curve_sets) or None."""
 
-    def __init__(self, model, tokenizer, every, rounds, val, rollout_gen, val_gen=0, test_curve=None):
-        self.model, self.tokenizer, self.test_curve = model, tokenizer, test_curve
+    def __init__(self, model, tokenizer, every, rounds, val, rollout_gen, val_gen=0, test=None):
+        self.model, self.tokenizer, self.test = model, tokenizer, test
         self.every, self.rounds = every, rounds
         self.by_task = {}
         for i, ex in enumerate(val):  # an item's id is its place in the validation split
             self.by_task.setdefault(ex["task"], []).append((i, ex))
         self.schedule = {t: val_schedule(t, rollout_gen, val_gen) for t in self.by_task}
         names = ["val_acc"] * bool(val) + [f"val_acc/{t}" for t in self.by_task if len(self.by_task) > 1]
-        self.sets = names + list(test_curve.sets if test_curve else [])  # the names report_round prints
+        self.sets = names + list(test[1] if test else [])  # the names report_round prints
         self.seconds, self.last, self.items = 0.0, {}, len(val)
 
     def due(self, step):
-        return step % self.every == 0 or step == self.rounds
+        return eval_due(step, self.every, self.rounds)
 
     def __call__(self):
         t0, acc = time.time(), {}
@@ -58,16 +56,14 @@ class ValCurve:
         out = {"val_acc": pooled_accuracy(acc, {t: len(v) for t, v in self.by_task.items()})} if acc else {}
         if len(acc) > 1:
             out.update({f"val_acc/{t}": a for t, a in acc.items()})
+        if self.test:  # on the same clock: both are kept out of training time
+            out.update(toy_accuracies(self.model, self.tokenizer, self.test[1], self.test[0]))
         self.seconds += time.time() - t0
-        if self.test_curve:  # its own clock: both are kept out of training time
-            out.update(self.test_curve())
-            self.seconds, self.test_curve.seconds = self.seconds + self.test_curve.seconds, 0.0
         self.last = out
         return out
 
 
 def make_curve(args, model, tokenizer, val):
     """grpo.py's --eval-every curve from its flags: the validation split, plus --test-curve's study curve."""
-    test = ToyCurve(model, tokenizer, args.eval_every, args.rounds, args.eval_items, args.data_seed, args.task) \
-        if args.test_curve else None
+    test = (args.task, toy_curve_sets(args.task, args.eval_items, args.data_seed)) if args.test_curve else None
     return ValCurve(model, tokenizer, args.eval_every, args.rounds, val, args.gen_length, args.val_gen_length, test)

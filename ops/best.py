@@ -17,7 +17,7 @@ import math
 import os
 
 from ops.ddp import everywhere
-from ops.metrics import read_json
+from ops.metrics import eval_due, read_json
 from ops.resume import BEST_FILE, SAVES_DIR, save_dir
 
 
@@ -55,7 +55,7 @@ class Best:
         """After round `step` (0: the start model, skipped on a resume): when val_acc was measured and beat
         the best so far, save the round unless `saved`, then point best.json at it. curve: rank 0's
         ValCurve, else None. -> whether it improved."""
-        if not self.on or step < self.start or not (step % self.every == 0 or step == self.rounds):
+        if not self.on or step < self.start or not eval_due(step, self.every, self.rounds):
             return False
         value = curve.last.get("val_acc") if curve is not None else None
         # rank 0 decides; the others agree with it (MIN over ranks of "improved" and their own True)

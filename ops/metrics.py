@@ -75,6 +75,12 @@ def round_cost(calls, rows, scoring_rows, scoring_calls=1):
             "bwd_rows": rows * scoring_rows * calls["policy_bwd"] / scoring_calls}
 
 
+def eval_due(step, every, last):
+    """Whether grpo.py --eval-every N measures after round `step`: every N rounds (round 0, the start
+    model, included) and at the last one."""
+    return step % every == 0 or step == last
+
+
 def report_round(bar, f, step, metrics, timing, cost, curve, elapsed, n_cut=0):
     """Rank 0's report of one grpo.py round: a console line (the metrics, then seconds per phase),
     the bar's reward, and the round's line in metrics.jsonl: metrics, phase seconds as s_<phase>,
