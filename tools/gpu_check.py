@@ -21,7 +21,9 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
   4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
                   on this one GPU and on 8
 Prints one line per check as it finishes, then a table; writes every log and JSON under
---out-dir; exits 1 if any check failed. Each check is its own process, so one out-of-memory or
+--out-dir; exits 1 if any check failed. --budget-s S fits the run into S seconds (a lent GPU's
+session): the 8B checks run in the order of what matters most, a check whose usual time (H100,
+EST_SECONDS) no longer fits is skipped and said so, and one still running at the end is stopped. Each check is its own process, so one out-of-memory or
 crash does not take the rest down, and the 8B checks run one at a time on an otherwise idle GPU
 (the tiny scripts run side by side: they are startup-bound, ~20 s each).
 
@@ -31,12 +33,15 @@ Run:
     make gpu-check                         # = python3 -m tools.gpu_check
     python3 -m tools.gpu_check --skip 8b         # CUDA correctness only, ~2 min
     python3 -m tools.gpu_check --skip tests,scripts --out-dir out/gpu-8b
+    python3 -m tools.gpu_check --budget-s 540                # what fits in 9 minutes, most important first
+    python3 -m tools.gpu_check --skip tests,scripts --only dream,bf16   # the 8B checks whose names hold these
 No CPU mode: tests/test_bench.py runs the Dream-7B round's command on CPU at a tiny Dream stand-in.
 """
 import argparse
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -62,13 +67,21 @@ def start(name, cmd, log_dir):
     # the command heads its log, so a failed check can be rerun by hand
     log.write("$ " + " ".join(cmd) + "\n"); log.flush()
     # a job: (name, process, open log, start time); finish() needs all four
-    return name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time()
+    # its own process group: a check stopped at --budget-s takes its children (torchrun's ranks) with it
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return name, proc, log, time.time()
 
 
-def finish(job, summarize=None):
-    """Wait for a started check; return its result row and print its line."""
+def finish(job, summarize=None, deadline=None):
+    """Wait for a started check (until `deadline`, a time.time(), if given: then it is stopped and
+    fails); return its result row and print its line."""
     name, proc, log, t0 = job
-    rc = proc.wait()
+    try:
+        rc = proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait()
+        log.write(f"\nstopped by gpu_check: --budget-s ran out after {time.time() - t0:.0f} s\n")
     log.close()
     # a check passes iff its process exits 0: every script and pytest signal failure that way
     row = {"check": name, "ok": rc == 0, "seconds": time.time() - t0, "note": ""}
@@ -79,18 +92,20 @@ def finish(job, summarize=None):
     elif summarize:
         # a passing 8B check also reports its headline numbers, read from the JSON it just wrote
         row["note"] = summarize()
-    print(f"{'PASS' if row['ok'] else 'FAIL'}  {name:<22} {row['seconds']:6.1f} s  {row['note']}", flush=True)
+    print(f"{'PASS' if row['ok'] else 'FAIL'}  {name:<26} {row['seconds']:6.1f} s  {row['note']}", flush=True)
     return row
 
 
-def finish_all(jobs):
-    """Wait for checks running side by side; report each as it ends, with its own duration."""
+def finish_all(jobs, deadline=None):
+    """Wait for checks running side by side; report each as it ends, with its own duration (those still
+    running at `deadline` are stopped)."""
     rows, jobs = [], list(jobs)
     while jobs:
         # poll rather than wait() in order: each check is reported and timed when it ends, not when
         # the checks started before it have ended; 0.2 s of polling is nothing against ~20 s per check
-        done = [j for j in jobs if j[1].poll() is not None]
-        rows += [finish(j) for j in done]
+        late = deadline is not None and time.time() >= deadline
+        done = [j for j in jobs if late or j[1].poll() is not None]
+        rows += [finish(j, deadline=deadline) for j in done]
         jobs = [j for j in jobs if j not in done]
         time.sleep(0.2)
     return rows
@@ -109,7 +124,11 @@ def summarize_round(path):
         return (f"rollout {s['rollout']:.1f} s ({r['sampler_tokens_per_s']:.0f} tok/s), old/ref {s['old_ref']:.1f} s, "
                 f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc"
                 + (f" / {r['peak_reserved_gib']:.1f} reserved" if "peak_reserved_gib" in r else "")
-                + (f", update MFU {100 * r['mfu']:.1f} %" if "mfu" in r else ""))
+                + (f", update MFU {100 * r['mfu']:.1f} %" if "mfu" in r else "")
+                # d1's run of the task on 8 GPUs (the rounds run with --gpus 8), where the JSON has it
+                + "".join(f", {k.split(' (')[0]} on {N_GPUS_PROJECTED} GPUs {h:.1f} h"
+                          for k, h in r.get("projection_hours", {}).items()
+                          if k.startswith("d1's") and k.endswith(f"{N_GPUS_PROJECTED} GPUs")))
     return f
 
 
@@ -141,47 +160,63 @@ def summarize_samplers(path):
 
 
 def eightb_checks(py, out, peak_tflops):
-    """Part 3's checks, in order: (name, command, summarize), each command one process on the GPU; `out`
-    joins names onto --out-dir. --model-dir none: random weights even where an out/sft exists; the prompt
-    is d1's longest (200), an upper bound."""
+    """Part 3's checks, in the order of what matters most when a budget cuts the list short: (name,
+    command, summarize), each command one process on the GPU; `out` joins names onto --out-dir.
+    --model-dir none: random weights even where an out/sft exists; the prompt is d1's longest (200), an
+    upper bound; --gpus 8 projects d1's run on 8 GPUs beside 1."""
     # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
     # overridden); the MFU and sampler checks are bench.py's own modes
     bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(peak_tflops)]
     rollouts = [py, "-m", "tools.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
     pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(peak_tflops), "--model-dir",
-           "none", "--task", "gsm8k"]
+           "none", "--task", "gsm8k", "--gpus", str(N_GPUS_PROJECTED)]
+
+    def round_check(name, flags, stem):  # one preflight round: its JSON, and its line read from it
+        return name, [*pre, *flags, "--json", out(f"{stem}.json")], summarize_round(out(f"{stem}.json"))
     return [
-        ("8b qlora round", [*pre, "--json", out("8b_qlora.json")], summarize_round(out("8b_qlora.json"))),
+        # d1's QLoRA round in each rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md).
+        # Random weights never reach a 0.9 confidence, so the threshold row shows the cache's cost only
+        round_check("8b qlora round", [], "8b_qlora"),
+        round_check("8b qlora round, dual", ["--rollout-cache", "dual"], "8b_qlora_dual"),
+        round_check("8b qlora round, dual+0.9", ["--rollout-cache", "dual", "--rollout-threshold", "0.9"],
+                    "8b_qlora_dual_thr"),
+        # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
+        # seconds per phase, peak memory; JustGRPO last, the longest (AR rollouts of 256 steps, 256 / 16
+        # chunked policy calls)
+        *[round_check(f"8b {name} round", ["--objective", name, *extra], f"8b_{name}")
+          for name, extra in sorted(OBJECTIVE_ROUNDS, key=lambda o: o[0] == "justgrpo")],
         # the same round at Dream-7B's shape (modelio.families.model_shapes: GQA 28/4 heads, q/k/v biases, shifted
         # logits), random weights; the exact sampler, said explicitly: sample.generate refuses a cached rollout
         # on a shifted model
-        ("8b dream-7b qlora round", [*pre, "--shape", "dream-7b", "--rollout-cache", "none", "--rollout-threshold",
-                                     "0", "--json", out("8b_dream7b.json")], summarize_round(out("8b_dream7b.json"))),
+        round_check("8b dream-7b qlora round", ["--shape", "dream-7b", "--rollout-cache", "none",
+                                                "--rollout-threshold", "0"], "8b_dream7b"),
         # the same round on a bf16 base, compiled blocks
-        ("8b bf16 lora round", [*pre, "--no-load-in-4bit", "--compile", "--json", out("8b_lora.json")],
-         summarize_round(out("8b_lora.json"))),
+        round_check("8b bf16 lora round", ["--no-load-in-4bit", "--compile"], "8b_lora"),
         # full fine-tuning on 8 of the 32 blocks: with all 32, the fp32 weights, grads and AdamW states
         # (16 bytes per parameter, 128 GB) do not fit one GPU
-        ("8b full-ft round, 8L", [*pre, "--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile",
-                                  "--json", out("8b_full8.json")], summarize_round(out("8b_full8.json"))),
+        round_check("8b full-ft round, 8L", ["--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile"],
+                    "8b_full8"),
         ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
          summarize_mfu(out("8b_mfu.json"))),
         # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
         ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
                                  "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
-        # d1's QLoRA round once per rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md),
-        # eager, then on a bf16 base with compiled blocks. Random weights never reach a 0.9 confidence, so
-        # the threshold rows show the cache's cost only
+        # all five rollout modes side by side (same prompts and noise keys), eager QLoRA then compiled bf16 LoRA
         ("8b rollout modes", [*rollouts, "--json", out("8b_rollouts.json")],
          summarize_rollouts(out("8b_rollouts.json"))),
         ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
                                         out("8b_rollouts_compiled.json")],
          summarize_rollouts(out("8b_rollouts_compiled.json"))),
-        # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
-        # seconds per phase, peak memory (JustGRPO: AR rollouts of 256 steps, 256 / 16 chunked policy calls)
-        *[(f"8b {name} round", [*pre, "--objective", name, *extra, "--json", out(f"8b_{name}.json")],
-           summarize_round(out(f"8b_{name}.json"))) for name, extra in OBJECTIVE_ROUNDS],
     ]
+
+
+# each 8B check's usual seconds on one H100 (docs/performance.md, 2026-11-27; the objectives and the dual
+# rounds estimated from their passes against d1's round): --budget-s skips a check that no longer fits
+EST_SECONDS = {"8b qlora round": 41, "8b qlora round, dual": 35, "8b qlora round, dual+0.9": 37,
+               "8b wd1 round": 38, "8b spg round": 45, "8b espo round": 70, "8b trajectory round": 105,
+               "8b justgrpo round": 160, "8b dream-7b qlora round": 36, "8b bf16 lora round": 50,
+               "8b full-ft round, 8L": 22, "8b policy mfu": 24, "8b samplers gen 256": 81, "8b rollout modes": 148,
+               "8b rollout modes, compiled": 160}
 
 
 def parse_args(argv=None):
@@ -190,6 +225,10 @@ def parse_args(argv=None):
     p.add_argument("--out-dir", type=str, default="out/gpu-check", help="logs, JSON and the tiny runs' outputs")
     p.add_argument("--skip", type=str, default="", help=f"comma list of parts to skip: {','.join(PARTS)}")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (989 = H100/H200 SXM)")
+    p.add_argument("--budget-s", type=float, default=0, help="fit the run into this many seconds: skip an 8B "
+                   "check whose usual time no longer fits, stop one still running at the end (0: no limit)")
+    p.add_argument("--only", type=str, default="", help="comma list: run only the 8B checks whose names contain "
+                   "one of these (e.g. dream,justgrpo); default all")
     args = p.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     # a typo in --skip would silently run the part it meant to skip: refuse it
@@ -220,7 +259,9 @@ if __name__ == "__main__":
           flush=True)
     os.makedirs(args.out_dir, exist_ok=True)
     out = lambda *parts: os.path.join(args.out_dir, *parts)
-    py, rows = sys.executable, []
+    py, rows, not_run = sys.executable, [], []
+    # --budget-s: the moment every check must have ended by
+    deadline = time.time() + args.budget_s if args.budget_s else None
     # torchrun from this same Python (python -m torch.distributed.run), one process per visible GPU;
     # --standalone: a single-node rendezvous, no master address to set
     torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
@@ -228,7 +269,7 @@ if __name__ == "__main__":
     # 1. the CUDA tests: -rs prints why anything was skipped
     if "tests" not in skip:
         rows.append(finish(start("cuda tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-rs", "tests/test_cuda.py"],
-                                 args.out_dir)))
+                                 args.out_dir), deadline=deadline))
 
     # 2. the scripts on the tiny model. The tiny checkpoint and the SFT model come first (the
     # others start from them); then everything else at once. --force: a check starts over in the out
@@ -237,7 +278,7 @@ if __name__ == "__main__":
         sft_dir = out("sft")
         for name, cmd in [("tiny model", [py, "-m", "modelio.checkpoint"]),
                           ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir, "--force"])]:
-            rows.append(finish(start(name, cmd, args.out_dir)))
+            rows.append(finish(start(name, cmd, args.out_dir), deadline=deadline))
         # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,
         # so the LoRA and FSDP runs set β 0.04 to run the reference pass too (LoRA: adapters off; FSDP: a
         # sharded frozen copy)
@@ -260,12 +301,20 @@ if __name__ == "__main__":
                                    "--force"]),
             ("torchrun grpo fsdp", [*torchrun, *grpo, "--fsdp", "--beta", "0.04", "--out-dir", out("grpo_fsdp")]),
         ]]
-        rows += finish_all(jobs)
+        rows += finish_all(jobs, deadline)
 
-    # 3. the 8B shape (eightb_checks), one process at a time so each owns the GPU
+    # 3. the 8B shape (eightb_checks), one process at a time so each owns the GPU; under --budget-s a
+    # check whose usual time no longer fits is skipped (a later, shorter one may still fit)
     if "8b" not in skip:
+        only = [w for w in args.only.split(",") if w]
         for name, cmd, summarize in eightb_checks(py, out, args.peak_tflops):
-            rows.append(finish(start(name, cmd, args.out_dir), summarize))
+            if only and not any(w in name for w in only):
+                continue
+            if deadline is not None and time.time() + EST_SECONDS[name] > deadline:
+                not_run.append(name)
+                print(f"SKIP  {name:<26} ~{EST_SECONDS[name]} s on an H100 does not fit --budget-s", flush=True)
+                continue
+            rows.append(finish(start(name, cmd, args.out_dir), summarize, deadline))
 
     # 4. the projection: d1's step counts at the measured QLoRA round (16 prompts per step, one
     # group per micro-batch, μ 12: grpo.py's 8b preset)
@@ -278,9 +327,9 @@ if __name__ == "__main__":
                 for task, steps in D1_STEPS.items()}
 
     # the table
-    print(f"\n{'check':<22} {'result':<6} {'seconds':>8}")
+    print(f"\n{'check':<26} {'result':<6} {'seconds':>8}")
     for r in rows:
-        print(f"{r['check']:<22} {'PASS' if r['ok'] else 'FAIL':<6} {r['seconds']:8.1f}")
+        print(f"{r['check']:<26} {'PASS' if r['ok'] else 'FAIL':<6} {r['seconds']:8.1f}")
     if proj:
         print(f"\nprojected d1 run (QLoRA round {round_s:.1f} s, μ 12, 16 prompts x G 6 per step):")
         print(f"{'task':<10} {'steps':>6} {'1 GPU h':>9} {f'{N_GPUS_PROJECTED} GPUs h':>9}")
@@ -290,8 +339,10 @@ if __name__ == "__main__":
     # every row and the projection in one JSON, with the box's device and versions, to compare boxes
     with open(out("gpu_check.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "n_gpus": n_gpus, "torch": torch.__version__,
-                   "transformers": transformers.__version__, "checks": rows, "projection_hours": proj}, f, indent=2)
+                   "transformers": transformers.__version__, "checks": rows, "not_run": not_run,
+                   "projection_hours": proj}, f, indent=2)
     print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+          + (f"; FAILED: {', '.join(failed)}" if failed else "")
+          + (f"; not run (--budget-s): {', '.join(not_run)}" if not_run else ""))
     # exit 1 on any failure, so `make gpu-check` fails too
     sys.exit(1 if failed else 0)
