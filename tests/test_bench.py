@@ -378,3 +378,17 @@ def test_gpu_check_dream_round_runs_at_a_tiny_stand_in(tiny_dirs, tmp_path):
     assert res["config"]["rollout_cache"] == "none" and res["load_in_4bit"] and res["passes"] == res["analytic"]
     line = summarize()  # the line gpu_check prints for it: seconds per phase and peak memory
     assert line.startswith("rollout ") and "old/ref" in line and "update" in line and "GiB alloc" in line
+
+
+def test_gpu_check_budget_knows_every_8b_check():
+    # --budget-s skips a check by its usual seconds: a check added without an estimate would stop a GPU session
+    # with a KeyError; the budget and --only parse; the projection's rounds run with --gpus 8
+    from tools import gpu_check
+    checks = gpu_check.eightb_checks("python3", lambda *p: "/x/" + "/".join(p), 989.0)
+    names = [name for name, _, _ in checks]
+    assert len(set(names)) == len(names) and set(names) == set(gpu_check.EST_SECONDS)
+    assert names[:3] == ["8b qlora round", "8b qlora round, dual", "8b qlora round, dual+0.9"]  # issue 51's order
+    args = gpu_check.parse_args(["--budget-s", "540", "--only", "dream,justgrpo"])
+    assert args.budget_s == 540 and args.only == "dream,justgrpo"
+    jg = dict((n, c) for n, c, _ in checks)["8b justgrpo round"]
+    assert jg[jg.index("--ar-chunk") + 1] == "2" and jg[jg.index("--gpus") + 1] == "8"

@@ -53,9 +53,10 @@ from tools.preflight import D1_STEPS, project_hours
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
 # the objectives of objectives/ measured at the 8B shape on d1's QLoRA round, with the flags each needs there
-# (JustGRPO at its paper's μ 1: its policy pass is 256 rows per completion, μ 12 of them would take ~20 min)
+# (JustGRPO at its paper's μ 1: its policy pass is 256 rows per completion, μ 12 of them would take ~20 min;
+# --ar-chunk 2: the default 16 forwards 16 x 6 rows of 456 tokens at once, which ran out of an H200's 139 GiB)
 OBJECTIVE_ROUNDS = [("wd1", []), ("justgrpo", ["--block-length", "1", "--diffusion-steps", "256", "--beta", "0",
-                                               "--num-iterations", "1"]),
+                                               "--num-iterations", "1", "--ar-chunk", "2"]),
                     ("spg", ["--beta", "0"]), ("espo", []), ("trajectory", ["--trajectory-segments", "8"])]
 
 
@@ -210,12 +211,13 @@ def eightb_checks(py, out, peak_tflops):
     ]
 
 
-# each 8B check's usual seconds on one H100 (docs/performance.md, 2026-11-27; the objectives and the dual
-# rounds estimated from their passes against d1's round): --budget-s skips a check that no longer fits
-EST_SECONDS = {"8b qlora round": 41, "8b qlora round, dual": 35, "8b qlora round, dual+0.9": 37,
-               "8b wd1 round": 38, "8b spg round": 45, "8b espo round": 70, "8b trajectory round": 105,
-               "8b justgrpo round": 160, "8b dream-7b qlora round": 36, "8b bf16 lora round": 50,
-               "8b full-ft round, 8L": 22, "8b policy mfu": 24, "8b samplers gen 256": 81, "8b rollout modes": 148,
+# each 8B check's usual seconds (docs/performance.md: one H200 or H100, 2026-11-27; JustGRPO at --ar-chunk 2
+# estimated from its passes, the compiled rollout modes from the eager ones): --budget-s skips a check that no
+# longer fits
+EST_SECONDS = {"8b qlora round": 46, "8b qlora round, dual": 30, "8b qlora round, dual+0.9": 30,
+               "8b wd1 round": 35, "8b spg round": 39, "8b espo round": 58, "8b trajectory round": 85,
+               "8b justgrpo round": 170, "8b dream-7b qlora round": 34, "8b bf16 lora round": 47,
+               "8b full-ft round, 8L": 25, "8b policy mfu": 22, "8b samplers gen 256": 75, "8b rollout modes": 148,
                "8b rollout modes, compiled": 160}
 
 
