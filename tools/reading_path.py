@@ -1,59 +1,152 @@
 """
-How long the learner's path is: the README from its first line to the end of "The algorithm, and
-where each line lives", then grpo.py to the end of its loop; and the share of grpo.py's non-blank
-lines that are the algorithm. Counted as plumbing: imports, RESUME_MAY_CHANGE, the functions for
-flags, checks, data loading, policy set-up and logging, and in `__main__` everything but the
-round's steps 1-5 (the stalled-run stop inside step 5 is plumbing too). The rest, the module
-docstring included, is the algorithm.
+How long a learner's path through one d1 round is, measured on the code as it runs.
 
-Run:  python -m tools.reading_path                      # this checkout
-      git show REV:README.md > /tmp/R.md; git show REV:grpo.py > /tmp/g.py
-      python -m tools.reading_path /tmp/R.md /tmp/g.py  # another revision
+A reader who follows one diffu-GRPO round (rollout, rewards, the one-step estimate, the loss, the
+optimizer step) reads every function the round calls. This runs one round of grpo.py on the tiny
+model (CPU, a few seconds) with a trace hook, and counts the lines of every function of this
+repository that the round enters, by file: the function-level reading path. The round is the body
+of grpo.py's `for rnd in ...` loop up to its "# 6." comment (logging and saving are left out); the
+loop's own lines count as grpo.py's. Also printed: sample.generate's lines and parameters, and the
+README's lines up to the end of its algorithm section (what a reader reads before the code).
+
+Run:  python -m tools.reading_path              # this checkout
+      python -m tools.reading_path --all-steps  # the whole round: logging and the save included
 """
+import argparse
 import ast
+import os
+import runpy
 import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
 
-PLUMBING_FUNCTIONS = {"parse_args", "check_args", "load_rl_data", "load_policy", "load_reference", "round_metrics",
-                      "round_cost", "preset_rollout"}
+REPO = Path(__file__).resolve().parent.parent
 ALGORITHM_SECTION = "## The algorithm, and where each line lives"
+ROUND_VAR = "rnd"        # grpo.py's loop variable: `for rnd in ...` is the round
+ROUND_END = "# 6."       # the comment that opens the round's logging step
+SKIP_PARTS = {"tests", ".venv", "out", ".git"}
 
 
 def readme_lines(text):
-    """Lines from the top to the end of the algorithm section (the next '## ' heading)."""
+    """Lines from the README's top to the end of the algorithm section (the next '## ' heading)."""
     lines = text.split("\n")
-    start = next(i for i, line in enumerate(lines) if line.startswith(ALGORITHM_SECTION))
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return end
+    start = next((i for i, line in enumerate(lines) if line.startswith(ALGORITHM_SECTION)), None)
+    if start is None:
+        return len(lines)
+    return next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
 
 
-def plumbing_lines(src):
-    """The 1-based line numbers of grpo.py that are plumbing (see the module docstring)."""
-    lines, plumb = src.split("\n"), set()
-    for node in ast.parse(src).body:
-        span = set(range(node.lineno, node.end_lineno + 1))
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or \
-                (isinstance(node, ast.FunctionDef) and node.name in PLUMBING_FUNCTIONS) or \
-                (isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "RESUME_MAY_CHANGE" for t in node.targets)):
-            plumb |= span
-        elif isinstance(node, ast.If):  # if __name__ == "__main__": set-up, the loop, cleanup
-            find = lambda pred, lo=0: next(i for i, line in enumerate(lines, 1) if i > lo and pred(line))
-            loop = find(lambda line: line.strip().startswith("for rnd in bar"))
-            step6 = find(lambda line: "# 6. logging" in line)
-            plumb |= set(range(node.lineno, loop)) | set(range(step6, node.end_lineno + 1))
-            stall = [i for i in range(loop, step6) if "max_bad_steps" in lines[i - 1] or "stop_if_stalled" in lines[i - 1]]
-            if stall:  # the stalled-run stop: a block up to the update's timing, or one call of 3 lines
-                a = stall[0]
-                b = a + 3 if "stop_if_stalled" in lines[a - 1] else find(lambda line: 'timing["update"]' in line, a)
-                plumb |= set(range(a, b))
-    return plumb
+def function_spans(path):
+    """{first line of a function's code object: (start, end)} for every def and lambda in `path`;
+    a decorated def's code starts at its first decorator, as CPython numbers it."""
+    spans = {}
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            spans[first] = (first, node.end_lineno)
+            spans.setdefault(node.lineno, (first, node.end_lineno))
+        elif isinstance(node, ast.Lambda):
+            spans.setdefault(node.lineno, (node.lineno, node.end_lineno))
+    return spans
+
+
+def round_loop(path):
+    """(first, last) line of grpo.py's round loop up to ROUND_END, and the loop's whole last line."""
+    tree = ast.parse(Path(path).read_text())
+    loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For) and getattr(n.target, "id", "") == ROUND_VAR)
+    lines = Path(path).read_text().split("\n")
+    end = next((i for i in range(loop.lineno, loop.end_lineno + 1) if lines[i - 1].strip().startswith(ROUND_END)),
+               loop.end_lineno + 1)
+    return loop.lineno, end - 1, loop.end_lineno
+
+
+def project_file(filename):
+    p = Path(filename).resolve()
+    try:
+        rel = p.relative_to(REPO)
+    except ValueError:
+        return None
+    return None if SKIP_PARTS & set(rel.parts) or p.suffix != ".py" else str(rel)
+
+
+def trace_round(argv, all_steps=False):
+    """Run grpo.py with `argv` under a trace hook -> {file: set of line numbers} of the functions the
+    round entered, plus the round loop's own lines."""
+    grpo = str(REPO / "grpo.py")
+    first, algo_end, loop_end = round_loop(grpo)
+    last = loop_end if all_steps else algo_end
+    state = {"in_round": False}
+    entered = set()  # (file, code first line)
+
+    def local(frame, event, arg):  # grpo.py's module frame only: where in the loop it is
+        if event == "line":
+            state["in_round"] = first <= frame.f_lineno <= last
+        return local
+
+    def hook(frame, event, arg):
+        code = frame.f_code
+        if code.co_name == "<module>" and os.path.abspath(code.co_filename) == grpo:
+            return local
+        if state["in_round"]:
+            f = project_file(code.co_filename)
+            if f:
+                entered.add((f, code.co_firstlineno))
+        return None
+
+    old_argv, sys.argv = sys.argv, [grpo, *argv]
+    sys.settrace(hook)
+    try:
+        runpy.run_path(grpo, run_name="__main__")
+    finally:
+        sys.settrace(None)
+        sys.argv = old_argv
+    lines = defaultdict(set)
+    spans = {}
+    for f, start in entered:
+        if f not in spans:
+            spans[f] = function_spans(REPO / f)
+        if start in spans[f]:
+            a, b = spans[f][start]
+            lines[f] |= set(range(a, b + 1))
+    lines["grpo.py"] |= set(range(first, last + 1))
+    return lines
+
+
+def generate_shape(path):
+    """(lines, parameters) of sample.py's generate, def to end."""
+    for node in ast.parse(Path(path).read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate":
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+            return node.end_lineno - min([node.lineno] + [d.lineno for d in node.decorator_list]) + 1, n
+    return 0, 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="the function-level reading path of one d1 round")
+    p.add_argument("--all-steps", action="store_true", help="count the round's logging and save too")
+    args = p.parse_args(argv)
+    os.chdir(REPO)
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    sys.path.insert(0, str(REPO))
+    from modelio.checkpoint import make_tiny
+    with tempfile.TemporaryDirectory() as tmp:
+        make_tiny(os.path.join(tmp, "init"))
+        lines = trace_round(["--model-dir", os.path.join(tmp, "init"), "--out-dir", os.path.join(tmp, "grpo"),
+                             "--rounds", "1", "--device", "cpu"], args.all_steps)
+    total = sum(len(v) for v in lines.values())
+    folders = {str(Path(f).parent) for f in lines if "/" in f}
+    print(f"one d1 round{'' if args.all_steps else ' (steps 1-5)'}: {total} lines at function level, "
+          f"{len(lines)} files, {len(folders)} folders")
+    for f in sorted(lines, key=lambda f: (-len(lines[f]), f)):
+        print(f"  {len(lines[f]):5d}  {f}")
+    n, k = generate_shape(REPO / "sample.py")
+    print(f"sample.generate: {n} lines, {k} parameters")
+    readme = REPO / "README.md"
+    if readme.exists():
+        print(f"README to the end of its algorithm section: {readme_lines(readme.read_text())} lines")
 
 
 if __name__ == "__main__":
-    readme, grpo = (sys.argv[1:3] if len(sys.argv) > 2 else ("README.md", "grpo.py"))
-    src = open(grpo).read()
-    n_readme, n_grpo = readme_lines(open(readme).read()), len(src.rstrip("\n").split("\n"))
-    nonblank = [i for i, line in enumerate(src.split("\n"), 1) if line.strip()]
-    algorithm = [i for i in nonblank if i not in plumbing_lines(src)]
-    print(f"reading path: {n_readme} README lines + {n_grpo} grpo.py lines = {n_readme + n_grpo}")
-    print(f"grpo.py: {len(nonblank)} non-blank lines, {len(algorithm)} of them the algorithm "
-          f"({100 * len(algorithm) / len(nonblank):.0f} %)")
+    main()
