@@ -18,7 +18,7 @@ One round, as written out in the loop below:
        L = mean over completion tokens of  -min(ρ A, clip(ρ, 1-ε, 1+ε) A) + β (e^(ℓref-ℓθ) - (ℓref-ℓθ) - 1)
      where "completion tokens" are those up to and including the first EOS, and the mean runs over
      all tokens of the micro-batch (token-level, as d1 does: longer answers weigh more).
-The objective of step 5 is one entry of OBJECTIVES: d1's (above), or one of objectives/ (wd1, JustGRPO,
+The objective of step 5 is one entry of OBJECTIVES: d1's (above), or one of methods/ (wd1, JustGRPO,
 SPG, ESPO, the trajectory likelihood of d2 / TraceRL), each with the likelihood and passes it needs.
 
 Deliberate differences from d1 (docs/differences.md) are noted where they happen. Runs survive crashes and
@@ -40,8 +40,8 @@ import torch
 from taskdata.data import group_prompts, load_rl_data
 from evaluation.validation import make_curve
 from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
-from objectives import espo, justgrpo, spg, trajectory, wd1
-from objectives.common import Objective, clipped_surrogate, k3, masked_mean
+from methods import espo, justgrpo, spg, trajectory, wd1
+from methods.common import Objective, clipped_surrogate, k3, masked_mean
 from ops.best import Best
 from ops.checks import check_grpo_args, require, upfront
 from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
@@ -54,7 +54,7 @@ from taskdata.splits import add_protocol_flags, protocol_split
 from tasks import TASKS, total_rewards
 
 # The presets: the CPU toy; the testbed (clean labels, 1-3 reasoning lines, many answers: docs/testbed.md); the
-# paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml), and the other objectives' papers' (objectives/). A flag
+# paper's recipe for LLaDA-8B (docs/d1.md §4.3; train.yaml), and the other objectives' papers' (methods/). A flag
 # given on the command line overrides its preset value. The toy's lr is 1e-4: 3e-4 peaked mid-run, then decayed on
 # all 3 seeds (docs/findings.md)
 PRESETS = {
@@ -127,7 +127,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     return loss, stats
 
 
-# Every objective, registered in one place: d1's, written out above, and the others of objectives/, one file each
+# Every objective, registered in one place: d1's, written out above, and the others of methods/, one file each
 # (README "Adding an objective"). An entry says what the objective reads of a round (common.Objective).
 D1 = Objective(lambda logp, b, j, args: grpo_loss(logp, b.old[j], b.ref[j] if args.beta else None, b.adv, b.mask,
                                                   args.epsilon, args.beta))
@@ -284,7 +284,7 @@ def parse_args(argv=None):
     parser.add_argument("--compile", action="store_true", help="torch.compile each block (docs/performance.md)")
     # GRPO
     parser.add_argument("--objective", type=str, default="diffu_grpo", choices=sorted(OBJECTIVES), help="step 5's "
-                        "loss: diffu_grpo (d1) or one of objectives/ (docs/objectives.md)")
+                        "loss: diffu_grpo (d1) or one of methods/ (docs/objectives.md)")
     parser.add_argument("--rounds", type=int, help="rollout rounds; each gives num_iterations optimizer steps")
     parser.add_argument("--prompts-per-step", type=int, help="prompts per round over all ranks (d1: 16)")
     parser.add_argument("--num-generations", type=int, help="G, completions per prompt (d1: 6)")

@@ -347,7 +347,7 @@ class LLaDA(nn.Module):
 
         logits_at (B, K) long: only these columns of each row go through the final norm and the head,
         -> (B, K, V) (HF's logits_to_keep, per row): a likelihood that reads one column per row
-        (objectives/justgrpo.py) skips the (B, T, V) logits of the others."""
+        (methods/justgrpo.py) skips the (B, T, V) logits of the others."""
         B, T = input_ids.shape
         # no sqrt(d) scaling (input_emb_norm false) and no position table: positions enter via RoPE only
         x = self.transformer.wte(input_ids)  # (B, T, C)

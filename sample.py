@@ -248,7 +248,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     The number of forward passes under `threshold` depends on the data: under FSDP every rank must
     make the same calls, so do not combine it with sharded models. `stats`, a dict, receives
     "model_calls": the forward passes made (grpo.py logs it per rollout); with record=True also the
-    trajectory, what the trajectory objectives score (objectives/): "commit_step" (B, gen_length) long,
+    trajectory, what the trajectory objectives score (methods/): "commit_step" (B, gen_length) long,
     the step (0 .. steps-1, counted over all blocks) at which each position was written, and
     "token_logp" (B, gen_length) fp32, the log-prob of the written token under that step's logits
     (temperature 1, the whole vocabulary): the model's conditional at the canvas it was written on.

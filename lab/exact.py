@@ -29,7 +29,7 @@ non-empty masks give the whole table in 2^N - 1 forward rows (255 for N = 8).
    Jensen ELBO = E_σ log Π ≤ log E_σ Π = log p(o | q): the bound, with equality iff every order
    gives the same product (e.g. a model whose conditionals ignore the context).
 
-3) SPG's evidence upper bound (objectives/spg.py) with every mask enumerated (exact_eubo): per token a
+3) SPG's evidence upper bound (methods/spg.py) with every mask enumerated (exact_eubo): per token a
    power mean of order β of its conditionals under the ELBO's mask weights, so it lies above the ELBO
    and rises with β. The paper's claim that it also lies above log p needs a θ-free constant that the
    trained objective drops; without it the claim can fail (tests/test_objectives.py has a case).

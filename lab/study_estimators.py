@@ -1,6 +1,6 @@
 """
 How good is each likelihood estimator? Every estimator of logprob.py, and the likelihood of every
-objective of objectives/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
+objective of methods/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
 objective's choice between them, ESPO's coupled ELBO), measured against the exact values of exact.py,
 on (prompt, completion) pairs sampled from the trained toy model and from a random one, with each
 estimator's cost (forward rows per estimate) beside it.
@@ -50,15 +50,15 @@ from modelio.checkpoint import load, make_tiny
 from taskdata.puzzles import make_toy, split_grids
 from modelio.tokenizer import prompt_ids
 from logprob import elbo_token_logprobs, one_step_logprobs
-from objectives.espo import coupled_elbo
-from objectives.justgrpo import ar_logprobs
-from objectives.spg import block_logprobs, bounds
-from objectives.trajectory import stepmerge_logprobs
+from methods.espo import coupled_elbo
+from methods.justgrpo import ar_logprobs
+from methods.spg import block_logprobs, bounds
+from methods.trajectory import stepmerge_logprobs
 from rewards import toy_reward
 
 # name -> (the sequence log-likelihood estimate of one pair, a scalar with its graph, forward rows per estimate).
 # `p` is a pair (sample_pairs): p.q context (1, P'), p.o completion (1, N), p.commit the steps the sampler wrote
-# o at (1, N), p.a its advantage; `g` a torch.Generator. d1's estimators and the field's likelihoods of objectives/
+# o at (1, N), p.a its advantage; `g` a torch.Generator. d1's estimators and the field's likelihoods of methods/
 ESTIMATORS = {
     "one-step, p_mask 0": (lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g).sum(), 1),
     "one-step, p_mask 0.15 (d1)": (
@@ -85,7 +85,7 @@ SPG_BETA = 1.5  # SPG's EUBO order for GSM8K / MATH
 
 
 def spg_bounds(model, p, g):
-    """SPG's (ELBO, EUBO) of one pair, as its objective computes them (objectives/spg.py)."""
+    """SPG's (ELBO, EUBO) of one pair, as its objective computes them (methods/spg.py)."""
     N = p.o.shape[1]
     lp, scored = block_logprobs(model, p.q, p.o, torch.tensor([N]), N // 2, 2, 0.15, g)
     elbo, eubo = bounds(lp, scored, torch.tensor([N]), SPG_BETA)

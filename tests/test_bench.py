@@ -31,7 +31,7 @@ def test_analytic_passes_table():
     assert passes("--diffusion-steps", "8", "--num-iterations", "2", "--beta", "0") == \
         dict(rollout_fwd=8, old_fwd=2, ref_fwd=0, policy_fwd=2, policy_bwd=2)
     assert passes("--diffusion-steps", "4", "--num-iterations", "1", "--beta", "0.1")["ref_fwd"] == 1
-    # the objectives of objectives/, by hand: wd1 and SPG score neither θ_old nor θ_ref; ESPO as d1; JustGRPO's
+    # the objectives of methods/, by hand: wd1 and SPG score neither θ_old nor θ_ref; ESPO as d1; JustGRPO's
     # policy runs gen_length / --ar-chunk calls per inner step and no old pass (the sampler records θ_old); the
     # trajectory scores each of its N segments in a call, for θ_old, θ_ref and the policy
     assert passes(*d1, "--objective", "wd1") == dict(rollout_fwd=128, old_fwd=0, ref_fwd=0, policy_fwd=12,

@@ -1,5 +1,5 @@
 """
-Tests for the objectives beside d1's (objectives/): each loss against a hand computation in python
+Tests for the objectives beside d1's (methods/): each loss against a hand computation in python
 floats, each likelihood against an independent one (a plain loop over positions or steps, the sampler's
 own record, exact enumeration through lab/exact.py), ρ = 1 at the first inner step, and each memory-
 flat policy pass against the one-forward gradient. Tiny random models, CPU, seconds.
@@ -17,8 +17,8 @@ from conftest import tiny_model
 from grpo import MicroBatch, completion_mask, group_advantages, policy_step, score_old_ref
 from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from logprob import one_step_logprobs
-from objectives import espo, justgrpo, spg, trajectory
-from objectives.wd1 import wd1_loss
+from methods import espo, justgrpo, spg, trajectory
+from methods.wd1 import wd1_loss
 from sample import generate
 
 MASK = 49  # tiny_model's mask id (EOS 48)

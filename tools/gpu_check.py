@@ -16,7 +16,7 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
                   the policy forward + backward alone for MFU (eager and compiled), the exact
                   vs cached samplers at gen 256 (compiled), d1's round once per rollout mode
                   (exact, prefix / dual cache, threshold 0.9; eager QLoRA and compiled bf16 LoRA), and
-                  the QLoRA round under every objective of objectives/ (wd1, JustGRPO with its AR
+                  the QLoRA round under every objective of methods/ (wd1, JustGRPO with its AR
                   rollout, SPG, ESPO, the trajectory at 8 segments): passes, seconds, memory
   4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
                   on this one GPU and on 8
@@ -52,7 +52,7 @@ from tools.preflight import D1_STEPS, project_hours
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
-# the objectives of objectives/ measured at the 8B shape on d1's QLoRA round, with the flags each needs there
+# the objectives of methods/ measured at the 8B shape on d1's QLoRA round, with the flags each needs there
 # (JustGRPO at its paper's μ 1: its policy pass is 256 rows per completion, μ 12 of them would take ~20 min;
 # --ar-chunk 2: the default 16 forwards 16 x 6 rows of 456 tokens at once, which ran out of an H200's 139 GiB)
 OBJECTIVE_ROUNDS = [("wd1", []), ("justgrpo", ["--block-length", "1", "--diffusion-steps", "256", "--beta", "0",
@@ -181,7 +181,7 @@ def eightb_checks(py, out, peak_tflops):
         round_check("8b qlora round, dual", ["--rollout-cache", "dual"], "8b_qlora_dual"),
         round_check("8b qlora round, dual+0.9", ["--rollout-cache", "dual", "--rollout-threshold", "0.9"],
                     "8b_qlora_dual_thr"),
-        # every objective of objectives/ on d1's QLoRA round: its passes counted against the analytic ones,
+        # every objective of methods/ on d1's QLoRA round: its passes counted against the analytic ones,
         # seconds per phase, peak memory; JustGRPO last, the longest (AR rollouts of 256 steps, 256 / 16
         # chunked policy calls)
         *[round_check(f"8b {name} round", ["--objective", name, *extra], f"8b_{name}")

@@ -1,7 +1,7 @@
 """
 What the objectives share: the record an objective is registered as (Objective), masked means,
 PPO's clipped surrogate, and the k2 / k3 estimators of a KL divergence, each written once and used
-by grpo.py (d1's diffu-GRPO) and by every file of objectives/.
+by grpo.py (d1's diffu-GRPO) and by every file of methods/.
 
     per_token = clipped_surrogate(ratio, adv, eps)     # -min(ρA, clip(ρ, 1-ε_low, 1+ε_high) A)
     loss = masked_mean(per_token + beta * k3(ref, logp), mask)

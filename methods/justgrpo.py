@@ -39,7 +39,7 @@ import math
 import torch
 
 from logprob import token_logprobs
-from objectives.common import Objective, clipped_surrogate
+from methods.common import Objective, clipped_surrogate
 
 # LeapLabTHU/JustGRPO's run (train.py: TrainConfig), for LLaDA-8B-Instruct on GSM8K / MATH-500 / code:
 # 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6. Their prompts are the bare
@@ -115,7 +115,7 @@ def check(args):
 
 
 def add_flags(parser):
-    g = parser.add_argument_group("justgrpo (objectives/justgrpo.py)")
+    g = parser.add_argument_group("justgrpo (methods/justgrpo.py)")
     g.add_argument("--ar-chunk", type=int, default=16, help="completion positions per forward of the exact AR "
                    "likelihood (rows = micro-batch x chunk); its memory, not its result")
 

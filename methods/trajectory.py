@@ -87,7 +87,7 @@ def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss):
 
 
 def add_flags(parser):
-    g = parser.add_argument_group("trajectory (objectives/trajectory.py)")
+    g = parser.add_argument_group("trajectory (methods/trajectory.py)")
     g.add_argument("--trajectory-segments", type=int, default=8, help="N: segments of the sampler's steps, one "
                    "forward each (d2: 8 for GSM8K, 16 for MATH and Countdown; 1 = d1's estimator)")
 

@@ -32,7 +32,7 @@ else (d1: μ × 1 row, plus μ old and μ reference rows).
 import torch
 
 from logprob import prompt_mask, token_logprobs
-from objectives.common import Objective
+from methods.common import Objective
 
 # their GSM8K run (sbatch + train.yaml): LLaDA-8B-Instruct with no SFT, NF4 base, LoRA r 128 / α 64, G 6 x 16 prompts,
 # μ 4, no KL, lr 3e-6, gen 256 / block 32 / 128 steps at T 0.9 (Sudoku 0.3 and β 1.0), m 2, β 1.5, ω 0.5. Their step
@@ -109,7 +109,7 @@ def spg_loss(lp, scored, lengths, advantages, beta, omega):
 
 
 def add_flags(parser):
-    g = parser.add_argument_group("spg (objectives/spg.py)")
+    g = parser.add_argument_group("spg (methods/spg.py)")
     g.add_argument("--spg-draws", type=int, default=2, help="m: block-masked views per likelihood (rows)")
     g.add_argument("--spg-beta", type=float, default=1.5, help="β of the EUBO (>= 1; their GSM8K / MATH 1.5)")
     g.add_argument("--spg-omega", type=float, default=0.5, help="ω: the EUBO's weight for A < 0 (1: EUBO only, "

@@ -12,7 +12,7 @@ calls). A group of equal rewards has w_pos = w_neg = 1/G: the two terms cancel, 
 
 Cost per round: the rollout, then μ × (1 forward + 1 backward) of the estimator's rows.
 """
-from objectives.common import Objective
+from methods.common import Objective
 
 
 def wd1_loss(logp, advantages, mask, group_size):

@@ -30,7 +30,7 @@ sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (
 import torch
 
 from logprob import random_subsets, stratified_counts, token_logprobs
-from objectives.common import Objective, clipped_surrogate, k2
+from methods.common import Objective, clipped_surrogate, k2
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
 # G 6 x 16 prompts, μ 8, M 2, ε 0.2, β 1e-3 (MATH 1e-3, Countdown 3e-3 with ε 0, Sudoku 1e-2), constant lr 3e-6,
@@ -82,7 +82,7 @@ def espo_loss(seq, old, ref, advantages, n_canvas, epsilon, beta):
 
 
 def add_flags(parser):
-    g = parser.add_argument_group("espo (objectives/espo.py)")
+    g = parser.add_argument_group("espo (methods/espo.py)")
     g.add_argument("--espo-draws", type=int, default=2, help="M: complementary mask pairs per ELBO (rows: 2M)")
 
 
