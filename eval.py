@@ -63,7 +63,8 @@ from ops import lock
 from ops.checks import ShowDefaults, check_data_paths, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.stop import EXIT_STOPPED, Stopper
-from sample import CACHE_MODES, REMASKING_STRATEGIES, check_schedule
+from methods.sampling import CACHE_MODES, ORDERS
+from sample import check_schedule
 from taskdata.splits import recorded_split
 
 # -----------------------------------------------------------------------------
@@ -138,7 +139,7 @@ def check_flags(args):
                                           f"got {getattr(args, flag)}")
     require(args.toy_items >= 1, f"--toy-items must be >= 1, got {args.toy_items}")
     require(args.dist_timeout >= 1, f"--dist-timeout must be >= 1 second, got {args.dist_timeout}")
-    require(args.remasking in REMASKING_STRATEGIES, f"--remasking must be one of {REMASKING_STRATEGIES}, "
+    require(args.remasking in ORDERS, f"--remasking must be one of {ORDERS}, "
                                                     f"got {args.remasking!r}")
     require(args.threshold == 0 or (0 < args.threshold <= 1 and args.remasking == "low_confidence"),
             f"--threshold must be 0 (off) or in (0, 1] with --remasking low_confidence, got {args.threshold}")
@@ -241,7 +242,7 @@ if __name__ == "__main__":
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (d1); > 0 with --seeds")
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random (LLaDA's; "
                         "d1's protocol is low_confidence) | origin | maskgit_plus | topk_margin | entropy (Dream's "
-                        "orders, at Dream's eps 1e-3: sample.py)")
+                        "orders, at Dream's eps 1e-3: methods/sampling.py)")
     parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
                         help="'' = exact sampler (d1, the default); prefix / dual = Fast-dLLM KV cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")

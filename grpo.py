@@ -49,6 +49,7 @@ from ops.metrics import log_metrics, mean_over_ranks, open_metrics, progress, re
 from ops.resume import save_checkpoint
 from ops.trainers import (add_rollout_flags, add_training_flags, build_policy, check_model_and_out_dir,
                           parse_with_preset, stop_if_stalled, toy_only)
+from methods import sampling
 from sample import generate
 from taskdata.splits import add_protocol_flags, protocol_split
 from tasks import TASKS, total_rewards
@@ -199,11 +200,16 @@ def rollout(model, prompt, generator, amp, args, exact=False, stats=None):
     # a fast rollout changes only WHICH completions are sampled: the estimator scores them, so ρ = 1 still (tested)
     fast = {} if exact else dict(cache=None if args.rollout_cache == "none" else args.rollout_cache,
                                  threshold=args.rollout_threshold or None, threshold_rule=args.rollout_threshold_rule)
+    record = OBJECTIVES[args.objective].trace
+    lengths = dict(gen_length=args.gen_length, block_length=args.block_length, steps=args.diffusion_steps,
+                   temperature=args.temperature, generator=generator)
     with amp():
-        # generate's defaults are d1's rollout sampler: low-confidence remasking, no CFG (docs/d1.md §2.3)
-        out = generate(model, prompt, gen_length=args.gen_length, block_length=args.block_length,
-                       steps=args.diffusion_steps, temperature=args.temperature, generator=generator, stats=stats,
-                       record=OBJECTIVES[args.objective].trace, **fast)  # (b, P + N); no grad inside
+        if fast.get("cache") or fast.get("threshold") or record:  # the field's sampler (methods/sampling.py)
+            out = sampling.generate(model, prompt, **lengths, stats=stats, record=record, **fast)  # (b, P + N)
+        else:  # d1's rollout sampler: low-confidence remasking, no CFG (docs/d1.md §2.3)
+            out = generate(model, prompt, **lengths)  # (b, P + N); no grad inside
+            if stats is not None:
+                stats["model_calls"] = args.diffusion_steps
     return out[:, prompt.shape[1]:]  # (b, N): the sampler never changes the prompt
 
 

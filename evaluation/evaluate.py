@@ -18,7 +18,8 @@ import torch
 import tasks
 from modelio.tokenizer import prompt_ids
 from ops.metrics import progress
-from sample import generate
+from methods import sampling
+from sample import REMASKING_STRATEGIES, generate
 
 # the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
 SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
@@ -74,8 +75,8 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
               skip=0, on_batch=None):
     """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
     left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
-    batch composition, which the manifest records). cache / threshold: sample.generate's
-    approximate Fast-dLLM options (None = the exact sampler, d1's). skip: the first `skip` items
+    batch composition, which the manifest records). cache / threshold: the
+    approximate Fast-dLLM options (methods/sampling.py; None = the exact sampler, d1's). skip: the first `skip` items
     are done already (a resume; a multiple of batch_size), so the later batches keep their items
     and their generators. show_progress: draw a bar (rank 0). on_batch(records): called after each
     batch (eval.py appends it to disk)."""
@@ -98,9 +99,12 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
         # d1 (docs/d1.md §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
         # runs under fp16 autocast (docs/d1.md §2.2); we run in the weights' own dtype (bf16 on GPU)
-        out = generate(model, prompt, gen_length=gen_length, block_length=block_length, steps=steps,
-                       temperature=temperature, remasking=remasking, generator=g, cache=cache,
-                       threshold=threshold)  # (b, P + gen_length)
+        kw = dict(gen_length=gen_length, block_length=block_length, steps=steps, temperature=temperature,
+                  remasking=remasking, generator=g)
+        if cache is None and threshold is None and remasking in REMASKING_STRATEGIES:
+            out = generate(model, prompt, **kw)  # (b, P + gen_length): d1's sampler
+        else:  # Fast-dLLM's options or Dream's orders (methods/sampling.py)
+            out = sampling.generate(model, prompt, **kw, cache=cache, threshold=threshold)
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
         # verifier reads the text the way the RL reward does, specials stripped
         texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=tasks.get(task).make is not None)

@@ -2,7 +2,7 @@
 What a fast rollout does to the groups RL learns from, on one checkpoint, without training. GRPO's
 signal is the spread of rewards inside a group of G completions of one prompt; a sampler that makes
 siblings alike takes it away. For each rollout mode (d1's exact sampler, Fast-dLLM's dual cache, and
-the dual cache with a confidence threshold τ under both of sample.py's THRESHOLD_RULES), the same
+the dual cache with a confidence threshold τ under both of methods/sampling.py's THRESHOLD_RULES), the same
 prompts and the same noise keys (grpo.py's own rollout and rewards), and per mode:
   - calls: the sampler's model calls per rollout (the batch's; d1's exact sampler makes `steps`);
   - distinct: the share of distinct completions in a group (1 = all G differ, 1/G = all equal);
@@ -32,7 +32,7 @@ from taskdata.data import group_prompts, load_rl_data
 from logprob import one_step_logprobs
 from ops.metrics import distinct_share
 from tasks import total_rewards
-from sample import THRESHOLD_RULES
+from methods.sampling import THRESHOLD_RULES
 
 
 def modes(thresholds):

@@ -88,7 +88,7 @@ def add_training_flags(parser):
 def add_rollout_flags(parser):
     """grpo.py's Fast-dLLM rollout options (sample.generate's cache and threshold); off by default,
     which is d1's exact sampler."""
-    from sample import THRESHOLD_RULES
+    from methods.sampling import THRESHOLD_RULES
     r = parser.add_argument_group("fast rollouts (docs/fast-rollouts.md)")
     r.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
                    help="Fast-dLLM key-value cache; none = d1's exact sampler")

@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from modelio.checkpoint import from_pretrained, load, make_tiny, save_pretrained
 from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids, special_ids
+from methods import sampling
 from sample import generate
 
 # a small Qwen2 shape: grouped-query attention (4 query heads, 2 key/value heads), untied head, Dream's RoPE base
@@ -207,7 +208,7 @@ def test_greedy_semi_ar_sampling_equals_an_independent_loop_over_qwen2(dream):
     prompt = torch.randint(0, 256, (2, 6), generator=torch.Generator().manual_seed(3))
     gen, block, steps = 8, 4, 4
     with torch.no_grad():
-        ours = generate(model, prompt, gen_length=gen, block_length=block, steps=steps, temperature=0.0, mask_id=MASK)
+        ours = generate(model, prompt, gen_length=gen, block_length=block, steps=steps, temperature=0.0)
     x = torch.cat([prompt, torch.full((2, gen), MASK)], dim=1)
     per_block = steps // (gen // block)
     for b in range(gen // block):
@@ -229,7 +230,8 @@ def test_the_samplers_kv_cache_is_refused_up_front_for_dream():
     calls = []
     model.register_forward_hook(lambda *a: calls.append(1))
     with pytest.raises(ValueError, match="shifted logits") as e:
-        generate(model, torch.zeros(1, 4, dtype=torch.long), gen_length=8, block_length=4, steps=4, cache="dual")
+        sampling.generate(model, torch.zeros(1, 4, dtype=torch.long), gen_length=8, block_length=4, steps=4,
+                          cache="dual")
     assert "\n" not in str(e.value) and not calls
 
 
@@ -280,14 +282,14 @@ def test_every_objective_runs_a_round_on_dream(tiny_dream, tmp_path, objective):
 @pytest.mark.parametrize("order", ["entropy", "topk_margin", "maskgit_plus"])
 def test_dreams_own_greedy_orders_equal_a_loop_of_its_diffusion_generate_over_qwen2(dream, order):
     """Dream's decoding (diffusion_generate: the whole canvas, linspace(1, eps) schedule, top-k confidences) run by
-    sample.generate on our Dream, against a loop written from Dream's generation_utils over transformers' Qwen2."""
+    methods/sampling.py on our Dream, against a loop written from Dream's generation_utils over transformers' Qwen2."""
     path, qwen = dream
     model = from_pretrained(path).eval()
     prompt = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(4))
     gen, steps, eps = 10, 4, 1e-3
     with torch.no_grad():
-        ours = generate(model, prompt, gen_length=gen, block_length=gen, steps=steps, temperature=0.0, mask_id=MASK,
-                        remasking=order, eps=eps)
+        ours = sampling.generate(model, prompt, gen_length=gen, block_length=gen, steps=steps, temperature=0.0,
+                                 remasking=order, eps=eps)
     x = torch.cat([prompt, torch.full((2, gen), MASK)], dim=1)
     t = torch.linspace(1, eps, steps + 1)
     for i in range(steps):

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from sample import dream_transfer_tokens, generate  # noqa: E402
+from methods.sampling import dream_transfer_tokens, generate  # noqa: E402
 
 V, MASK = 32, 31  # tiny vocabulary; the last id is the mask
 
@@ -248,7 +248,6 @@ class NoForward(nn.Module):
 @pytest.mark.parametrize("kw,match", [
     (dict(remasking="entropy", cache="prefix"), "cache"),
     (dict(remasking="origin", cache="dual"), "cache"),
-    (dict(remasking="maskgit_plus", cfg_scale=1.0), "cfg_scale"),
     (dict(remasking="topk_margin", threshold=0.9), "threshold"),
     (dict(remasking="entropy", eps=1.0), "eps"),
     (dict(remasking="origin", eps=-0.1), "eps"),
@@ -263,11 +262,17 @@ def test_bad_combinations_refused_in_one_line(kw, match):
     assert "\n" not in str(e.value)
 
 
+def test_d1s_sampler_refuses_dreams_orders():
+    import sample
+    with pytest.raises(ValueError, match="remasking"):
+        sample.generate(NoForward(), prompts(), gen_length=8, block_length=8, steps=4, remasking="entropy")
+
+
 def test_cli_help_shows_dream_options(monkeypatch, capsys):
     import runpy
-    monkeypatch.setattr(sys, "argv", ["sample.py", "--help"])
+    monkeypatch.setattr(sys, "argv", ["sampling.py", "--help"])
     with pytest.raises(SystemExit):
-        runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "sample.py"), run_name="__main__")
+        runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "methods", "sampling.py"), run_name="__main__")
     text = " ".join(capsys.readouterr().out.split())
     assert "--eps" in text and "default: 0.001" in text and "--alg-temp" in text
     assert all(r in text for r in ("origin", "maskgit_plus", "topk_margin", "entropy", "default: low_confidence"))

@@ -19,7 +19,7 @@ from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from logprob import one_step_logprobs
 from methods import espo, justgrpo, spg, trajectory
 from methods.wd1 import wd1_loss
-from sample import generate
+from methods.sampling import generate
 
 MASK = 49  # tiny_model's mask id (EOS 48)
 

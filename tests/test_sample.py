@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from model import LLaDA, LLaDAConfig  # noqa: E402
+from methods import sampling  # noqa: E402
 from sample import check_generate_args, generate, num_transfer_tokens, sample_tokens, select_top_k  # noqa: E402
 
 V, MASK, EOS = 64, 63, 62  # tiny vocab; the ids only live here, the sampler reads model.config
@@ -208,11 +209,19 @@ def test_schedule_invariants(model, remasking, temperature):
         assert not bool((after[changed] == MASK).any())        # ... with real tokens, never re-masked
 
 
-def test_mask_id_from_config_and_explicit_agree(model):
-    prompt = make_prompt()
-    a = generate(model, prompt, gen_length=8, block_length=8, steps=4)
-    b = generate(model, prompt, gen_length=8, block_length=8, steps=4, mask_id=MASK)
-    assert torch.equal(a, b)
+@pytest.mark.parametrize("kw", [dict(), dict(remasking="random", temperature=0.7), dict(temperature=1.0),
+                                dict(gen_length=24, block_length=8, steps=12, temperature=0.9)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_field_sampler_with_no_option_is_d1s_sampler(model, kw, padded):
+    # methods/sampling.py builds on sample.py's pieces: with every option off, the same tokens under the same
+    # noise, and the same forwards (checked on the inputs the model saw)
+    prompt, am = left_padded_batch() if padded else (make_prompt(B=3, P=5), None)
+    kw = {"gen_length": 16, "block_length": 8, "steps": 8, **kw}
+    recs = [Recorder(model), Recorder(model)]
+    ours = generate(recs[0], prompt, attention_mask=am, generator=torch.Generator().manual_seed(3), **kw)
+    field = sampling.generate(recs[1], prompt, attention_mask=am, generator=torch.Generator().manual_seed(3), **kw)
+    assert torch.equal(ours, field)
+    assert all(torch.equal(a, b) for a, b in zip(recs[0].inputs, recs[1].inputs))
 
 
 def test_keeps_train_mode_and_greedy_is_deterministic(model):
@@ -276,15 +285,23 @@ def test_gumbel_sampling_matches_softmax():
     (dict(gen_length=0, block_length=8, steps=4), "positive"),
     (dict(gen_length=8, block_length=8, steps=4, remasking="lowest"), "remasking"),
     (dict(gen_length=8, block_length=8, steps=4, temperature=-1.0), "temperature"),
-    (dict(gen_length=8, block_length=8, steps=4, cache="full"), "cache"),
-    (dict(gen_length=8, block_length=8, steps=4, cache="dual", cfg_scale=1.0), "cfg_scale"),
-    (dict(gen_length=8, block_length=8, steps=4, threshold=0.9, remasking="random"), "threshold"),
-    (dict(gen_length=8, block_length=8, steps=4, threshold=1.5), "threshold"),
-    (dict(gen_length=8, block_length=8, steps=4, threshold=0.9, threshold_rule="peak"), "threshold_rule"),
+    (dict(gen_length=8, block_length=8, steps=4, remasking="entropy"), "remasking"),  # Dream's: the field's
 ])
 def test_bad_arguments_raise(model, kw, match):
     with pytest.raises(ValueError, match=match):
         generate(model, make_prompt(), **kw)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(cache="full"), "cache"),
+    (dict(threshold=0.9, remasking="random"), "threshold"),
+    (dict(threshold=1.5), "threshold"),
+    (dict(threshold=0.9, threshold_rule="peak"), "threshold_rule"),
+    (dict(remasking="lowest"), "remasking"),
+])
+def test_field_options_that_do_not_combine_raise(model, kw, match):
+    with pytest.raises(ValueError, match=match):
+        sampling.generate(model, make_prompt(), gen_length=8, block_length=8, steps=4, **kw)
 
 
 def test_arguments_are_checked_before_any_forward(model):
@@ -300,7 +317,7 @@ def test_arguments_are_checked_before_any_forward(model):
     with pytest.raises(ValueError, match="attention_mask shape"):
         generate(NoForward(model.config), make_prompt(), attention_mask=torch.ones(1, 1, dtype=torch.long),
                  gen_length=8, block_length=8, steps=4)
-    assert check_generate_args(make_prompt(), None, 16, 8, 4, 0.0, 0.0, "low_confidence", MASK, None, None) == (2, 2)
+    assert check_generate_args(make_prompt(), None, 16, 8, 4, 0.0, "low_confidence", MASK) == (2, 2)
 
 
 def test_prompt_with_mask_raises(model):
@@ -478,7 +495,7 @@ def test_window_forward_with_a_stale_cache_matches_the_layerwise_reference(which
 @pytest.mark.parametrize("cache,threshold", [("prefix", None), ("dual", None), ("dual", 0.05), (None, 0.05)])
 def test_cached_sampler_matches_the_loop_reference(model, cache, threshold):
     prompt = make_prompt(B=2, P=5)
-    out = generate(model, prompt, gen_length=16, block_length=8, steps=8, cache=cache, threshold=threshold)
+    out = sampling.generate(model, prompt, gen_length=16, block_length=8, steps=8, cache=cache, threshold=threshold)
     ref = reference_cached_generate(model, prompt, 16, 8, 8, cache or "exact", threshold)
     assert torch.equal(out, ref)
 
@@ -495,14 +512,14 @@ def test_one_step_per_block_makes_the_cache_exact(model, cache):
     # every step is then a block's refresh step: a full forward of the current canvas
     prompt, am = left_padded_batch()
     kw = dict(attention_mask=am, gen_length=24, block_length=8, steps=3)
-    assert torch.equal(generate(model, prompt, cache=cache, **kw), generate(model, prompt, **kw))
+    assert torch.equal(sampling.generate(model, prompt, cache=cache, **kw), generate(model, prompt, **kw))
 
 
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 def test_cached_steps_forward_only_the_window(model, cache):
     prompt = make_prompt(B=2, P=5)
     rec = Recorder(model)
-    generate(rec, prompt, gen_length=24, block_length=8, steps=12, cache=cache)
+    sampling.generate(rec, prompt, gen_length=24, block_length=8, steps=12, cache=cache)
     widths = [t.shape[1] for t in rec.inputs]
     window = lambda b: 8 if cache == "dual" else 24 - 8 * b  # block, or block + masked suffix
     assert widths == [w for b in range(3) for w in [29] + [window(b)] * 3]
@@ -511,7 +528,7 @@ def test_cached_steps_forward_only_the_window(model, cache):
 def test_threshold_writes_at_least_the_schedule_and_saves_passes(model):
     prompt = make_prompt(B=3, P=4)
     rec, stats = Recorder(model), {}
-    out = generate(rec, prompt, gen_length=24, block_length=8, steps=24, threshold=0.05, stats=stats)
+    out = sampling.generate(rec, prompt, gen_length=24, block_length=8, steps=24, threshold=0.05, stats=stats)
     cs = canvases(rec, out)
     assert len(rec.inputs) < 24 and not bool((out == MASK).any())  # fewer passes, all filled
     assert stats["model_calls"] == len(rec.inputs)  # what grpo.py logs as rollout_calls
@@ -519,7 +536,7 @@ def test_threshold_writes_at_least_the_schedule_and_saves_passes(model):
         assert bool(((before == MASK) & (after != MASK)).any())  # every pass writes something
         assert bool((after[before != MASK] == before[before != MASK]).all())  # never re-masked
     # a threshold this model never reaches (its confidences stay well below 1) changes nothing
-    same = generate(model, prompt, gen_length=24, block_length=8, steps=24, threshold=1.0)
+    same = sampling.generate(model, prompt, gen_length=24, block_length=8, steps=24, threshold=1.0)
     assert torch.equal(same, generate(model, prompt, gen_length=24, block_length=8, steps=24))
 
 
@@ -568,7 +585,7 @@ def test_threshold_rules_by_exact_enumeration():
     prompt = torch.zeros((B, 1), dtype=torch.long)
     freq = {}
     for rule in ("fast_dllm", "certainty"):
-        out = generate(model, prompt, gen_length=2, block_length=2, steps=2, temperature=1.0, threshold=tau,
+        out = sampling.generate(model, prompt, gen_length=2, block_length=2, steps=2, temperature=1.0, threshold=tau,
                        threshold_rule=rule, generator=torch.Generator().manual_seed(0))[:, 1:]  # (B, 2)
         freq[rule] = (out == 0).double().mean(dim=0).tolist()
     se = 4 * (0.25 / B) ** 0.5  # four standard errors of a share, at its widest
@@ -580,6 +597,6 @@ def test_threshold_rules_by_exact_enumeration():
     # ours: both positions peak at >= τ, so both are written at step 1 with their first draw: the marginals
     assert all(abs(f - p) < se for f, p in zip(freq["certainty"], p0)), freq
     # greedy, the two rules are one
-    greedy = [generate(model, prompt[:4], gen_length=2, block_length=2, steps=2, threshold=tau, threshold_rule=r)
+    greedy = [sampling.generate(model, prompt[:4], gen_length=2, block_length=2, steps=2, threshold=tau, threshold_rule=r)
               for r in ("fast_dllm", "certainty")]
     assert torch.equal(*greedy)

@@ -1,5 +1,5 @@
 """
-The samplers side by side: the exact sampler (LLaDA's and d1's) against sample.generate's
+The samplers side by side: the exact sampler (LLaDA's and d1's) against methods/sampling.py's
 Fast-dLLM options (prefix / dual KV cache, confidence threshold), greedy, on the same prompts:
 seconds, tokens/s, speed-up, model calls, canvas columns forwarded, and the share of tokens on
 which each agrees with the exact sampler. Run through tools/bench.py:
@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from sample import generate
+from methods.sampling import generate
 
 
 def sync(device):
@@ -22,7 +22,7 @@ def sync(device):
 
 SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
     "exact": {},
-    # Fast-dLLM options (arXiv 2505.22618; sample.generate): "prefix" reuses the keys/values of the
+    # Fast-dLLM options (arXiv 2505.22618; methods/sampling.py): "prefix" reuses the keys/values of the
     # prompt and finished blocks from each block's first step; "dual" also those of the masked suffix,
     # so later steps forward only the block's columns; threshold 0.9 also writes every masked token
     # of the block at least that confident, and a block can finish in fewer steps
