@@ -39,7 +39,8 @@ import torch
 
 from taskdata.data import group_prompts, load_rl_data
 from evaluation.validation import make_curve
-from logprob import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, SEED_STRIDE, estimate_logprobs, mask_generator, mask_seeds
+from logprob import SEED_STRIDE, mask_generator, mask_seeds
+from methods.estimators import ELBO_DRAWS, ESTIMATOR_ROWS, ESTIMATORS, estimate_logprobs
 from methods import espo, justgrpo, spg, trajectory, wd1
 from methods.common import Objective, clipped_surrogate, k3, masked_mean
 from ops.best import Best

@@ -49,7 +49,8 @@ from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from modelio.checkpoint import load, make_tiny
 from taskdata.puzzles import make_toy, split_grids
 from modelio.tokenizer import prompt_ids
-from logprob import elbo_token_logprobs, one_step_logprobs
+from logprob import one_step_logprobs
+from methods.estimators import coupled_logprobs, elbo_token_logprobs
 from methods.espo import coupled_elbo
 from methods.justgrpo import ar_logprobs
 from methods.spg import block_logprobs, bounds
@@ -64,7 +65,7 @@ ESTIMATORS = {
     "one-step, p_mask 0.15 (d1)": (
         lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.15, generator=g).sum(), 1),
     "coupled (DiffuCoder), p_mask 0": (
-        lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g, coupled=True).sum(), 2),
+        lambda m, p, g: coupled_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g).sum(), 2),
     "MC ELBO, k = 1": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=1, generator=g).sum(), 1),
     "MC ELBO, k = 4": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=4, generator=g).sum(), 4),
     "MC ELBO, k = 16": (lambda m, p, g: elbo_token_logprobs(m, p.q, p.o, k=16, generator=g).sum(), 16),

@@ -21,7 +21,7 @@ class Objective:
         θ_ref when needs_old / needs_ref (b.old[0] / b.ref[0] when not `seeded`).
     logprobs(model, b, generator, args, mask_id) -> tensor: the likelihood the loss reads, drawing its
         masks from `generator` (rebuilt from the same key for θ, θ_old, θ_ref). None: the per-token
-        estimate of --estimator (d1's one-step estimator by default; logprob.estimate_logprobs).
+        estimate of --estimator (d1's one-step estimator by default; methods/estimators.estimate_logprobs).
     needs_old / needs_ref: step 4 scores θ_old / θ_ref (the latter only when β > 0).
     seeded: the likelihood draws masks, so old / ref are scored once per mask seed (μ times); False:
         once, for all μ steps.

@@ -29,7 +29,8 @@ sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (
 """
 import torch
 
-from logprob import random_subsets, stratified_counts, token_logprobs
+from logprob import token_logprobs
+from methods.estimators import random_subsets, stratified_counts
 from methods.common import Objective, clipped_surrogate, k2
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,

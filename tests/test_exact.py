@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 
 from lab.exact import conditional_table, exact_elbo, exact_logprob, exact_references, subset_masks
-from logprob import elbo_token_logprobs, one_step_logprobs
+from logprob import one_step_logprobs
+from methods.estimators import elbo_token_logprobs
 from model import LLaDA, LLaDAConfig
 
 V, MASK = 64, 63

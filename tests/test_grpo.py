@@ -20,7 +20,8 @@ from grpo import MicroBatch, completion_mask, group_advantages, grpo_loss, polic
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained
 from taskdata.data import load_rl_data, pad_left
-from logprob import ESTIMATORS, FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
+from logprob import FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
+from methods.estimators import ESTIMATORS
 from ops.metrics import read_metrics, round_metrics
 
 
