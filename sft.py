@@ -54,15 +54,16 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+import tasks
 from modelio.checkpoint import TINY_DIR
-from taskdata.data import load_sft_data
 from modelio.tokenizer import prompt_ids, special_ids
 from ops.checks import check_sft_args, require, upfront
-from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite
+from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite, wrap_for_training
 from ops.metrics import log_metrics, open_metrics, progress
 from ops.resume import save_checkpoint
-from ops.trainers import (add_training_flags, build_policy, check_model_and_out_dir, parse_with_preset,
-                          stop_if_stalled, toy_only)
+from ops.trainers import (add_training_flags, check_model_and_out_dir, load_policy, parse_with_preset, start_run,
+                          stop_if_stalled)
+from taskdata.data import load_sft_data
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 # The defaults (a flag given on the command line overrides its preset value): the CPU toy's full fine-tuning of
@@ -174,7 +175,12 @@ if __name__ == "__main__":
                         "tiny random model, for the toy tasks; a real task must name one)")
     parser.add_argument("--out-dir", type=str, default="out/sft", help="the run: saves/step-N (official layout + "
                         "trainer_state.pt), metrics.jsonl, and the best save (LoRA merged) as the run's model")
-    # optimization
+    # optimization (d1's values: docs/d1.md §5.3)
+    parser.add_argument("--lr", type=float, help="AdamW learning rate (d1: 1e-5)")
+    parser.add_argument("--weight-decay", type=float, help="AdamW weight decay (d1: 0.1)")
+    parser.add_argument("--grad-clip", type=float, help="max gradient norm (d1: 1.0; 0: no clipping, still logged)")
+    parser.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning (d1: 128)")
+    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (d1: 256)")
     parser.add_argument("--batch-size", type=int, help="sequences per micro-batch per rank")
     parser.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (global)")
     parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides --epochs if > 0)")
@@ -182,22 +188,22 @@ if __name__ == "__main__":
     parser.add_argument("--warmup-steps", type=int, help="linear warmup steps")
     parser.add_argument("--eval-every", type=int, default=100, help="every N steps (and at the end): eval loss, "
                         "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
-    add_training_flags(parser)  # data, LoRA, optimizer, resume, system: the flags grpo.py shares (ops/trainers.py)
+    add_training_flags(parser, tasks.TASKS)  # data, model set-up, saves, resume, system: grpo.py's too (ops/trainers.py)
     parser.set_defaults(num_examples=512)
-    args = parse_with_preset(parser, PRESETS)
+    args = parse_with_preset(parser, PRESETS, tasks.TASKS)
 
     # -------------------------------------------------------------------------
     # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
     # every data line, the model directory's headers, and what --out-dir already holds
     with upfront():
-        check_sft_args(args, int(os.environ.get("WORLD_SIZE", 1)))  # torchrun's; the process group comes after
-        examples = load_sft_data(args, args.seed)  # a malformed line is named file:line
+        check_sft_args(args, int(os.environ.get("WORLD_SIZE", 1)), tasks.TASKS)  # WORLD_SIZE: torchrun's
+        examples = load_sft_data(args, tasks.TASKS, args.seed)  # a malformed line is named file:line
         # the split below holds out the first eval_fraction; what is left must fill one global batch
         n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
         require(len(examples) - n_eval >= args.batch_size * args.grad_accum,
                 f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
                 f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
-        check_model_and_out_dir(args, TINY_DIR if toy_only(args.task) else None)
+        check_model_and_out_dir(args, TINY_DIR if tasks.generated(args.task) else None)
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
@@ -208,24 +214,28 @@ if __name__ == "__main__":
     accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step (check_sft_args: it divides)
 
     # -------------------------------------------------------------------------
-    # -------------------------------------------------------------------------
     # model: LoRA (d1's SFT: r 128, alpha 256, dropout 0.05 on q, k, v, docs/d1.md §5.3; the base frozen) or full
-    # fine-tuning, DDP / FSDP, and AdamW with torch's default betas (0.9, 0.999) and eps 1e-8, HF's adamw_torch
-    # defaults, which d1's SFT used. --resume puts the newest complete save back, and publishes it again only if
-    # it is the best (a crash may have torn that publish)
-    policy = build_policy(args, run, (0.9, 0.999), "step",
-                          republish=lambda state: state["extras"]["best_step"] == state["step"])
-    raw_model, model, tokenizer, optimizer, params = (policy.raw, policy.model, policy.tokenizer, policy.optimizer,
-                                                      policy.params)
+    # fine-tuning; --resume puts the newest complete save's weights back
+    raw_model, tokenizer, _, saved = load_policy(args, run, lambda tok: tasks.check_tags(args.task, tok))
+    # DDP: every rank holds the model, and backward averages the trainable gradients over the ranks (nanoGPT's);
+    # --fsdp shards weights, gradients and AdamW state instead; one process: the model as is (ops/ddp.py)
+    model = wrap_for_training(raw_model, run, args.fsdp)
+    params = [p for p in raw_model.parameters() if p.requires_grad]  # after sharding: FSDP's are DTensors
+    # AdamW with torch's default betas (0.9, 0.999) and eps 1e-8, HF's adamw_torch defaults, which d1's SFT used
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), weight_decay=args.weight_decay)
+    # --resume: the optimizer state back, and the save published again only if it is the best (a crash may have
+    # torn that publish)
+    start_step, extras = start_run(args, run, raw_model, optimizer, saved, "step",
+                                   republish=lambda state: state["extras"]["best_step"] == state["step"])
     # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
     raw_model.train()
     # the data stream: which sequences and which noise each step draws; identical on all ranks. A resume
     # puts back its state as the save left it, so the rest of the run draws what it would have drawn
     g = torch.Generator().manual_seed(args.seed)
-    start_step, best, best_step = policy.step, float("inf"), 0
-    if policy.extras is not None:
-        g.set_state(policy.extras["generator"].cpu())  # a CPU generator; map_location may have moved it
-        best, best_step = policy.extras["best"], policy.extras["best_step"]
+    best, best_step = float("inf"), 0
+    if extras is not None:
+        g.set_state(extras["generator"].cpu())  # a CPU generator; map_location may have moved it
+        best, best_step = extras["best"], extras["best_step"]
         if master:
             print(f"  best eval loss so far {best:.4f} at step {best_step}")
 

@@ -21,15 +21,14 @@ hand-written stand-in; the tiny byte-level tokenizer unless --model-dir is given
 """
 import argparse
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 import rewards as R
+from modelio.tokenizer import D1_TAGS
 from taskdata import code_data, countdown_toy, digitsum, parsers, pbe, puzzles, readers
-from taskdata.code_data import check_tests  # noqa: F401 (tasks.check_tests: the benchmarks' test splitter)
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy" them:
@@ -202,6 +201,25 @@ class Task:
     code: bool = False           # a code benchmark: its items carry reference programs (eval.py --canonical)
     eval_batch: int = 0          # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
 
+    def with_prompt(self, ex):
+        """An example with its training prompt first (and its SFT completion, where the task has one)."""
+        out = {"prompt": self.prompt(ex), **ex}
+        if self.sft_completion and "completion" not in ex:
+            out["completion"] = self.sft_completion(ex)
+        return out
+
+    def read_examples(self, path):
+        """The examples of the local file or hub dataset id `path`."""
+        if self.load is None:
+            raise ValueError(f"task {self.name!r} is generated, not read from a file (--data is not used)")
+        return [self.with_prompt(ex) for ex in self.load(path)]
+
+    def make_examples(self, split, n, seed, data_seed=0, **kw):
+        """n generated examples of this toy from one side ("train" | "test") of its --data-seed split."""
+        if self.make is None:
+            raise ValueError(f"task {self.name!r} is read from a file: give it --data")
+        return [self.with_prompt(ex) for ex in self.make(split, n, seed, data_seed, **kw)]
+
 
 CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)  # d1's KodCode list (docs/coding.md §1.2)
 BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)  # RL-able too; the eval message is the RL one
@@ -272,11 +290,6 @@ def names(has):
 # What the scripts call
 
 
-def rl_prompt(task, ex):
-    """The training user message of an example (d1's RL prompt, docs/d1.md §7.1)."""
-    return get(task).prompt(ex)
-
-
 def eval_question(task, ex):
     """The question part of d1's eval message (docs/d1.md §8.2); the text d1's eval files store as `question`."""
     return get(task).eval_question(ex)
@@ -297,28 +310,42 @@ def eval_prefill(task):
 
 
 def with_prompt(task, ex):
-    """An example with its training prompt first (and its SFT completion, where the task has one)."""
-    t = get(task)
-    out = {"prompt": t.prompt(ex), **ex}
-    if t.sft_completion and "completion" not in ex:
-        out["completion"] = t.sft_completion(ex)
-    return out
+    """An example of `task` with its training prompt first (and its SFT completion, where it has one)."""
+    return get(task).with_prompt(ex)
 
 
 def load_task(name, path):
     """Examples of task `name` from the local file or hub dataset id `path`."""
-    t = get(name)
-    if t.load is None:
-        raise ValueError(f"task {name!r} is generated, not read from a file (--data is not used)")
-    return [with_prompt(name, ex) for ex in t.load(path)]
+    return get(name).read_examples(path)
 
 
-def generate(name, split, n, seed, data_seed=0, **kw):
+def make_examples(name, split, n, seed, data_seed=0, **kw):
     """n generated examples of toy `name` from one side ("train" | "test") of its --data-seed split."""
-    t = get(name)
-    if t.make is None:
-        raise ValueError(f"task {name!r} is read from a file: give it --data")
-    return [with_prompt(name, ex) for ex in t.make(split, n, seed, data_seed, **kw)]
+    return get(name).make_examples(split, n, seed, data_seed, **kw)
+
+
+def generated(task):
+    """Whether every task of --task (a comma list) is a generated CPU toy, whose model may be the tiny one."""
+    return all(name in TASKS and TASKS[name].make for name in task.split(","))
+
+
+def check_names(task, has):
+    """--task's names (a comma list) are tasks whose record has `has` set (names(has)), or one ValueError."""
+    for name in task.split(","):
+        if name not in names(has):
+            raise ValueError(f"--task: unknown task {name!r}; one of {', '.join(names(has))}")
+
+
+def check_tags(task, tokenizer):
+    """A task whose record needs d1's four tags as single tokens (needs_tags: the testbed, whose short canvas
+    the byte tokenizer's 8-12 tokens per tag would fill) refuses a tokenizer that splits them."""
+    for name in [n for n in task.split(",") if n in TASKS and TASKS[n].needs_tags]:
+        for tag in D1_TAGS:
+            n_ids = len(tokenizer(tag, add_special_tokens=False)["input_ids"])
+            if n_ids != 1:
+                raise ValueError(f"--task {name} needs d1's tags as single tokens, and this tokenizer writes {tag} "
+                                 f"in {n_ids}: write the tiny model with `python -m modelio.checkpoint --tags "
+                                 f"--out-dir DIR` and pass --model-dir DIR")
 
 
 def eval_lengths(task):
@@ -336,7 +363,7 @@ def heldout(name, data=None, full=False, n=200, data_seed=0, blanks=(2, 5)):
     --compare can pair items."""
     t = get(name)
     if t.make:
-        return list(enumerate(generate(name, "test", n, TEST_SEED, data_seed, blanks=blanks)))
+        return list(enumerate(t.make_examples("test", n, TEST_SEED, data_seed, blanks=blanks)))
     if not data:
         raise ValueError(f"--task {name} needs --data PATH (its local test file)")
     examples = load_task(name, data)
@@ -403,7 +430,7 @@ if __name__ == "__main__":
                  "sudoku": {"puzzle": "1030301221404020", "solution": "1234341221434321", "answer": "1234341221434321"}}
     for task, t in TASKS.items():
         if t.make:
-            ex = generate(task, "test", 1, seed=0)[0]
+            ex = t.make_examples("test", 1, seed=0)[0]
         elif task in files and (data / files[task]).is_file():
             ex = load_task(task, data / files[task])[0]
         elif task in stand_ins:

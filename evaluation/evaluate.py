@@ -46,7 +46,7 @@ def toy_curve_sets(task="toy", n=200, data_seed=0):
     of the training grids: 4x4 Sudoku has only 288 solution grids, so a model can score there by
     recalling grids it trained on, not by the rule)."""
     return {"heldout_acc": tasks.heldout(task, n=n, data_seed=data_seed),
-            "train_acc": list(enumerate(tasks.generate(task, "train", n, CURVE_SEED, data_seed)))}
+            "train_acc": list(enumerate(tasks.make_examples(task, "train", n, CURVE_SEED, data_seed)))}
 
 
 def toy_accuracies(model, tokenizer, sets, task="toy"):

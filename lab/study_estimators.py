@@ -120,7 +120,7 @@ def spearman(x, y):
 
 
 # grpo.py's defaults (the tiny preset, d1's exact sampler) with an objective that has the sampler record its trajectory
-TRACE_FLAGS = grpo.parse_args(["--objective", "trajectory"])
+TRACE_HP, _, TRACE_SAMPLER = grpo.round_setup(grpo.parse_args(["--objective", "trajectory"]))
 
 
 def sample_pairs(model, tok, exs, G, N, seed):
@@ -130,8 +130,8 @@ def sample_pairs(model, tok, exs, G, N, seed):
     for gi, ex in enumerate(exs):
         q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
         # a rollout as grpo.py's toy preset draws it: (G, 16), with the step each token was written at
-        out = grpo.rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi), nullcontext, TRACE_FLAGS,
-                           stats=(trace := {}))
+        out, trace = grpo.rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi), nullcontext,
+                                  TRACE_HP, TRACE_SAMPLER)
         rs = [toy_reward(tok.decode(o, skip_special_tokens=True), ex) for o in out]
         for o, c, r in zip(out, trace["commit_step"], rs):
             # the first 16 - N sampled tokens become revealed context, the last N the scored completion

@@ -27,6 +27,7 @@ from contextlib import nullcontext
 import torch
 
 import grpo
+import tasks
 from modelio.checkpoint import load
 from taskdata.data import group_prompts, load_rl_data
 from logprob import one_step_logprobs
@@ -48,9 +49,9 @@ def group_stats(model, tokenizer, exs, gargs, seed):
     """One rollout of len(exs) prompts x G under gargs' rollout mode -> the figures of one seed."""
     G, eos = gargs.num_generations, model.config.eos_token_id
     prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
-    sampler = {}
-    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs,
-                              stats=sampler)  # (b, N)
+    hp, _, rollout_sampler = grpo.round_setup(gargs)  # the rollout mode of gargs' flags
+    completion, sampler = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp,
+                                       rollout_sampler)  # (b, N)
     mask = grpo.completion_mask(completion, eos)  # (b, N): up to and including the first EOS
     texts = tokenizer.batch_decode(completion, skip_special_tokens=True)
     rewards = torch.tensor([r for r, _ in total_rewards(texts, [ex for ex in exs for _ in range(G)])])  # (b,)
@@ -71,7 +72,7 @@ def main(argv=None):
     gargs = grpo.parse_args(["--model-dir", args.model_dir, *rest])
     model, tokenizer = load(args.model_dir)
     model.eval()
-    exs = load_rl_data(gargs)[:args.prompts]  # grpo.py's first prompts (the toys generate theirs)
+    exs = load_rl_data(gargs, tasks.TASKS)[:args.prompts]  # grpo.py's first prompts (the toys generate theirs)
     table = {}
     for name, (cache, tau, rule) in modes([float(t) for t in args.thresholds.split(",")]).items():
         g = copy.copy(gargs)

@@ -5,8 +5,8 @@ independent rollout batches, for a checkpoint on the toy.
 For K independent batches of --prompts toy prompts (from the training grids, as grpo.py draws
 them) × G completions (rollouts with grpo.py's own `rollout`), take the gradient of the diffu-GRPO
 objective at its first inner step (ρ = 1, β = 0: the token mean of -A_i log π(o_ik), d1 Eq. 3) with
-the objective's likelihood (grpo.score: d1's estimator of --estimator, or the objective's own) and loss
-(grpo.OBJECTIVES), and report the mean pairwise cosine between the K
+the objective's likelihood (grpo.round_setup: d1's estimator of --estimator, or the objective's own) and
+loss (grpo.OBJECTIVES), and report the mean pairwise cosine between the K
 gradients. If it is near 1, every round pushes the same way and training follows the signal. If
 it is near 0, each round's gradient is mostly sampling noise: Adam normalises its steps, so the
 weights random-walk at the learning rate, and a model that had nothing consistent left to learn
@@ -32,6 +32,7 @@ import torch
 
 import grpo
 import tasks
+from logprob import mask_generator
 from modelio.checkpoint import load
 from taskdata.data import group_prompts, toy_blanks
 from tasks import total_rewards
@@ -48,19 +49,20 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     exs × G rollouts; mean reward). The batch goes through grpo.py's own functions and registry."""
     eos, G = model.config.eos_token_id, gargs.num_generations
     prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
-    completion = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, gargs,
-                              stats=(trace := {}))  # (b, N); trace: the sampler's record, when the objective reads it
+    hp, objective, sampler = grpo.round_setup(gargs)  # the round's hyper-parameters, objective, sampler
+    # (b, N); trace: the sampler's record, which a trajectory objective reads
+    completion, trace = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp, sampler)
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
     # the task's rewards from its record, as grpo.py scores them (a program runs in sandbox/run.py)
     rewards = torch.tensor([r for r, _ in total_rewards(texts, [{**ex, "task": gargs.task} for ex in rows])])
     b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), trace=trace,
                         adv=grpo.group_advantages(rewards, G, gargs.scale_std))
     # the objective's likelihood (d1's: the per-token estimate of --estimator, (b, N)) under mask seed `seed`
-    logp = grpo.score(model, b, seed, gargs)
+    logp = objective.logprobs(model, b, mask_generator(seed, b.index), hp, None)
     # θ_old = θ_ref = θ (the first inner step): ρ = 1, the clip is inactive and the KL has no gradient, so for
     # diffu_grpo this is the plain policy gradient, the token mean of -A_i log π(o_ik) (d1 Eq. 3). SPG reads neither
     b.old = b.ref = [logp.detach()] if torch.is_tensor(logp) else []
-    loss, _ = grpo.OBJECTIVES[gargs.objective].loss(logp, b, 0, gargs)
+    loss, _ = objective.loss(logp, b, 0, hp)
     grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
     return torch.cat([g.reshape(-1) for g in grads]).double(), rewards.mean().item()
 
@@ -84,8 +86,8 @@ if __name__ == "__main__":
     model.eval()  # no dropout: the only randomness is the rollouts' and the masks'
     n = gargs.prompts_per_step
     # items of the training side of the toy's split, as grpo.py draws them (a stream of their own)
-    exs = tasks.generate(gargs.task, "train", n * args.batches, 777 + gargs.seed, gargs.data_seed,
-                         blanks=toy_blanks(gargs.toy_blanks))
+    exs = tasks.make_examples(gargs.task, "train", n * args.batches, 777 + gargs.seed, gargs.data_seed,
+                              blanks=toy_blanks(gargs.toy_blanks))
     grads, rewards = [], []
     for k in range(args.batches):
         first = 0 if args.same_prompts else k * n

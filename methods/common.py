@@ -16,23 +16,25 @@ import torch
 class Objective:
     """An RL objective for grpo.py's step 5, and what it asks of the round before it.
 
-    loss(logp, b, j, args) -> (loss, stats): the loss of micro-batch b at inner step j, from `logp`,
+    loss(logp, b, j, hp) -> (loss, stats): the loss of micro-batch b at inner step j, from `logp`,
         what `logprobs` gave for b under step j's masks; b.old[j] / b.ref[j] hold the same for θ_old /
         θ_ref when needs_old / needs_ref (b.old[0] / b.ref[0] when not `seeded`).
-    logprobs(model, b, generator, args, mask_id) -> tensor: the likelihood the loss reads, drawing its
+    logprobs(model, b, generator, hp, mask_id) -> tensor: the likelihood the loss reads, drawing its
         masks from `generator` (rebuilt from the same key for θ, θ_old, θ_ref). None: the per-token
-        estimate of --estimator (d1's one-step estimator by default; methods/estimators.estimate_logprobs).
+        estimate of --estimator (d1's one-step estimator by default; methods/estimators.py the others).
     needs_old / needs_ref: step 4 scores θ_old / θ_ref (the latter only when β > 0).
     seeded: the likelihood draws masks, so old / ref are scored once per mask seed (μ times); False:
         once, for all μ steps.
     trace: the sampler records each token's commit step and log-prob (b.trace, sample.generate).
-    policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss) -> stats: the objective runs its
+    policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss) -> stats: the objective runs its
         own forwards and backwards for micro-batch b (JustGRPO: a chunk of positions at a time; the
         trajectory: a segment at a time, with `loss`), so memory stays flat in the length. None:
         logprobs -> loss -> backward, once.
-    calls(args) / rows(args): model calls per scoring of a micro-batch, and forward rows per scored
-        sequence (cost: grpo.analytic_passes, tools/bench.py). None: 1 / --estimator's rows.
-    flags(parser): the objective's own flags; check(args): its checks, raising ValueError (one line).
+    calls(hp) / rows(hp): model calls per scoring of a micro-batch, and forward rows per scored
+        sequence (the cost: tools/bench.analytic_passes). None: 1 / --estimator's rows.
+    flags(parser): the objective's own flags; options: their names, which the round reads as hp.own[name];
+        check(args): its checks of the flags, raising ValueError (one line).
+    `hp` is grpo.Hyper, the round's hyper-parameters (hp.epsilon, hp.beta, hp.p_mask, hp.G, hp.steps, ...).
     """
     loss: Callable
     logprobs: Callable = None
@@ -44,6 +46,7 @@ class Objective:
     calls: Callable = None
     rows: Callable = None
     flags: Callable = None
+    options: tuple = ()
     check: Callable = None
 
 

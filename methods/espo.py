@@ -93,8 +93,8 @@ def check(args):
 
 
 OBJECTIVE = Objective(
-    lambda seq, b, j, args: espo_loss(seq, b.old[j], b.ref[j] if args.beta else None, b.adv,
-                                      b.completion.shape[1], args.epsilon, args.beta),
-    logprobs=lambda model, b, g, args, mask_id: coupled_elbo(model, b.prompt, b.completion, args.espo_draws, g,
+    lambda seq, b, j, hp: espo_loss(seq, b.old[j], b.ref[j] if hp.beta else None, b.adv,
+                                    b.completion.shape[1], hp.epsilon, hp.beta),
+    logprobs=lambda model, b, g, hp, mask_id: coupled_elbo(model, b.prompt, b.completion, hp.own["espo_draws"], g,
                                                              mask_id),
-    rows=lambda args: 2 * args.espo_draws, flags=add_flags, check=check)
+    rows=lambda hp: 2 * hp.own["espo_draws"], flags=add_flags, options=("espo_draws",), check=check)

@@ -169,3 +169,10 @@ def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_pr
         return coupled_logprobs(model, prompt, completion, mask_id, p_mask_prompt, generator)
     return one_step_logprobs(model, prompt, completion, mask_id=mask_id, p_mask_prompt=p_mask_prompt,
                              generator=generator)
+
+
+def likelihood(estimator):
+    """grpo.py's likelihood of a micro-batch under --estimator: an objective registry entry's logprobs,
+    (model, b, generator, hp, mask_id) -> (b, N)."""
+    return lambda model, b, generator, hp, mask_id: estimate_logprobs(model, b.prompt, b.completion, estimator,
+                                                                      hp.p_mask, generator, mask_id)

@@ -83,16 +83,17 @@ def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None):
     return loss, stats
 
 
-def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss=None):
+def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss=None):
     """The policy's forwards and backwards for micro-batch b: --ar-chunk positions at a time, each chunk's
     share of the loss (justgrpo_loss, additive over positions) backpropagated at once, so memory stays
     flat in N. -> the stats of the whole pass."""
     N, stats = b.completion.shape[1], {}
-    for t0 in range(0, N, args.ar_chunk):
-        positions = list(range(t0, min(N, t0 + args.ar_chunk)))
+    chunk = hp.own["ar_chunk"]
+    for t0 in range(0, N, chunk):
+        positions = list(range(t0, min(N, t0 + chunk)))
         with amp():
             logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id)  # (b, C)
-        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, args.epsilon, positions)
+        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon, positions)
         (loss / accum).backward()
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v
@@ -121,8 +122,8 @@ def add_flags(parser):
 
 
 OBJECTIVE = Objective(
-    lambda logp, b, j, args: justgrpo_loss(logp, b.trace["token_logp"], b.adv, args.epsilon),
-    logprobs=lambda model, b, g, args, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id),
+    lambda logp, b, j, hp: justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon),
+    logprobs=lambda model, b, g, hp, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id),
     needs_old=False, needs_ref=False, seeded=False, trace=True, policy_pass=policy_pass,
-    calls=lambda args: math.ceil(args.gen_length / args.ar_chunk), rows=lambda args: args.gen_length,
-    flags=add_flags, check=check)
+    calls=lambda hp: math.ceil(hp.gen_length / hp.own["ar_chunk"]), rows=lambda hp: hp.gen_length,
+    flags=add_flags, options=("ar_chunk",), check=check)

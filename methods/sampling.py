@@ -42,6 +42,8 @@ Run a tiny demo on CPU (sample.py's, with these options):
     python -m methods.sampling --gen-length 256 --block-length 32 --steps 128 --cache dual --threshold 0.9
     python -m methods.sampling --gen-length 64 --block-length 64 --steps 64 --remasking entropy --eps 1e-3
 """
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
@@ -202,6 +204,31 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
         if record:
             stats["commit_step"], stats["token_logp"] = commit, token_logp
     return x                                                                # (B, P + gen_length)
+
+
+# -----------------------------------------------------------------------------
+# grpo.py's rollouts with these options (docs/fast-rollouts.md)
+
+
+def add_rollout_flags(parser):
+    """grpo.py's Fast-dLLM rollout options; off by default, which is d1's exact sampler."""
+    r = parser.add_argument_group("fast rollouts (methods/sampling.py, docs/fast-rollouts.md)")
+    r.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
+                   help="Fast-dLLM key-value cache; none = d1's exact sampler")
+    r.add_argument("--rollout-threshold", type=float, default=0.0, help="0 = off; else also write every token the "
+                   "model is this sure of at once (Fast-dLLM: 0.9)")
+    r.add_argument("--rollout-threshold-rule", type=str, default="certainty", choices=THRESHOLD_RULES,
+                   help="sure: the position's sampling peak (ours) or its draw's probability (Fast-dLLM)")
+
+
+def rollout_sampler(cache="none", threshold=0.0, threshold_rule="certainty", record=False):
+    """grpo.py's rollout sampler for these flags: None when d1's exact sampler does (no option, no record),
+    else generate with them bound. A fast rollout changes only WHICH completions are sampled: the
+    estimator scores them, so ρ = 1 still at the first inner step (tested)."""
+    if cache == "none" and not threshold and not record:
+        return None
+    return partial(generate, cache=None if cache == "none" else cache, threshold=threshold or None,
+                   threshold_rule=threshold_rule, record=record)
 
 
 if __name__ == "__main__":

@@ -130,8 +130,9 @@ def completion_lengths(b):
 
 
 OBJECTIVE = Objective(
-    lambda out, b, j, args: spg_loss(*out, completion_lengths(b), b.adv, args.spg_beta, args.spg_omega),
-    logprobs=lambda model, b, g, args, mask_id: block_logprobs(
-        model, b.prompt, b.completion, completion_lengths(b), args.block_length, args.spg_draws, args.p_mask, g,
+    lambda out, b, j, hp: spg_loss(*out, completion_lengths(b), b.adv, hp.own["spg_beta"], hp.own["spg_omega"]),
+    logprobs=lambda model, b, g, hp, mask_id: block_logprobs(
+        model, b.prompt, b.completion, completion_lengths(b), hp.block_length, hp.own["spg_draws"], hp.p_mask, g,
         mask_id),
-    needs_old=False, needs_ref=False, rows=lambda args: args.spg_draws, flags=add_flags, check=check)
+    needs_old=False, needs_ref=False, rows=lambda hp: hp.own["spg_draws"], flags=add_flags,
+    options=("spg_draws", "spg_beta", "spg_omega"), check=check)

@@ -59,27 +59,28 @@ def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments
     return out
 
 
-def trajectory_logprobs(model, b, generator, args, mask_id=None):
-    """The objective's likelihood of micro-batch b: stepmerge_logprobs under grpo.py's flags."""
-    return stepmerge_logprobs(model, b.prompt, b.completion, b.trace["commit_step"], args.diffusion_steps,
-                              args.trajectory_segments, args.p_mask, generator, mask_id)
+def trajectory_logprobs(model, b, generator, hp, mask_id=None):
+    """The objective's likelihood of micro-batch b: stepmerge_logprobs under the round's hyper-parameters."""
+    return stepmerge_logprobs(model, b.prompt, b.completion, b.trace["commit_step"], hp.steps,
+                              hp.own["trajectory_segments"], hp.p_mask, generator, mask_id)
 
 
-def policy_pass(model, b, j, generator, args, mask_id, accum, amp, loss):
+def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss):
     """One segment at a time: its tokens' share of d1's token-mean loss, backpropagated at once.
     `loss` is the registered objective's (d1's); masked_mean over the segment's tokens times their
     share of the micro-batch's tokens adds up to d1's loss over all of them."""
-    seg = segments(b.trace["commit_step"], args.diffusion_steps, args.trajectory_segments)
-    q = noisy_prompt(b.prompt, args.p_mask, generator, mask_id)
+    n_segments = hp.own["trajectory_segments"]
+    seg = segments(b.trace["commit_step"], hp.steps, n_segments)
+    q = noisy_prompt(b.prompt, hp.p_mask, generator, mask_id)
     total, stats = b.mask.sum().clamp(min=1), {}
-    for n in range(args.trajectory_segments):
+    for n in range(n_segments):
         part = b.mask * (seg == n)  # (b, N) this segment's tokens that the loss counts
         if not part.any():  # every call must still run under FSDP: a forward of nothing is skipped only here
             continue
         with amp():
             logp = segment_logprobs(model, b.prompt, b.completion, seg, n, q, mask_id)
         share = part.sum() / total
-        value, st = loss(logp, replace(b, mask=part), j, args)
+        value, st = loss(logp, replace(b, mask=part), j, hp)
         ((value * share) / accum).backward()
         for k, v in {"loss": value.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v * share.item()
@@ -100,5 +101,5 @@ def check(args):
 
 # what grpo.py puts on d1's objective (common.Objective's fields): this likelihood instead of d1's one-step estimate
 LIKELIHOOD = dict(logprobs=trajectory_logprobs, trace=True, policy_pass=policy_pass,
-                  calls=lambda args: args.trajectory_segments, rows=lambda args: args.trajectory_segments,
-                  flags=add_flags, check=check)
+                  calls=lambda hp: hp.own["trajectory_segments"], rows=lambda hp: hp.own["trajectory_segments"],
+                  flags=add_flags, options=("trajectory_segments",), check=check)

@@ -25,5 +25,5 @@ def wd1_loss(logp, advantages, mask, group_size):
     return loss, {"seq_logp": seq_logp.detach().mean().item()}
 
 
-OBJECTIVE = Objective(lambda logp, b, j, args: wd1_loss(logp, b.adv, b.mask, args.num_generations),
+OBJECTIVE = Objective(lambda logp, b, j, hp: wd1_loss(logp, b.adv, b.mask, hp.G),
                       needs_old=False, needs_ref=False)

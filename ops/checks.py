@@ -26,6 +26,15 @@ import sys
 import time
 from contextlib import contextmanager
 
+import torch
+
+from model import BLOCK_LINEARS, SHIFT_NO_CACHE
+from modelio.checkpoint import verify
+from modelio.hub import ModelSource, resolve_model
+from modelio.tokenizer import check_tokenizer_files
+from ops.ddp import train_precision
+from taskdata.records import is_hub_dataset
+
 USAGE_EXIT = 2  # what argparse exits with for a bad flag: our checks are the flags' second line
 
 
@@ -83,8 +92,6 @@ def check_model_dir(path, default_dir=None):
     `default_dir`: the scripts' default tiny model, created on first use."""
     if default_dir is not None and str(path) == str(default_dir) and not os.path.exists(path):
         return None  # checkpoint.load writes the tiny model there: the one thing a fresh clone may create
-    from modelio.checkpoint import verify
-    from modelio.tokenizer import check_tokenizer_files
     require(os.path.isdir(path), f"model directory {path} does not exist")
     try:
         config = verify(path)
@@ -102,7 +109,6 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
     use); a real task (toy_default None) is refused before anything is written: it would otherwise
     train a random 0.9M-parameter model and end with "done". `missing_hint`: what writes a missing
     default; `revision`: the commit a hub id resolves to (a resume keeps its run's)."""
-    from modelio.hub import ModelSource, resolve_model
     require(args.model_dir or toy_default is not None, f"--task {args.task} is a real task: give --model-dir (a "
             "directory in the official layout, a hub cache snapshot, or a hub id such as GSAI-ML/LLaDA-8B-Instruct); "
             "the tiny random model is only for the toy tasks")
@@ -113,7 +119,6 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
         source = resolve_model(args.model_dir, revision=revision)
     args.model_spec, args.model_dir, args.model_revision = source.spec, source.path, source.revision
     config = check_model_dir(args.model_dir, default_dir=toy_default)
-    from model import SHIFT_NO_CACHE
     # the Fast-dLLM cache (grpo.py's --rollout-cache, eval.py's --cache) has no meaning on shifted logits (Dream)
     cache = getattr(args, "rollout_cache", None) or getattr(args, "cache", None)
     require(not (config is not None and config.logit_shift and cache not in (None, "", "none")),
@@ -125,7 +130,6 @@ def check_data_paths(paths, flag="--data"):
     """Each comma-listed data file exists and is a file, or is a hub dataset id (taskdata/records.py): the
     loader reads and checks the records of both. A missing path ending like a data file is a typo,
     never a hub id."""
-    from taskdata.records import is_hub_dataset
     for p in paths:
         if is_hub_dataset(p):
             continue  # nothing to see before it is read: the loader says what the hub answered
@@ -167,10 +171,6 @@ def check_positive(args, flags):
 def check_training_flags(args):
     """The flags sft.py and grpo.py share: optimizer, LoRA / 4-bit, saves, and the precision rules
     of ddp.train_precision."""
-    import torch
-
-    from model import BLOCK_LINEARS
-    from ops.ddp import train_precision
     require(args.lr > 0 and args.weight_decay >= 0 and args.grad_clip >= 0,
             f"--lr must be > 0, --weight-decay and --grad-clip >= 0; got {args.lr}, {args.weight_decay}, {args.grad_clip}")
     check_positive(args, ("keep_last", "max_bad_steps", "dist_timeout"))
@@ -186,15 +186,12 @@ def check_training_flags(args):
     train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_grpo_args(args, world_size, objective_check=None):
-    """grpo.py's flags, the objective's own (objective_check, raising ValueError), then its data files
-    (their records are checked by the loaders)."""
-    import tasks
-    from sample import check_schedule
-    from taskdata.splits import check_protocol_flags
+def check_grpo_args(args, world_size, rl_tasks, check_schedule, objective_check=None):
+    """grpo.py's flags: --task's names among `rl_tasks` (the registry's RL tasks), the sampler's layout
+    (check_schedule, sample.py's), the objective's own (objective_check, raising ValueError), then the
+    data files (their records are checked by the loaders)."""
     for name in args.task.split(","):
-        require(name in tasks.names("rewards"), f"--task: unknown task {name!r}; one of "
-                                                 f"{', '.join(tasks.names('rewards'))}")
+        require(name in rl_tasks, f"--task: unknown task {name!r}; one of {', '.join(rl_tasks)}")
     # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently
     require(args.num_generations >= 2, f"--num-generations must be >= 2 (GRPO compares completions of one prompt; "
                                        f"G = {args.num_generations} gives every advantage 0)")
@@ -223,36 +220,20 @@ def check_grpo_args(args, world_size, objective_check=None):
     # a threshold rollout's forward count depends on the samples; sharded forwards are collectives: a hang
     require(not (args.rollout_threshold and args.fsdp), "--rollout-threshold with --fsdp: the number of model calls "
             "then depends on each rank's samples, and FSDP ranks must make the same calls; use --rollout-cache alone")
-    require(args.rollout_agree_every >= 0, f"--rollout-agree-every must be >= 0, got {args.rollout_agree_every}")
     # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
     require(not (args.eval_every and args.fsdp), "--eval-every runs on rank 0 alone, which would hang --fsdp's "
             "sharded forwards: drop it and evaluate the saves with eval.py")
-    check_protocol_flags(args)  # --val-size, --sudoku-split, --test-curve (taskdata/splits.py)
     if objective_check is not None:
         objective_check(args)
     check_data_paths([p for p in args.data.split(",") if p])
     check_data_paths([args.sudoku_test] if args.sudoku_test else [], "--sudoku-test")
 
 
-def check_tags(task, tokenizer):
-    """A task whose record needs d1's four tags as single tokens (tasks.py needs_tags: the testbed, whose
-    short canvas the byte tokenizer's 8-12 tokens per tag would fill) refuses a tokenizer that splits them."""
-    import tasks
-    from modelio.tokenizer import D1_TAGS
-    for name in [n for n in task.split(",") if n in tasks.TASKS and tasks.TASKS[n].needs_tags]:
-        for tag in D1_TAGS:
-            n_ids = len(tokenizer(tag, add_special_tokens=False)["input_ids"])
-            require(n_ids == 1, f"--task {name} needs d1's tags as single tokens, and this tokenizer writes {tag} "
-                                f"in {n_ids}: write the tiny model with `python -m modelio.checkpoint --tags "
-                                f"--out-dir DIR` and pass --model-dir DIR")
-
-
-def check_sft_args(args, world_size):
-    """sft.py's flags, then its data file."""
-    import tasks
+def check_sft_args(args, world_size, task_names):
+    """sft.py's flags (--task one of `task_names`, the registry's), then its data file."""
     # every task is known here; load_sft_data then checks that its examples have completions
-    require(args.task in tasks.TASKS, f"--task: unknown task {args.task!r}; one of {', '.join(tasks.TASKS)} "
-                                      f"(s1k for d1's SFT)")
+    require(args.task in task_names, f"--task: unknown task {args.task!r}; one of {', '.join(task_names)} "
+                                     f"(s1k for d1's SFT)")
     check_positive(args, ("batch_size", "grad_accum", "max_length", "eval_every", "num_examples"))
     # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks): it must split over them
     require(args.grad_accum % world_size == 0, f"--grad-accum {args.grad_accum} must be a multiple of the "

@@ -65,33 +65,23 @@ def round_metrics(batches, G, update_stats, reward_parts):
             **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
 
 
-def round_cost(calls, rows, scoring_rows, scoring_calls=1):
-    """The round's cost in sequences through the model, all ranks: each rollout call of a round
-    (grpo.analytic_passes) times the round's rows, and each scoring (old, ref, policy: scoring_calls
-    model calls each) times the rows it runs per sequence (grpo.scoring_cost: d1's estimator 1, the
-    coupled and ELBO estimators 2, JustGRPO one per completion position)."""
-    scorings = (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]) / scoring_calls
-    return {"fwd_rows": rows * (calls["rollout_fwd"] + scoring_rows * scorings),
-            "bwd_rows": rows * scoring_rows * calls["policy_bwd"] / scoring_calls}
-
-
 def eval_due(step, every, last):
     """Whether grpo.py --eval-every N measures after round `step`: every N rounds (round 0, the start
     model, included) and at the last one."""
     return step % every == 0 or step == last
 
 
-def report_round(bar, f, step, metrics, timing, cost, curve, elapsed, n_cut=0):
+def report_round(bar, f, step, metrics, timing, curve, elapsed, n_cut=0):
     """Rank 0's report of one grpo.py round: a console line (the metrics, then seconds per phase),
     the bar's reward, and the round's line in metrics.jsonl: metrics, phase seconds as s_<phase>,
-    the cost columns, and the --eval-every curve (evaluation/validation.ValCurve) when it is due. n_cut: this
+    and the --eval-every curve (evaluation/validation.ValCurve) when it is due. n_cut: this
     rank's prompts cut to --max-prompt-length, a warning."""
     if n_cut:
         bar.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")
     bar.write(f"round {step}: " + " ".join(f"{k} {v:.3f}" for k, v in metrics.items()) +
               " | s/phase " + " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
     bar.set_postfix(reward=f"{metrics['reward']:.3f}")
-    record = {"step": step, "elapsed_s": elapsed, **metrics, **{f"s_{k}": v for k, v in timing.items()}, **cost}
+    record = {"step": step, "elapsed_s": elapsed, **metrics, **{f"s_{k}": v for k, v in timing.items()}}
     if curve and curve.due(step):  # `elapsed` was read before it: elapsed_s stays training time
         record.update(curve())
         bar.write(f"round {step}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))

@@ -1,24 +1,22 @@
 """
 The plumbing that sft.py and grpo.py share, each piece behind one call, so that the two trainers
-read as their algorithm: the flags both take, the up-front checks of a run, the set-up of the
-policy (LoRA, the reference, compilation), the bookkeeping of --resume, and the stop of a stalled
-run. Not a script; nothing here knows which of the two trainers calls it.
+read as their algorithm: the flags both take beside their hyper-parameters (data, model set-up,
+saves, resume, system), the preset a task chooses, the up-front checks of a run, the start model
+with its LoRA adapters and its reference, the bookkeeping of --resume, and the stop of a stalled
+run. Not a script; nothing here knows which of the two trainers calls it, nor imports them: the
+task registry (tasks.TASKS) comes in as an argument.
 """
 import argparse
 import os
 import sys
 from contextlib import nullcontext
-from dataclasses import dataclass
 
-import torch
-
-import tasks
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
 from model import BLOCK_LINEARS, compile_blocks
 from ops import lock
-from ops.checks import ShowDefaults, check_model, check_tags, require, upfront
-from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, wrap_for_training
+from ops.checks import ShowDefaults, check_model, upfront
+from ops.ddp import DIST_TIMEOUT_S, finish, shard_model
 from ops.metrics import log_metrics
 from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
                         restore_optimizer, resume_weights)
@@ -32,13 +30,14 @@ def auto_only(value):
     return value
 
 
-def add_training_flags(parser):
-    """The flags both trainers take: the data, the model's set-up, the optimizer, saves and resume,
-    and the system. Where the two differ (LoRA rank and alpha, lr, ...), each script's set_defaults
-    gives the value, so every flag still has a working default."""
+def add_training_flags(parser, registry):
+    """The flags both trainers take beside their hyper-parameters (which each script declares): the data
+    (--task: a name of `registry`, tasks.TASKS), the model's set-up, saves and resume, and the system.
+    Where the two differ (LoRA targets, ...), each script's set_defaults gives the value, so every flag
+    still has a working default."""
     d = parser.add_argument_group("data (shared by sft.py and grpo.py)")
     d.add_argument("--task", type=str, default="toy", help="a task of tasks.py's registry (RL: a comma list): "
-                   + " | ".join(tasks.TASKS))
+                   + " | ".join(registry))
     d.add_argument("--data", type=str, default="", help="data file(s) (jsonl, json, csv, parquet; .gz too) or hub "
                    "dataset ids owner/name[:config][:split] (needs `pip install datasets`), a comma list matching "
                    "--task (default: none, which only the toys, generating their own, may have)")
@@ -47,9 +46,7 @@ def add_training_flags(parser):
     d.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
     d.add_argument("--data-seed", type=int, default=0, help="toy / pbe / countdown_toy: seed of the train/test split "
                    "(grids / function classes / number multisets), the same in sft.py, grpo.py and eval.py")
-    g = parser.add_argument_group("model, optimizer, saves and system (shared by sft.py and grpo.py)")
-    g.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning")
-    g.add_argument("--lora-alpha", type=float, help="LoRA alpha")
+    g = parser.add_argument_group("model, saves and system (shared by sft.py and grpo.py)")
     g.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout (training passes only)")
     g.add_argument("--lora-targets", type=str, help=f"comma list of {BLOCK_LINEARS}")
     g.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, default=False,
@@ -58,9 +55,6 @@ def add_training_flags(parser):
                    help="recompute blocks in backward")
     g.add_argument("--fsdp", action="store_true", help="full fine-tuning with FSDP2: weights, gradients and AdamW "
                    "state sharded over ranks, fp32 masters, bf16 compute on GPU (needs --lora-r 0, no 4-bit)")
-    g.add_argument("--lr", type=float, help="AdamW learning rate")
-    g.add_argument("--weight-decay", type=float, help="AdamW weight decay")
-    g.add_argument("--grad-clip", type=float, help="max gradient norm (0: no clipping, the norm is still logged)")
     g.add_argument("--keep-last", type=int, default=2, help="complete saves kept in <out-dir>/saves")
     g.add_argument("--resume", nargs="?", const=True, default=False, type=auto_only, help="continue the run in "
                    "--out-dir from its newest complete save; `--resume auto`: continue if --out-dir holds a save of "
@@ -85,32 +79,12 @@ def add_training_flags(parser):
                    "rank before this one stops with a message")
 
 
-def add_rollout_flags(parser):
-    """grpo.py's Fast-dLLM rollout options (sample.generate's cache and threshold); off by default,
-    which is d1's exact sampler."""
-    from methods.sampling import THRESHOLD_RULES
-    r = parser.add_argument_group("fast rollouts (docs/fast-rollouts.md)")
-    r.add_argument("--rollout-cache", type=str, default="none", choices=["none", "prefix", "dual"],
-                   help="Fast-dLLM key-value cache; none = d1's exact sampler")
-    r.add_argument("--rollout-threshold", type=float, default=0.0, help="0 = off; else also write every token the "
-                   "model is this sure of at once (Fast-dLLM: 0.9)")
-    r.add_argument("--rollout-threshold-rule", type=str, default="certainty", choices=THRESHOLD_RULES,
-                   help="sure: the position's sampling peak (ours) or its draw's probability (Fast-dLLM)")
-    r.add_argument("--rollout-agree-every", type=int, default=10, help="fast rollouts: every N rounds, log the share "
-                   "of tokens the exact sampler writes alike under the same noise (0 = never)")
-
-
-def toy_only(task):
-    """True when every task of --task (a comma list) is a generated CPU toy, whose model may be the tiny one."""
-    return all(name in tasks.TASKS and tasks.TASKS[name].make for name in task.split(","))
-
-
-def task_defaults(task, presets):
-    """(preset name, {flag: value}) that --task's records choose (tasks.py): their common preset (a toy's
-    where this script has it, else "tiny"; d1's "8b" for real tasks or a mix of presets) and, for tasks
-    that share their own canvas, the canvas and block of the rollouts (steps: two tokens each, as d1)
-    and the SFT length."""
-    records = [tasks.TASKS.get(name) for name in task.split(",")]
+def task_defaults(task, presets, registry):
+    """(preset name, {flag: value}) that --task's records of `registry` choose (tasks.py): their common
+    preset (a toy's where this script has it, else "tiny"; d1's "8b" for real tasks or a mix of presets)
+    and, for tasks that share their own canvas, the canvas and block of the rollouts (steps: two tokens
+    each, as d1) and the SFT length."""
+    records = [registry.get(name) for name in task.split(",")]
     if None in records or len({r.preset for r in records}) > 1:
         return "8b", {}  # an unknown task is refused later, in the script's checks
     t = records[0]
@@ -121,7 +95,7 @@ def task_defaults(task, presets):
     return name, {**lengths, **({"max_length": t.sft_max_length} if t.sft_max_length else {})}
 
 
-def parse_with_preset(parser, presets, argv=None):
+def parse_with_preset(parser, presets, registry, argv=None):
     """Parse the flags with a preset's values as their defaults: --preset as given, else --task's
     (task_defaults: the toys' preset for a toy task and d1's recipe for a real one), so that a flag
     dropped from a job script falls back to d1's value, never to the CPU toy's; then a toy's own
@@ -130,7 +104,7 @@ def parse_with_preset(parser, presets, argv=None):
     pre.add_argument("--preset", choices=sorted(presets))
     pre.add_argument("--task", default=parser.get_default("task"))
     known = pre.parse_known_args(argv)[0]
-    own, lengths = task_defaults(known.task, presets)
+    own, lengths = task_defaults(known.task, presets, registry)
     name = known.preset or own
     # the task's lengths go with its own preset (another preset given by hand brings its own)
     dests = {a.dest for a in parser._actions}
@@ -160,15 +134,21 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
     check_run_dir(args)  # last: --force deletes
 
 
-def load_policy(args, run):
-    """The start model with its LoRA adapters (if any), not yet wrapped for DDP / FSDP.
-    -> (model, tokenizer, ref_context): inside ref_context the model IS the reference policy
-    (adapters switched off); for full fine-tuning a do-nothing context (see load_reference)."""
+def load_policy(args, run, check_tokenizer=None):
+    """The start model with its LoRA adapters (if any), not yet wrapped for DDP / FSDP, and --resume's
+    weights put back. -> (model, tokenizer, ref_context, saved): inside ref_context the model IS the
+    reference policy (adapters switched off; for full fine-tuning a do-nothing context, see
+    load_reference); saved: {"from": save directory, "state": trainer state} of --resume (both None on a
+    fresh run), which start_run takes.
+    check_tokenizer(tokenizer): the task's own check (tasks.check_tags), as bad input."""
+    # first: from here on a cluster's stop signal is noted, not fatal (the loop saves, exits 75; ops/stop.py)
+    run.stop = Stopper(args.max_hours, args.out_dir, run.master)
     # --load-in-4bit (d1's RL): NF4 base with double quantization, bf16 compute (docs/d1.md §4.3). Still bad
     # input: a NaN or inf weight shows only as the weights are read (checkpoint._check_finite), before any write
     with upfront():
         model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
-        check_tags(args.task, tokenizer)  # the task's record may need d1's tags as single tokens
+        if check_tokenizer is not None:
+            check_tokenizer(tokenizer)
     ref_context = nullcontext
     if args.lora_r > 0:
         add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,
@@ -179,7 +159,8 @@ def load_policy(args, run):
     model.gradient_checkpointing = args.gradient_checkpointing  # under FSDP: inside each sharded block
     if getattr(args, "compile", False):  # grpo.py --compile, never with --fsdp (its check_args)
         compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
-    return model, tokenizer, ref_context
+    src, state = resume_weights(args, run, model)  # before any sharding: wrap_for_training comes next
+    return model, tokenizer, ref_context, {"from": src, "state": state}
 
 
 def load_reference(args, run):
@@ -187,7 +168,7 @@ def load_reference(args, run):
     policy is sharded so that a GPU never holds two full copies, and sharded the same way. It never
     trains, so it needs no fp32 masters: save_dtype. With LoRA (the reference is the base, adapters
     off) or β = 0 (nothing to compare against): None."""
-    if args.lora_r > 0 or not getattr(args, "beta", 0):  # sft.py has no reference at all
+    if args.lora_r > 0 or not args.beta:  # grpo.py's only: SFT has no reference policy
         return None
     ref_model = from_pretrained(args.model_dir, dtype=run.save_dtype, device=run.device).eval()
     if args.fsdp:  # no optimizer, no gradients
@@ -195,57 +176,31 @@ def load_reference(args, run):
     return ref_model
 
 
-@dataclass
-class Policy:
-    """What build_policy sets up for a trainer's loop."""
-    raw: object          # the unwrapped (under FSDP: sharded in place) policy: sampler, eval, saves
-    model: object        # the same policy wrapped for the training passes (DDP), or `raw` itself
-    tokenizer: object
-    ref_model: object    # the frozen reference copy of full fine-tuning with β > 0, else None
-    ref_context: object  # the context in which `raw` is the reference (LoRA adapters off), else a no-op
-    params: list         # the trainable tensors: the LoRA matrices, or every parameter
-    optimizer: object    # AdamW over `params`
-    step: int            # the step or round to start from: 0, or the resumed save's
-    extras: dict         # the resumed save's script extras (sft.py: data generator, best eval loss), else None
-
-
-def build_policy(args, run, betas, unit, republish=True):
-    """Load -> LoRA -> resumed weights -> DDP / FSDP -> reference -> AdamW -> resumed optimizer
-    state: the order FSDP needs, since sharding replaces every parameter by a DTensor that the
-    optimizer must hold. With --resume the newest complete save is put back (ops/resume.py) and
-    the run goes on from its step (`unit`: "step" or "round", for the message)."""
-    # first: from here on a cluster's stop signal is noted, not fatal (the loop saves, exits 75; ops/stop.py)
-    run.stop = Stopper(args.max_hours, args.out_dir, run.master)
-    raw, tokenizer, ref_context = load_policy(args, run)
-    resumed_from, state = resume_weights(args, run, raw)  # before any sharding
-    model = wrap_for_training(raw, run, args.fsdp)
-    ref_model = load_reference(args, run)
-    params = [p for p in raw.parameters() if p.requires_grad]  # read AFTER sharding (FSDP's are DTensors)
-    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=betas, weight_decay=args.weight_decay)
-    step, extras = 0, None
+def start_run(args, run, model, optimizer, saved, unit, republish=True):
+    """Once the optimizer exists: --resume's bookkeeping when load_policy put a save back (`saved`, whose
+    state is taken out here so that its memory goes: LLaDA-8B's fp32 masters are 32 GB): the optimizer
+    state (a collective under FSDP), one line naming the save, a note for every flag that differs from the
+    saved run's (except RESUME_MAY_CHANGE), and the save published again as the run's model when
+    `republish` (True, or a function of the saved state: the crash may have torn the last publish); then
+    the trainable parameters in one line. -> (the step to start from, the script's own saved extras):
+    (0, None) on a fresh run. `unit`: "step" or "round", for the message."""
+    step, extras, state = 0, None, saved.pop("state")
     if state is not None:
-        step, extras = resume_run(args, run, raw, optimizer, state, resumed_from, unit,
-                                  republish(state) if callable(republish) else republish)
-        del state  # may hold the optimizer state and, under FSDP, the fp32 masters (LLaDA-8B: 32 GB)
+        republish = republish(state) if callable(republish) else republish
+        restore_optimizer(args, run, model, optimizer, state)
+        if run.master:
+            changed = {k: (v, getattr(args, k)) for k, v in state["args"].items()
+                       if k not in RESUME_MAY_CHANGE and getattr(args, k, v) != v}
+            print(f"resumed from {saved['from']} at {unit} {state['step']}" +
+                  "".join(f"\n  note: --{k.replace('_', '-')} was {a}, now {b}" for k, (a, b) in changed.items()))
+            if republish:
+                publish(saved["from"], args.out_dir)
+        step, extras = state["step"], state.get("extras")
+        del state
     if run.master:
-        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {raw.num_params():,}")
-    return Policy(raw, model, tokenizer, ref_model, ref_context, params, optimizer, step, extras)
-
-
-def resume_run(args, run, model, optimizer, state, resumed_from, unit, republish=True):
-    """--resume's bookkeeping once the optimizer exists: its state put back (a collective under
-    FSDP), one line naming the save, a note for every flag that differs from the saved run's
-    (except RESUME_MAY_CHANGE), and the save published again as the run's model when `republish`
-    (the crash may have torn the last publish). -> the save's step and the script's own extras."""
-    restore_optimizer(args, run, model, optimizer, state)
-    if run.master:
-        changed = {k: (v, getattr(args, k)) for k, v in state["args"].items()
-                   if k not in RESUME_MAY_CHANGE and getattr(args, k, v) != v}
-        print(f"resumed from {resumed_from} at {unit} {state['step']}" +
-              "".join(f"\n  note: --{k.replace('_', '-')} was {a}, now {b}" for k, (a, b) in changed.items()))
-        if republish:
-            publish(resumed_from, args.out_dir)
-    return state["step"], state.get("extras")
+        params = [p for p in model.parameters() if p.requires_grad]
+        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {model.num_params():,}")
+    return step, extras
 
 
 def stop_if_stalled(bad_steps, args, run, metrics_file, record, where, hint="lower --lr, or check the data"):

@@ -1,7 +1,7 @@
 """
 The code sets' readers: d1's code RL set (KodCode) and the code benchmarks (HumanEval, HumanEval+,
 MBPP, MBPP+, LeetCodeDataset), each record turned into one item format. tasks.py puts d1's code
-prompt on top of every item (tasks.rl_prompt, docs/coding.md §1.1) and holds the task table.
+prompt on top of every item (its record's prompt in tasks.py, docs/coding.md §1.1) and holds the task table.
 
 An item holds `question` (the text after d1's code instruction) and `solution` (a reference program)
 plus the tests, in one of two forms, both scored by rewards.coding_reward in sandbox/run.py:

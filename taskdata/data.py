@@ -1,14 +1,14 @@
 """
 The trainers' data, each behind one call: the labelled examples of masked SFT (load_sft_data), the
 prompts of diffu-GRPO (load_rl_data) and their rows in a micro-batch (group_prompts). Every task is
-its record in tasks.py: read (tasks.load_task: a file or hub id, a malformed line named file:line), or
-generated from the training side of its split, the half that eval.py never draws from.
+its record in tasks.py's registry, which the trainers hand in: read (Task.read_examples: a file or hub
+id, a malformed line named file:line), or generated from the training side of its split, the half that
+eval.py never draws from.
 """
 import random
 
 import torch
 
-import tasks
 from modelio.tokenizer import prompt_ids
 
 RL_SHUFFLE_SEED = 42  # d1 shuffles its RL prompts with seed 42
@@ -19,24 +19,25 @@ def toy_blanks(spec):
     return tuple(map(int, spec.split(",")))
 
 
-def task_examples(name, path, args, sft_seed=None, **kw):
-    """The training examples of one task: read from `path` (a file or hub id), or, for a generated toy,
-    --num-examples items from the TRAINING side of its --data-seed split (eval.py draws from the other
-    side), drawn with SFT's seed or, for RL, a stream apart (--data-seed + 1)."""
-    if tasks.get(name).make:
+def task_examples(task, path, args, sft_seed=None, **kw):
+    """The training examples of one task (its tasks.Task record): read from `path` (a file or hub id), or,
+    for a generated toy, --num-examples items from the TRAINING side of its --data-seed split (eval.py draws
+    from the other side), drawn with SFT's seed or, for RL, a stream apart (--data-seed + 1)."""
+    if task.make:
         seed = args.data_seed + 1 if sft_seed is None else sft_seed
-        return tasks.generate(name, "train", args.num_examples, seed, args.data_seed,
-                              blanks=toy_blanks(args.toy_blanks), **kw)
+        return task.make_examples("train", args.num_examples, seed, args.data_seed,
+                                  blanks=toy_blanks(args.toy_blanks), **kw)
     if not path:
-        raise ValueError(f"--task {name} needs a file in --data (a file, or a hub dataset id "
+        raise ValueError(f"--task {task.name} needs a file in --data (a file, or a hub dataset id "
                          f"owner/name[:config][:split]; a comma list in --task's order)")
-    return tasks.load_task(name, path)
+    return task.read_examples(path)
 
 
-def load_sft_data(args, seed):
+def load_sft_data(args, registry, seed):
     """Examples with `prompt` and `completion`: a generated toy's labelled items (the Sudoku toy's
-    labels deliberately incomplete, --toy-unfilled), or a task's file whose record builds completions."""
-    examples = task_examples(args.task, args.data, args, seed, unfilled=args.toy_unfilled)
+    labels deliberately incomplete, --toy-unfilled), or a task's file whose record builds completions.
+    registry: tasks.TASKS."""
+    examples = task_examples(registry[args.task], args.data, args, seed, unfilled=args.toy_unfilled)
     # RL-only tasks (gsm8k, ...) load fine but have no target text to imitate
     missing = [i for i, ex in enumerate(examples) if "completion" not in ex]
     if missing:
@@ -45,14 +46,14 @@ def load_sft_data(args, seed):
     return examples
 
 
-def load_rl_data(args):
+def load_rl_data(args, registry):
     """Examples (each tagged with its `task`) for one or several tasks: `--task gsm8k,math --data
     a.jsonl,b.jsonl` trains d1's unified model. The toys generate unlabelled items from their
-    training split: RL needs only the prompt."""
+    training split: RL needs only the prompt. registry: tasks.TASKS."""
     names, paths = args.task.split(","), args.data.split(",") if args.data else []
     examples = []
     for i, name in enumerate(names):
-        exs = task_examples(name, paths[i] if i < len(paths) else "", args)
+        exs = task_examples(registry[name], paths[i] if i < len(paths) else "", args)
         # each example carries its task, so a mixed round scores every completion with its own task's rewards
         examples += [{**ex, "task": name} for ex in exs]
     random.Random(RL_SHUFFLE_SEED).shuffle(examples)

@@ -17,8 +17,6 @@ import json
 import os
 import random
 
-import tasks
-
 INFO_FILE = "save_info.json"  # ops/resume.py's name for a save's record (not imported: taskdata stays below ops)
 SPLIT_KEYS = ("sudoku_split", "sudoku_test", "sudoku_dropped", "val_size", "val_seed")
 
@@ -45,9 +43,10 @@ def carve_validation(examples, n, seed):
     return [ex for ex in examples if ex["prompt"] not in val_prompts], val
 
 
-def read_test_solutions(path):
-    """The solution grids of a d1-format Sudoku test file (columns Puzzle,Solution), as a set."""
-    return {ex["solution"] for ex in tasks.load_task("sudoku", path)}
+def read_test_solutions(path, sudoku):
+    """The solution grids of a d1-format Sudoku test file (columns Puzzle,Solution), as a set; sudoku: its
+    record (tasks.TASKS["sudoku"])."""
+    return {ex["solution"] for ex in sudoku.read_examples(path)}
 
 
 def add_protocol_flags(parser):
@@ -71,9 +70,9 @@ def add_protocol_flags(parser):
     p.add_argument("--eval-items", type=int, default=200, help="--test-curve: test items per curve point")
 
 
-def check_protocol_flags(args):
-    """The protocol flags that cannot work, as one-line ValueErrors (called by ops/checks.check_grpo_args)."""
-    tasks_named = args.task.split(",")
+def check_protocol_flags(args, registry):
+    """The protocol flags that cannot work, as one-line ValueErrors (registry: tasks.TASKS)."""
+    tasks_named, generated = args.task.split(","), [name for name, t in registry.items() if t.make]
     if args.sudoku_split == "solution" and not args.sudoku_test:
         raise ValueError("--sudoku-split solution needs --sudoku-test PATH (the test file whose solution grids "
                          "leave the training data)")
@@ -88,19 +87,20 @@ def check_protocol_flags(args):
     if args.eval_every and not (args.val_size or args.test_curve):
         raise ValueError("--eval-every measures the validation split: give --val-size N (items carved from the "
                          "training data), or --test-curve for a toy's test-set study curve")
-    toy = len(tasks_named) == 1 and tasks_named[0] in tasks.names("make")
+    toy = len(tasks_named) == 1 and tasks_named[0] in generated
     if args.test_curve and not (args.eval_every and toy):
         raise ValueError(f"--test-curve draws a generated toy's test-set curve (--task one of "
-                         f"{', '.join(tasks.names('make'))}) every --eval-every N rounds: give both")
+                         f"{', '.join(generated)}) every --eval-every N rounds: give both")
 
 
-def protocol_split(args, examples):
+def protocol_split(args, examples, registry):
     """(train, val, info) from load_rl_data's examples (each with its "task"): the Sudoku split of
-    --sudoku-split, then --val-size items carved out. info: the split's record for the manifests."""
-    check_protocol_flags(args)
+    --sudoku-split, then --val-size items carved out. info: the split's record for the manifests.
+    registry: tasks.TASKS."""
+    check_protocol_flags(args, registry)
     dropped = None
     if args.sudoku_split == "solution":
-        test = read_test_solutions(args.sudoku_test)
+        test = read_test_solutions(args.sudoku_test, registry["sudoku"])
         sudoku = [ex for ex in examples if ex["task"] == "sudoku"]
         kept, dropped = sudoku_solution_split(sudoku, test)
         kept_ids = {id(ex) for ex in kept}  # the other tasks' examples stay where d1's shuffle put them

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import grpo
-from grpo import analytic_passes
+from tools.cost import analytic_passes, round_cost
 from model import LLaDA, LLaDAConfig
 from tools.bench import bench, main
 from tools.rollouts import bench_rollouts, format_rollout_table
@@ -21,7 +21,7 @@ def micro_model():
 
 
 def passes(*flags):
-    """grpo.analytic_passes of the round these grpo.py flags describe."""
+    """tools/cost.analytic_passes of the round these grpo.py flags describe."""
     return analytic_passes(grpo.parse_args(list(flags)))
 
 
@@ -42,6 +42,17 @@ def test_analytic_passes_table():
                                                                       policy_fwd=8, policy_bwd=8)
     assert passes(*d1, "--objective", "trajectory", "--trajectory-segments", "8") == \
         dict(rollout_fwd=128, old_fwd=96, ref_fwd=96, policy_fwd=96, policy_bwd=96)
+
+
+def test_round_cost_from_the_flags():
+    # 2 prompts x G 3 rows; 4 diffusion steps + 2 seeds x (old, ref, policy) forwards, 2 policy backwards;
+    # the coupled estimator runs 2 rows per scored sequence
+    flags = ["--num-generations", "3", "--num-iterations", "2", "--diffusion-steps", "4", "--gen-length", "8",
+             "--block-length", "8", "--beta", "0.04"]
+    assert round_cost(grpo.parse_args(flags), 6) == {"fwd_rows": 6 * (4 + 2 * 3), "bwd_rows": 6 * 2}
+    assert round_cost(grpo.parse_args(flags + ["--estimator", "coupled"]), 6) == \
+        {"fwd_rows": 6 * (4 + 2 * 2 * 3), "bwd_rows": 2 * 6 * 2}
+    assert round_cost(grpo.parse_args(flags + ["--objective", "wd1"]), 6) == {"fwd_rows": 6 * (4 + 2), "bwd_rows": 12}
 
 
 # full fine-tuning (reference = frozen copy) over the β × μ grid; one LoRA case (reference = adapters

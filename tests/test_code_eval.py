@@ -14,6 +14,7 @@ import pytest
 import eval as evaluation
 import tasks
 from conftest import REPO, SHARED_DATA, run, write_digit_model
+from taskdata.code_data import check_tests
 from taskdata.parsers import parse_code_eval, score_code_batch
 from ops.metrics import read_metrics
 from rewards import coding_reward
@@ -59,17 +60,17 @@ def test_parse_code_eval_fences():
 
 def test_check_tests_splits_asserts_or_keeps_whole():
     src = "\nMETADATA = {}\n\ndef check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n"
-    tests = tasks.check_tests(src, "inc")
+    tests = check_tests(src, "inc")
     assert len(tests) == 2 and all("candidate = inc" in t and "METADATA = {}" in t for t in tests)
     assert tests[1].endswith("assert candidate(2) == 3")
     # a check with other statements (a loop) stays one test that calls check
     loop = "def check(candidate):\n    for i in range(3):\n        assert candidate(i) == i + 1\n"
-    assert tasks.check_tests(loop, "inc") == [loop + "\ncheck(inc)"]
+    assert check_tests(loop, "inc") == [loop + "\ncheck(inc)"]
     # independent: run them against a right and a wrong inc
-    assert in_process([("def inc(x): return x + 1", tests + tasks.check_tests(loop, "inc"))]) == [[True] * 3]
+    assert in_process([("def inc(x): return x + 1", tests + check_tests(loop, "inc"))]) == [[True] * 3]
     assert in_process([("def inc(x): return 2", tests)]) == [[True, False]]
     with pytest.raises(ValueError, match="check"):
-        tasks.check_tests("assert 1", "inc")
+        check_tests("assert 1", "inc")
 
 
 def test_score_code_batch_prefix_and_partial_tests():

@@ -23,7 +23,7 @@ def test_split_is_disjoint_and_covers_every_number():
 
 def test_labels_earn_the_reward_and_other_answers_do_not():
     train, test = digitsum.split_numbers(seed=0)
-    for ex in tasks.generate("digitsum", "train", 200, seed=3):
+    for ex in tasks.make_examples("digitsum", "train", 200, seed=3):
         digits = str(ex["number"])
         total = 0
         for d in digits:  # the sum by a plain loop, not the maker's expression

@@ -8,6 +8,7 @@ Run: python -m pytest tests/test_objectives.py -q
 """
 import math
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -26,13 +27,15 @@ MASK = 49  # tiny_model's mask id (EOS 48)
 
 def rollout_batch(model, flags, b=4, P=5, seed=0):
     """A micro-batch sampled as grpo.py samples it, under `flags`, with the sampler's record and random
-    rewards' advantages. -> (MicroBatch, parsed flags)."""
+    rewards' advantages. -> (MicroBatch, the round: its parsed flags .args, .hp, .obj (grpo.round_setup))."""
     args = grpo.parse_args(["--num-generations", "2", *flags])
+    hp, obj, sampler = grpo.round_setup(args)
     g = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, 48, (b // 2, P), generator=g).repeat_interleave(2, 0)  # (b, P): groups of 2
-    completion = grpo.rollout(model, prompt, g, nullcontext, args, stats=(trace := {}))  # (b, N)
+    completion, trace = grpo.rollout(model, prompt, g, nullcontext, hp, sampler)  # (b, N)
     adv = group_advantages(torch.tensor([1.0, 0.0, 0.5, 2.0])[:b], 2, args.scale_std)
-    return MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), trace=trace, adv=adv), args
+    batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), trace=trace, adv=adv)
+    return batch, SimpleNamespace(args=args, hp=hp, obj=obj)
 
 
 def flat_grad(model):
@@ -95,13 +98,13 @@ def test_ar_likelihood_is_the_brute_force_product_of_left_to_right_conditionals(
 
 def test_the_sampler_records_the_ar_likelihood_so_rho_is_one_at_the_first_step():
     model = tiny_model(4)
-    b, args = rollout_batch(model, AR)
+    b, r = rollout_batch(model, AR)
     with torch.no_grad():
         recomputed = justgrpo.ar_logprobs(model.eval(), b.prompt, b.completion)
     assert torch.allclose(b.trace["token_logp"], recomputed, atol=1e-5)
     assert torch.equal(b.trace["commit_step"], torch.arange(6).expand(4, 6))  # position t written at step t
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    st = policy_step(model, [b], 0, 5, opt, list(model.parameters()), args, nullcontext, MASK, accum=1)
+    st = policy_step(model, [b], 0, 5, opt, list(model.parameters()), r.obj, r.hp, nullcontext, MASK, accum=1)
     assert abs(st["ratio_mean"] - 1) < 1e-5 and st["ratio_dev"] < 1e-5 and st["clip_frac"] == 0.0
 
 
@@ -125,13 +128,13 @@ def test_justgrpo_loss_matches_hand_computation():
 @pytest.mark.parametrize("chunk", [1, 4, 6])
 def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
     model = tiny_model(5)
-    b, args = rollout_batch(model, AR + ["--ar-chunk", str(chunk)])
+    b, r = rollout_batch(model, AR + ["--ar-chunk", str(chunk)])
     model.train()
-    loss, _ = justgrpo.OBJECTIVE.loss(justgrpo.ar_logprobs(model, b.prompt, b.completion), b, 0, args)
+    loss, _ = justgrpo.OBJECTIVE.loss(justgrpo.ar_logprobs(model, b.prompt, b.completion), b, 0, r.hp)
     loss.backward()
     whole = flat_grad(model)
     model.zero_grad()
-    st = justgrpo.policy_pass(model, b, 0, None, args, MASK, 1, nullcontext)
+    st = justgrpo.policy_pass(model, b, 0, None, r.hp, MASK, 1, nullcontext)
     assert torch.allclose(flat_grad(model), whole, atol=1e-6) and abs(st["loss"] - loss.item()) < 1e-6
 
 
@@ -289,9 +292,9 @@ TRAJ = ["--objective", "trajectory", "--gen-length", "8", "--block-length", "4",
 
 def test_one_segment_is_d1s_one_step_estimator_bit_for_bit():
     model = tiny_model(8).eval()
-    b, args = rollout_batch(model, TRAJ + ["--trajectory-segments", "1", "--p-mask", "0.15"])
+    b, r = rollout_batch(model, TRAJ + ["--trajectory-segments", "1", "--p-mask", "0.15"])
     with torch.no_grad():
-        ours = trajectory.trajectory_logprobs(model, b, torch.Generator().manual_seed(11), args)
+        ours = trajectory.trajectory_logprobs(model, b, torch.Generator().manual_seed(11), r.hp)
         d1 = one_step_logprobs(model, b.prompt, b.completion, p_mask_prompt=0.15, generator=torch.Generator().manual_seed(11))
     assert torch.equal(ours, d1)
 
@@ -300,10 +303,10 @@ def test_one_segment_per_step_is_the_samplers_own_conditionals():
     # N = S, no prompt mask: each token on the canvas of the step that wrote it. Against the sampler's record, and
     # against a plain loop that rebuilds each step's canvas from the commit steps
     model = tiny_model(9).eval()
-    b, args = rollout_batch(model, TRAJ + ["--trajectory-segments", "4", "--p-mask", "0"])
+    b, r = rollout_batch(model, TRAJ + ["--trajectory-segments", "4", "--p-mask", "0"])
     commit = b.trace["commit_step"]
     with torch.no_grad():
-        ours = trajectory.trajectory_logprobs(model, b, None, args)
+        ours = trajectory.trajectory_logprobs(model, b, None, r.hp)
         loop = torch.zeros_like(ours)
         for s in range(4):
             x = torch.cat([b.prompt, torch.where(commit < s, b.completion, MASK)], dim=1)
@@ -317,18 +320,17 @@ def test_one_segment_per_step_is_the_samplers_own_conditionals():
                                     "--diffusion-steps", "4", "--beta", "0.04"]])
 def test_ratio_is_one_at_the_first_step_and_the_segmented_pass_has_the_one_forward_gradient(flags):
     model = tiny_model(10)
-    b, args = rollout_batch(model, flags)
-    score_old_ref(model, None, nullcontext, [b], [3, 4], args, nullcontext)
+    b, r = rollout_batch(model, flags)
+    score_old_ref(model, None, nullcontext, [b], [3, 4], r.obj, r.hp, nullcontext)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    st = policy_step(model, [b], 0, 3, opt, list(model.parameters()), args, nullcontext, MASK, accum=1)
+    st = policy_step(model, [b], 0, 3, opt, list(model.parameters()), r.obj, r.hp, nullcontext, MASK, accum=1)
     assert st["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and st["ratio_dev"] < 1e-6
-    if args.objective == "trajectory":  # one segment at a time adds up to the loss of one forward
+    if r.args.objective == "trajectory":  # one segment at a time adds up to the loss of one forward
         model.zero_grad()
         model.train()
-        logp = grpo.score(model, b, 3, args, MASK)
-        grpo.OBJECTIVES["trajectory"].loss(logp, b, 0, args)[0].backward()
+        logp = r.obj.logprobs(model, b, grpo.mask_generator(3, b.index), r.hp, MASK)
+        r.obj.loss(logp, b, 0, r.hp)[0].backward()
         whole = flat_grad(model)
         model.zero_grad()
-        trajectory.policy_pass(model, b, 0, grpo.mask_generator(3, b.index), args, MASK, 1, nullcontext,
-                               grpo.OBJECTIVES["trajectory"].loss)
+        trajectory.policy_pass(model, b, 0, grpo.mask_generator(3, b.index), r.hp, MASK, 1, nullcontext, r.obj.loss)
         assert torch.allclose(flat_grad(model), whole, atol=1e-6)

@@ -164,12 +164,12 @@ def test_examples_from_released_match_our_loaders():
                  tasks.load_task("countdown", SHARED_DATA / "d1_countdown" / "countdown_cd3_test.jsonl")}
     for item in _items("sudoku", 256):
         ex = d1_example_from_released("sudoku", item)
-        assert sudoku[ex["puzzle"]] == ex["solution"] and tasks.rl_prompt("sudoku", ex).endswith(item["question"])
+        assert sudoku[ex["puzzle"]] == ex["solution"] and tasks.get("sudoku").prompt(ex).endswith(item["question"])
     for item in _items("countdown", 256):
         ex = d1_example_from_released("countdown", item)
         assert (tuple(ex["nums"]), ex["target"]) in countdown
     ex = d1_example_from_released("math500", _items("math", 256)[0])
-    assert ex["answer"] == _items("math", 256)[0]["ground_truth"] and tasks.rl_prompt("math", ex).endswith(ex["question"])
+    assert ex["answer"] == _items("math", 256)[0]["ground_truth"] and tasks.get("math").prompt(ex).endswith(ex["question"])
     with pytest.raises(ValueError, match="unknown d1 task"):
         d1_example_from_released("toy", {"question": "", "ground_truth": ""})
 

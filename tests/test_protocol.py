@@ -17,7 +17,6 @@ import pytest
 from conftest import REPO, run, write_digit_model
 from evaluation.select import bootstrap_ci
 from ops.best import Best
-from ops.checks import check_grpo_args
 from ops.metrics import read_metrics
 from taskdata.puzzles import sudoku_grids
 
@@ -140,8 +139,9 @@ def test_bootstrap_ci_brackets_the_accuracy():
 ])
 def test_protocol_flags_that_cannot_work_are_refused(extra, says):
     import grpo as trainer
+    args = trainer.parse_args(extra)
     with pytest.raises(ValueError) as e:
-        check_grpo_args(trainer.parse_args(extra), world_size=1)
+        trainer.check_args(args, 1, trainer.round_setup(args)[1])
     assert says in str(e.value) and "\n" not in str(e.value)
 
 

@@ -29,7 +29,6 @@ import torch
 from conftest import REPO, run, torchrun, write_digit_model
 from modelio.checkpoint import from_pretrained, make_tiny, verify
 from ops import checks, ddp, resume
-from ops.checks import check_grpo_args
 from ops.metrics import read_metrics
 
 FAULTS = [sys.executable, str(REPO / "tests" / "faults.py")]
@@ -294,21 +293,21 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script,
     (["--eval-every", "5", "--test-curve", "--task", "gsm8k"], "--test-curve draws a generated toy's test-set curve"),
     (["--rollout-threshold", "1.5"], "--rollout-threshold must be 0 (off) or in (0, 1]"),
     (["--rollout-threshold", "0.9", "--fsdp", "--lora-r", "0"], "--rollout-threshold with --fsdp"),
-    (["--rollout-agree-every", "-1"], "--rollout-agree-every must be >= 0"),
 ])
 def test_grpo_flags_that_cannot_work_are_refused(flags, says):
     import grpo
+    args = grpo.parse_args(flags)
     with pytest.raises(ValueError) as e:
-        check_grpo_args(grpo.parse_args(flags), world_size=1)
+        grpo.check_args(args, 1, grpo.round_setup(args)[1])
     assert says in str(e.value)
 
 
 def test_grpo_micro_batches_must_split_over_the_ranks():
     import grpo
     args = grpo.parse_args(["--prompts-per-step", "16", "--groups-per-micro", "4"])  # 4 micro-batches
-    check_grpo_args(args, world_size=4)
+    grpo.check_args(args, 4, grpo.D1)
     with pytest.raises(checks.InputError, match="a multiple of the 3 ranks"):
-        check_grpo_args(args, world_size=3)
+        grpo.check_args(args, 3, grpo.D1)
 
 
 def test_out_dir_holding_a_run_is_refused_unless_resume_or_force(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from conftest import SHARED_DATA
 from taskdata.puzzles import is_valid_grid, sudoku_grids
 from taskdata.splits import carve_validation, protocol_split, recorded_split, sudoku_solution_split
-from tasks import with_prompt
+from tasks import TASKS, with_prompt
 
 D1_TEST = SHARED_DATA / "d1_sudoku" / "4x4_test_sudoku.csv"
 
@@ -97,16 +97,16 @@ def test_protocol_split_touches_only_sudoku_examples(tmp_path, capsys):
     exs = [{**sudoku_example("0" * 16, g), "task": "sudoku"} for g in grids[:6]]
     exs += [{"prompt": f"q{i}", "solution": grids[0], "task": "toy"} for i in range(4)]  # same grid, other task
     random.Random(1).shuffle(exs)
-    train, val, info = protocol_split(flags(task="sudoku,toy", sudoku_test=str(test), val_size=2), exs)
+    train, val, info = protocol_split(flags(task="sudoku,toy", sudoku_test=str(test), val_size=2), exs, TASKS)
     kept = [ex for ex in exs if ex["task"] == "toy" or ex["solution"] not in grids[:3]]
     assert len(kept) == 7 and len(val) == 2 and train + val != []
     assert {ex["prompt"] for ex in train} | {ex["prompt"] for ex in val} == {ex["prompt"] for ex in kept}
     assert info["sudoku_dropped"] == 3 and info["val_size"] == 2 and info["sudoku_split"] == "solution"
     assert f"dropped 3 of 6 training puzzles whose solution grid is in {test}" in capsys.readouterr().out
     with pytest.raises(ValueError, match="needs --sudoku-test"):
-        protocol_split(flags(), exs)
+        protocol_split(flags(), exs, TASKS)
     with pytest.raises(ValueError, match="no sudoku task"):
-        protocol_split(flags(task="toy", sudoku_test=str(test)), exs)
+        protocol_split(flags(task="toy", sudoku_test=str(test)), exs, TASKS)
 
 
 def test_recorded_split_reads_save_info(tmp_path):

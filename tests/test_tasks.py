@@ -228,18 +228,18 @@ EXAMPLES = {
 
 
 def test_rl_prompts_exact():
-    assert tasks.rl_prompt("gsm8k", EXAMPLES["gsm8k"]) == RL_SYSTEM + "\n\nQ?"
-    assert tasks.rl_prompt("math", EXAMPLES["math"]) == RL_SYSTEM + MATH_RL_MIDDLE + "P?"
-    assert tasks.rl_prompt("countdown", EXAMPLES["countdown"]) == countdown_rl("[44, 19, 35]", 98)
-    assert tasks.rl_prompt("sudoku", EXAMPLES["sudoku"]) == (
+    assert tasks.get("gsm8k").prompt(EXAMPLES["gsm8k"]) == RL_SYSTEM + "\n\nQ?"
+    assert tasks.get("math").prompt(EXAMPLES["math"]) == RL_SYSTEM + MATH_RL_MIDDLE + "P?"
+    assert tasks.get("countdown").prompt(EXAMPLES["countdown"]) == countdown_rl("[44, 19, 35]", 98)
+    assert tasks.get("sudoku").prompt(EXAMPLES["sudoku"]) == (
         SUDOKU_SYSTEM + "\n\nSolve the following Sudoku puzzle: 3102200002100320\n")
-    assert tasks.rl_prompt("toy", EXAMPLES["toy"]) == "Sudoku: 3102200002100320"
+    assert tasks.get("toy").prompt(EXAMPLES["toy"]) == "Sudoku: 3102200002100320"
     # every code task: d1's code prompt (docs/coding.md §1.1), its system prompt first
     for task in CODE_TASKS:
-        assert tasks.rl_prompt(task, {"question": "Q?"}) == (
+        assert tasks.get(task).prompt({"question": "Q?"}) == (
             RL_SYSTEM + "\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. \n\nQ?")
     # the code toy and the testbed carry their own bare prompts
-    assert tasks.rl_prompt("countdown_toy", {"prompt": "Countdown: 3 5 7 -> 22"}) == "Countdown: 3 5 7 -> 22"
+    assert tasks.get("countdown_toy").prompt({"prompt": "Countdown: 3 5 7 -> 22"}) == "Countdown: 3 5 7 -> 22"
 
 
 def test_eval_messages_exact():
@@ -254,11 +254,11 @@ def test_eval_messages_exact():
 def test_rendering(tok):
     # the tiny tokenizer maps every ASCII character to one token, so decoding gives the rendered text back
     for task, ex in EXAMPLES.items():
-        rl = tok.decode(prompt_ids(tok, tasks.rl_prompt(task, ex)))
+        rl = tok.decode(prompt_ids(tok, tasks.get(task).prompt(ex)))
         ev = tok.decode(prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task)))
         assert rl.startswith(HEAD) and rl.endswith(TAIL)
         # the template trims the message: the system prompt's leading "\n" (and Sudoku's trailing one) vanish
-        assert rl == HEAD + tasks.rl_prompt(task, ex).strip() + TAIL
+        assert rl == HEAD + tasks.get(task).prompt(ex).strip() + TAIL
         prefill = "" if task == "toy" else "<reasoning>"
         assert ev == HEAD + eval_message(task, ex).strip() + TAIL + prefill
     assert tok.decode(prompt_ids(tok, RL_SYSTEM + "\n\nQ?")).startswith(
@@ -313,7 +313,7 @@ def real_examples(tmp_path):
     exs = {"toy": make_toy(train_grids, 3, seed=1),
            "sudoku": [tasks.with_prompt("sudoku", ex) for ex in make_sudoku(test_grids, 2, seed=0)],
            "countdown": [tasks.with_prompt("countdown", ex) for ex in make_countdown(2, seed=0)]}
-    exs.update({t: exs.get(t, []) + [{**ex, "prompt": tasks.rl_prompt(t, ex)}] for t, ex in EXAMPLES.items()})
+    exs.update({t: exs.get(t, []) + [{**ex, "prompt": tasks.get(t).prompt(ex)}] for t, ex in EXAMPLES.items()})
     files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl", "toy": "d1_sudoku/4x4_test_sudoku.csv",
              "countdown": "d1_countdown/countdown_cd3_test.jsonl", "sudoku": "d1_sudoku/4x4_test_sudoku.csv"}
     for task, rel in files.items():
@@ -352,14 +352,14 @@ def test_rl_prompt_is_cut_from_the_left(tok):
     gsm8k = SHARED_DATA / "gsm8k/test.jsonl"
     question = (max((ex["question"] for ex in load_gsm8k(gsm8k)), key=len) if gsm8k.is_file()
                 else "How many eggs? " * 40)
-    prompt = tasks.rl_prompt("gsm8k", {"question": question})
+    prompt = tasks.get("gsm8k").prompt({"question": question})
     full, cut = prompt_ids(tok, prompt), prompt_ids(tok, prompt, max_length=MAX_PROMPT_LENGTH)
     assert MAX_PROMPT_LENGTH == 200 and len(full) > 200
     assert cut == full[-200:] and len(cut) == 200
     bos = tok.convert_tokens_to_ids("<|startoftext|>")
     assert full[0] == bos and bos not in cut
     assert tok.decode(cut).endswith(question.strip()[-50:] + TAIL)
-    short = tasks.rl_prompt("toy", EXAMPLES["toy"])
+    short = tasks.get("toy").prompt(EXAMPLES["toy"])
     assert len(prompt_ids(tok, short)) < 200 and prompt_ids(tok, short, max_length=200) == prompt_ids(tok, short)
     assert prompt_ids(tok, prompt, max_length=10 ** 6) == full
 
@@ -423,7 +423,7 @@ def test_generated_labels_fit_their_lengths_and_earn_the_maximum():
     for name in tasks.names("make"):
         t = tasks.get(name)
         tok = make_tiny_tokenizer(tags=t.needs_tags)
-        exs = [{**ex, "task": name} for ex in tasks.generate(name, "train", 40, seed=1)]
+        exs = [{**ex, "task": name} for ex in tasks.make_examples(name, "train", 40, seed=1)]
         for ex in exs:
             n_completion = len(tok(ex["completion"], add_special_tokens=False)["input_ids"])
             # the canvas holds the whole label; SFT holds prompt + label (its end-of-turn where there is room)
@@ -434,7 +434,7 @@ def test_generated_labels_fit_their_lengths_and_earn_the_maximum():
         assert all(s["correct"] for s in tasks.score_eval_batch(name, [ex["completion"] for ex in exs], exs))
         # eval's held-out items come from the other side of the split, disjoint from training's
         test = {ex["prompt"] for _, ex in tasks.heldout(name, n=40)}
-        assert not test & {ex["prompt"] for ex in tasks.generate(name, "train", 400, seed=2)}, name
+        assert not test & {ex["prompt"] for ex in tasks.make_examples(name, "train", 400, seed=2)}, name
 
 
 def test_toy_curve_sets_follow_the_task():
@@ -443,7 +443,7 @@ def test_toy_curve_sets_follow_the_task():
     for name in tasks.names("make"):
         sets = toy_curve_sets(name, n=3)
         assert sets["heldout_acc"] == tasks.heldout(name, n=3)
-        assert all(ex["prompt"] == tasks.rl_prompt(name, ex) for _, ex in sets["train_acc"])
+        assert all(ex["prompt"] == tasks.get(name).prompt(ex) for _, ex in sets["train_acc"])
 
 
 def test_the_scripts_take_their_defaults_from_the_record():
@@ -454,7 +454,7 @@ def test_the_scripts_take_their_defaults_from_the_record():
         t, args = tasks.get(name), grpo.parse_args(["--task", name])
         assert (args.preset, args.gen_length, args.block_length, args.diffusion_steps) == (
             t.preset, t.canvas, t.block, t.canvas // 2), name
-        assert task_defaults(name, sft.PRESETS) == ("tiny", {"gen_length": t.canvas, "block_length": t.block,
+        assert task_defaults(name, sft.PRESETS, tasks.TASKS) == ("tiny", {"gen_length": t.canvas, "block_length": t.block,
                                                            "diffusion_steps": t.canvas // 2,
                                                            "max_length": t.sft_max_length})
     # d1's recipe for a real task; a flag given by hand wins; toys of different canvases keep the preset's

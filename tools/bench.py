@@ -3,18 +3,11 @@ tools/bench.py: what one diffu-GRPO round costs, measured, next to what it shoul
 the one grpo.py's own flags describe (every flag not listed below is grpo.py's, parsed by
 grpo.parse_args), run through grpo.py's own phase functions.
 
-The analytic cost model (counted in model calls; each call is ONE batched forward over all B
-completions, so "passes" are per batch, not per sample):
-  rollout      steps forwards          sample.generate: one forward per denoising step (with CFG, 2 rows
-                                       batched into one call). A --rollout-cache narrows its calls (columns
-                                       counted, tools/samplers.analytic_columns); a --rollout-threshold may
-                                       end blocks early: at most `steps` (tools/rollouts.py: each mode)
-  old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4), if the objective
-                                       reads them (wd1 does not)
-  ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0 or
-                                       when the objective has no KL term
-  policy       μ forward + μ backward  one per inner step, one micro-batch (grpo.py step 5)
-bench() counts the real calls with hooks on the model(s) and reports them beside grpo.analytic_passes().
+The analytic cost model is tools/cost.py's (model calls per phase; each call is ONE batched forward over
+all B completions, so "passes" are per batch, not per sample); a --rollout-cache narrows the rollout's
+calls (columns counted, tools/samplers.analytic_columns) and a --rollout-threshold may end blocks early:
+at most `steps` (tools/rollouts.py: each mode). bench() counts the real calls with hooks on the model(s)
+and reports them beside cost.analytic_passes().
 
 FLOPs (for TFLOP/s and MFU on a GPU), with N = parameters of the matmuls (everything but the
 embedding lookup) and L = prompt + gen_length tokens per sequence:
@@ -25,7 +18,7 @@ MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsit
 unless --model-dir names a checkpoint: the numbers are about speed, never about quality.
 
 More modes:
-  --samplers     the exact sampler against sample.generate's Fast-dLLM options (tools/samplers.py).
+  --samplers     the exact sampler against methods/sampling.py's Fast-dLLM options (tools/samplers.py).
   --policy-mfu   the policy forward + backward alone, all weights with gradients, eager and compiled.
   --memory-plan  for the preset's real layer widths: one policy forward's saved activations, MEASURED
                  (saved_tensors_hooks) on 1- and 2-block models (a laptop does it even for the 8B
@@ -61,8 +54,7 @@ from contextlib import nullcontext
 import torch
 
 import grpo
-from grpo import (MicroBatch, analytic_passes, completion_mask, group_advantages, policy_step, rollout, score_old_ref,
-                  scoring_cost)
+from grpo import MicroBatch, completion_mask, group_advantages, policy_step, rollout, score_old_ref
 from modelio.adapters import add_lora, lora_disabled, quantize_blocks
 from modelio.checkpoint import load
 from modelio.families import model_shapes
@@ -70,6 +62,7 @@ from modelio.hub import resolve_model
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
+from tools.cost import analytic_passes, scoring_cost
 from tools.memplan import run_memory_plan
 from tools.sandbox_cost import format_sandbox_cost, sandbox_cost
 from tools.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
@@ -152,6 +145,7 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
     The rollout is the one --rollout-cache / --rollout-threshold give; `completions`, a list, receives
     each round's (B, N) samples. `prompt` (B, P): these prompt rows instead of random ones (task_prompt)."""
     device = next(model.parameters()).device
+    hp, obj, sampler = grpo.round_setup(gargs)  # the round's hyper-parameters, objective and sampler, as grpo.py
     cfg, G = model.config, gargs.num_generations
     batch_size = gargs.groups_per_micro * G
     prompt_len = prompt.shape[1] if prompt is not None else prompt_len or default_prompt_len(gargs)
@@ -191,7 +185,7 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
         # 1. rollout (grpo.rollout: eval mode, no grad)
         sync(device); t0 = time.perf_counter()
         counter.phase = "rollout"
-        completion = rollout(model, prompt, rollout_g, amp, gargs, stats=(trace := {}))  # (B, N)
+        completion, trace = rollout(model, prompt, rollout_g, amp, hp, sampler)  # (B, N)
         sync(device); times["rollout"].append(time.perf_counter() - t0)
         if completions is not None:
             completions.append(completion)
@@ -205,14 +199,14 @@ def bench(model, gargs, prompt_len=None, repeats=1, seed=0, peak_tflops=989.0, c
         # 2. old (and ref) log-probs for every mask seed, once, no grad: those the objective reads
         t0 = time.perf_counter()
         counter.phase = "old_ref"
-        score_old_ref(model, ref_model, ref_ctx, [batch], seeds, gargs, amp)
+        score_old_ref(model, ref_model, ref_ctx, [batch], seeds, obj, hp, amp)
         sync(device); times["old_ref"].append(time.perf_counter() - t0)
         # 3. μ policy steps: forward with grad, the objective's loss, backward, clip, optimizer step
         t0 = time.perf_counter()
         counter.phase = "policy"
         for j, s in enumerate(seeds):
             # accum=1: one micro-batch per optimizer step, so each inner step is forward, backward, clip, AdamW
-            policy_step(model, [batch], j, s, opt, params, gargs, amp, cfg.mask_token_id, accum=1)
+            policy_step(model, [batch], j, s, opt, params, obj, hp, amp, cfg.mask_token_id, accum=1)
         sync(device); times["update"].append(time.perf_counter() - t0)
         per_round.append(dict(counter.counts))
     counter.remove()

@@ -1,7 +1,7 @@
 """
 tools/rollouts.py: one diffu-GRPO round per rollout mode, side by side. d1 rolls out with the
 exact sampler; grpo.py's --rollout-cache {prefix,dual} and --rollout-threshold τ swap in Fast-dLLM's
-key-value cache and confidence-threshold parallel unmasking (sample.generate). For each mode of
+key-value cache and confidence-threshold parallel unmasking (methods/sampling.py). For each mode of
 tools/samplers.SAMPLERS (exact, prefix cache, dual cache, threshold 0.9 with and without the dual
 cache) the same round (tools/bench.bench: grpo.py's own phase functions, every other flag grpo.py's)
 runs from a fresh copy of the model with the same prompts and noise keys, and the table gives:
@@ -28,23 +28,24 @@ import sys
 import torch
 
 import grpo
+import tasks
 from modelio.adapters import quantize_blocks
+from modelio.tokenizer import load_tokenizer
 from ops.ddp import default_dtype
 from tools.bench import bench, default_prompt_len, device_label, preset_model
+from taskdata.data import group_prompts, load_rl_data
 from tools.samplers import SAMPLERS
 
 
 def task_prompt(gargs, model_dir, eos_id):
     """The prompt rows grpo.py's first micro-batch would roll out, (B, P): its data (load_rl_data: the
     toys generate theirs, other tasks read --data), the tokenizer in model_dir, d1's left cut."""
-    from taskdata.data import group_prompts, load_rl_data
-    from modelio.tokenizer import load_tokenizer
-    exs = load_rl_data(gargs)[:gargs.groups_per_micro]
+    exs = load_rl_data(gargs, tasks.TASKS)[:gargs.groups_per_micro]
     return group_prompts(load_tokenizer(model_dir), exs, gargs.num_generations, gargs.max_prompt_length, eos_id)[0]
 
 
 def bench_rollouts(model, gargs, prompt_len, repeats=3, modes=SAMPLERS, prompt=None):
-    """The round that grpo.py's flags `gargs` describe, once per rollout mode (name -> sample.generate's
+    """The round that grpo.py's flags `gargs` describe, once per rollout mode (name -> methods/sampling.py's
     cache / threshold options; "exact" first), each from a fresh copy of `model` with the same prompts
     (random ones of prompt_len tokens, or `prompt` (B, P)) and noise keys. -> {mode: figures}."""
     rows, ref = {}, None

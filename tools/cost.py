@@ -1,0 +1,50 @@
+"""
+tools/cost.py: the analytic cost of one diffu-GRPO round, from grpo.py's flags: the model calls of each
+phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost). tools/bench.py
+counts the real calls and reports them beside these; tools/preflight.py projects hours from a measured
+round. Counted in model calls; each call is ONE batched forward over all b completions of a micro-batch:
+
+  rollout      steps forwards          d1's sampler: one forward per denoising step (a --rollout-cache
+                                       narrows its calls; a --rollout-threshold may end blocks early)
+  old log-probs  μ forwards            one per mask seed, no grad (grpo.py step 4), if the objective
+                                       reads them (wd1 does not); once when its likelihood draws no mask
+  ref log-probs  μ forwards if β > 0   reference = LoRA off, or a frozen copy; skipped when β = 0 or
+                                       when the objective has no KL term
+  policy       μ forward + μ backward  one per inner step, one micro-batch (grpo.py step 5)
+
+An objective of methods/ may score with more calls (calls: JustGRPO's chunks, the trajectory's segments)
+and more rows per sequence (rows: the coupled and ELBO estimators 2, SPG m, ESPO 2M, JustGRPO N).
+
+    from tools.cost import analytic_passes
+    analytic_passes(grpo.parse_args(["--preset", "8b"]))   # {'rollout_fwd': 128, 'old_fwd': 12, ...}
+"""
+import grpo
+from methods.estimators import ESTIMATOR_ROWS
+
+
+def scoring_cost(args):
+    """(forward rows per scored sequence, model calls per micro-batch) of one scoring (θ, θ_old or θ_ref of a
+    micro-batch) under grpo.py's flags: d1's one batched forward of --estimator's rows, or the objective's own."""
+    hp, obj, _ = grpo.round_setup(args)
+    return (obj.rows(hp) if obj.rows else ESTIMATOR_ROWS[args.estimator]), (obj.calls(hp) if obj.calls else 1)
+
+
+def analytic_passes(args):
+    """Model calls of one round (one rollout + μ inner steps, one micro-batch), from grpo.py's flags."""
+    hp, obj, _ = grpo.round_setup(args)
+    mu, calls = hp.mu, scoring_cost(args)[1]
+    scorings = mu if obj.seeded else 1  # old / ref: once per mask seed, or once when the likelihood draws no mask
+    # none of these scales with b. rollout: one per denoising step (the exact sampler never stops early); old /
+    # ref: no-grad, when the objective reads them (ref only when β > 0); policy: forward and backward per inner step
+    return {"rollout_fwd": hp.steps, "old_fwd": scorings * calls if obj.needs_old else 0,
+            "ref_fwd": scorings * calls if obj.needs_ref and hp.beta > 0 else 0,
+            "policy_fwd": mu * calls, "policy_bwd": mu * calls}
+
+
+def round_cost(args, rows):
+    """One round's cost in sequences through the model, over `rows` completions (all ranks): each rollout
+    call times the rows, and each scoring (old, ref, policy) times the rows it runs per sequence."""
+    calls, (scoring_rows, scoring_calls) = analytic_passes(args), scoring_cost(args)
+    scorings = (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]) / scoring_calls
+    return {"fwd_rows": rows * (calls["rollout_fwd"] + scoring_rows * scorings),
+            "bwd_rows": rows * scoring_rows * calls["policy_bwd"] / scoring_calls}
