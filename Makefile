@@ -39,7 +39,7 @@ tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run
 GPU_PY ?= python3
 GPU_CHECK_ARGS ?=
 gpu-check:                     ## on a CUDA machine: CUDA tests, every script on CUDA, the 8B shape measured (~10 min)
-	$(GPU_PY) -m tools.gpu_check $(GPU_CHECK_ARGS)
+	$(GPU_PY) -m lab.gpu_check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) out

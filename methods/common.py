@@ -31,7 +31,7 @@ class Objective:
         trajectory: a segment at a time, with `loss`), so memory stays flat in the length. None:
         logprobs -> loss -> backward, once.
     calls(hp) / rows(hp): model calls per scoring of a micro-batch, and forward rows per scored
-        sequence (the cost: tools/bench.analytic_passes). None: 1 / --estimator's rows.
+        sequence (the cost: lab/bench.analytic_passes). None: 1 / --estimator's rows.
     flags(parser): the objective's own flags; options: their names, which the round reads as hp.own[name];
         check(args): its checks of the flags, raising ValueError (one line).
     `hp` is grpo.Hyper, the round's hyper-parameters (hp.epsilon, hp.beta, hp.p_mask, hp.G, hp.steps, ...).

@@ -259,7 +259,7 @@ def family_of_config(config):
 
 
 # Dream-v0-Instruct-7B's config.json values (the shapes of arXiv 2508.15487, Qwen2.5-7B's): the random-weight
-# shape of tools.bench / tools.preflight / the memory plan (--shape dream-7b); no weights are needed for those
+# shape of lab.bench / lab.preflight / the memory plan (--shape dream-7b); no weights are needed for those
 DREAM_7B = {"architectures": ["DreamModel"], "model_type": DREAM_MODEL_TYPE, "hidden_size": 3584,
             "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
             "vocab_size": 152064, "rope_theta": 1e6, "rms_norm_eps": 1e-6, "max_position_embeddings": 131072,

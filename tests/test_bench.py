@@ -1,15 +1,15 @@
-"""tools/bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
+"""lab/bench.py: the counted model calls of one diffu-GRPO round equal the analytic cost model."""
 import json
 
 import pytest
 import torch
 
 import grpo
-from tools.cost import analytic_passes, round_cost
+from lab.cost import analytic_passes, round_cost
 from model import LLaDA, LLaDAConfig
-from tools.bench import bench, main
-from tools.rollouts import bench_rollouts, format_rollout_table
-from tools.samplers import SAMPLERS, analytic_columns
+from lab.bench import bench, main
+from lab.rollouts import bench_rollouts, format_rollout_table
+from lab.samplers import SAMPLERS, analytic_columns
 
 
 def micro_model():
@@ -21,7 +21,7 @@ def micro_model():
 
 
 def passes(*flags):
-    """tools/cost.analytic_passes of the round these grpo.py flags describe."""
+    """lab/cost.analytic_passes of the round these grpo.py flags describe."""
     return analytic_passes(grpo.parse_args(list(flags)))
 
 
@@ -101,7 +101,7 @@ def test_cli_8b_refuses_cpu():
 def test_sampler_table_counts_the_columns_each_sampler_forwards():
     # exact: every step runs the whole canvas (steps x L); prefix: each block's first step runs
     # the canvas, later steps the block + everything right of it; dual: later steps the block only
-    from tools.samplers import compare_samplers
+    from lab.samplers import compare_samplers
     m = micro_model().eval()
     prompt = torch.randint(0, 62, (2, 4), generator=torch.Generator().manual_seed(0))
     rows = compare_samplers(m, prompt, gen_length=12, block_length=4, steps=6, repeats=1)
@@ -111,7 +111,7 @@ def test_sampler_table_counts_the_columns_each_sampler_forwards():
     assert rows["dual cache"]["columns_per_sample"] == 3 * (L + (spb - 1) * K)
     assert rows["exact"]["agreement"] == 1.0 and rows["exact"]["speedup"] == 1.0
     assert all(r["model_calls"] <= 6 for r in rows.values())
-    # the cost model of tools/samplers.py says the same (exact for the samplers without a threshold)
+    # the cost model of lab/samplers.py says the same (exact for the samplers without a threshold)
     for name, kw in SAMPLERS.items():
         bound = analytic_columns(4, 12, 4, 6, kw.get("cache"))
         assert rows[name]["columns_per_sample"] == bound if "threshold" not in kw else \
@@ -146,7 +146,7 @@ def test_rollout_table_one_round_per_mode():
 def test_activation_probe_extrapolates_to_depth():
     # the memory plan extrapolates a 1- and 2-block measurement to 32 blocks: check it on 3 blocks
     from modelio.adapters import add_lora
-    from tools.memplan import probe_activations, saved_bytes
+    from lab.memplan import probe_activations, saved_bytes
     cfg = micro_model().config
     probe = probe_activations(cfg, batch=2, prompt_len=5, gen_length=6, dtype=torch.float32,
                               lora_r=4, load_in_4bit=False)
@@ -167,7 +167,7 @@ def test_activation_probe_extrapolates_to_depth():
 
 def test_memory_plan_counts_every_8b_parameter():
     # the plan's weight bytes come from a closed-form parameter count: it must cover LLaDA-8B exactly
-    from tools.memplan import memory_plan
+    from lab.memplan import memory_plan
     cfg = LLaDAConfig()
     with torch.device("meta"):
         n_params = LLaDA(cfg).num_params()
@@ -190,7 +190,7 @@ def test_cli_samplers_and_memory_plan_modes(capsys, tmp_path):
     out = capsys.readouterr().out
     exact = next(line for line in out.splitlines() if line.startswith("exact "))
     assert "1.00x" in exact and "100.0%" in exact and "dual cache" in out
-    from tools import rollouts
+    from lab import rollouts
     rollouts.main(["--device", "cpu", "--gen-length", "8", "--block-length", "4", "--diffusion-steps", "4",
                    "--num-generations", "2", "--repeats", "1"])
     out = capsys.readouterr().out
@@ -205,7 +205,7 @@ def test_cli_samplers_and_memory_plan_modes(capsys, tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# python -m tools.preflight: one round of the configuration grpo.py's own flags describe, and the projection
+# python -m lab.preflight: one round of the configuration grpo.py's own flags describe, and the projection
 
 
 def test_project_hours_against_a_round_by_round_schedule():
@@ -219,7 +219,7 @@ def test_project_hours_against_a_round_by_round_schedule():
             hours += max(load) * round_s / 3600
             done += mu
         return hours
-    from tools.preflight import D1_STEPS, project_hours
+    from lab.preflight import D1_STEPS, project_hours
     for steps, mu, prompts, groups, gpus in [(D1_STEPS["gsm8k"], 12, 16, 1, 8), (D1_STEPS["sudoku"], 8, 16, 2, 1),
                                              (100, 12, 16, 1, 3), (7, 2, 5, 2, 2)]:
         want = schedule(27.8, steps, mu, prompts, groups, gpus)
@@ -240,7 +240,7 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
     import grpo
     from modelio.checkpoint import make_tiny
-    from tools.preflight import format_preflight, preflight, project_hours
+    from lab.preflight import format_preflight, preflight, project_hours
     make_tiny(str(tmp_path / "m"))
     flags = ["--model-dir", str(tmp_path / "m"), "--device", "cpu", "--num-generations", "3",
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
@@ -271,7 +271,7 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
 
 
 def test_preflight_cli_refuses_the_8b_shape_on_cpu(capsys):
-    from tools.preflight import main as preflight_main
+    from lab.preflight import main as preflight_main
     assert preflight_main(["--preset", "8b", "--model-dir", "none", "--device", "cpu"]) == 1
     assert "needs a GPU" in capsys.readouterr().out
 
@@ -295,8 +295,8 @@ def test_memory_plan_counts_every_dream_7b_parameter(monkeypatch, tmp_path, caps
     rest = (C + 2 * kvw) + 2 * C                       # q/k/v biases; two RMSNorms
     total = n * (linears + rest) + 2 * V * C + C       # untied embedding and LM head, final norm
     assert total == 7_615_616_512
-    from tools import memplan
-    from tools.bench import preset_config
+    from lab import memplan
+    from lab.bench import preset_config
     with torch.device("meta"):
         assert LLaDA(preset_config("8b", "dream-7b")).num_params() == total
     monkeypatch.setattr(memplan, "probe_activations", fake_probe)
@@ -350,13 +350,13 @@ def test_a_tiny_dream_round_counts_the_calls_a_llada_round_does(tiny_dirs, tmp_p
 
 
 def test_a_model_dir_brings_its_own_shape_over_the_shape_flag(tiny_dirs):
-    from tools.bench import preset_model
+    from lab.bench import preset_model
     model, source = preset_model(grpo.parse_args(["--preset", "8b"]), "cpu", torch.float32, tiny_dirs["dream"],
                                  shape="llada-8b")
     assert source == tiny_dirs["dream"] and model.config.logit_shift and model.config.kv_heads == 1
 
 
-@pytest.mark.parametrize("module", ["tools.bench", "tools.preflight"])
+@pytest.mark.parametrize("module", ["lab.bench", "lab.preflight"])
 def test_shape_flag_in_help_with_its_default(module, capsys):
     import importlib
     with pytest.raises(SystemExit) as e:
@@ -369,8 +369,8 @@ def test_shape_flag_in_help_with_its_default(module, capsys):
 def test_gpu_check_dream_round_runs_at_a_tiny_stand_in(tiny_dirs, tmp_path):
     # gpu_check has no CPU mode: its arguments, and its Dream-7B round's own command run on CPU against a tiny
     # Dream (--model-dir's config wins over --shape): NF4 blocks as on the GPU, LoRA r 4, a few tokens (later flags win)
-    from tools import gpu_check
-    from tools.preflight import main as preflight_main
+    from lab import gpu_check
+    from lab.preflight import main as preflight_main
     args = gpu_check.parse_args(["--skip", "tests,scripts", "--out-dir", str(tmp_path)])
     assert args.skip == {"tests", "scripts"} and args.peak_tflops == 989.0
     with pytest.raises(SystemExit):
@@ -378,7 +378,7 @@ def test_gpu_check_dream_round_runs_at_a_tiny_stand_in(tiny_dirs, tmp_path):
     checks = {name: (cmd, summarize) for name, cmd, summarize in
               gpu_check.eightb_checks("python3", lambda *p: str(tmp_path.joinpath(*p)), 989.0)}
     cmd, summarize = checks["8b dream-7b qlora round"]
-    argv = cmd[cmd.index("tools.preflight") + 1:]
+    argv = cmd[cmd.index("lab.preflight") + 1:]
     assert [argv[argv.index(f) + 1] for f in ("--preset", "--shape", "--rollout-cache")] == ["8b", "dream-7b", "none"]
     small = ["--model-dir", tiny_dirs["dream"], "--device", "cpu", "--lora-r", "4",
              "--num-generations", "2", "--max-prompt-length", "4", "--gen-length", "4", "--block-length", "2",
@@ -394,7 +394,7 @@ def test_gpu_check_dream_round_runs_at_a_tiny_stand_in(tiny_dirs, tmp_path):
 def test_gpu_check_budget_knows_every_8b_check():
     # --budget-s skips a check by its usual seconds: a check added without an estimate would stop a GPU session
     # with a KeyError; the budget and --only parse; the projection's rounds run with --gpus 8
-    from tools import gpu_check
+    from lab import gpu_check
     checks = gpu_check.eightb_checks("python3", lambda *p: "/x/" + "/".join(p), 989.0)
     names = [name for name, _, _ in checks]
     assert len(set(names)) == len(names) and set(names) == set(gpu_check.EST_SECONDS)

@@ -95,7 +95,7 @@ def test_save_merged_puts_4bit_trained_adapters_on_the_original_weights(tmp_path
 
 
 def test_tiny_ids_are_the_tiny_tokenizers(tmp_path):
-    # model.TINY_IDS (random tiny models in tools/ and model.py's demo) must be what make_tiny reads off the tokenizer
+    # model.TINY_IDS (random tiny models in lab/ and model.py's demo) must be what make_tiny reads off the tokenizer
     from model import TINY_IDS
     config = from_pretrained(make_tiny(tmp_path / "tiny")).config
     assert {k: getattr(config, k) for k in TINY_IDS} == TINY_IDS

@@ -173,7 +173,7 @@ def test_estimators_by_name_dispatch_with_the_given_generator(model):
     assert not torch.equal(got["elbo"], got["one_step"]) and not torch.equal(got["coupled"], got["one_step"])
     with pytest.raises(ValueError, match="unknown estimator"):
         estimate_logprobs(model, prompt, completion, "two_step")
-    # the cost tools/cost.py counts (fwd_rows) is ESTIMATOR_ROWS rows per sequence: what the model really sees
+    # the cost lab/cost.py counts (fwd_rows) is ESTIMATOR_ROWS rows per sequence: what the model really sees
     for e in ESTIMATORS:
         spy = Spy(model)
         with torch.no_grad():

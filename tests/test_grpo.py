@@ -23,7 +23,7 @@ from taskdata.data import load_rl_data, pad_left
 from logprob import FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
 from methods.estimators import ESTIMATORS
 from ops.metrics import read_metrics, round_metrics
-from tools.cost import analytic_passes
+from lab.cost import analytic_passes
 
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():

@@ -33,7 +33,7 @@ from conftest import REPO, run, torchrun
 from ops import checks, stop
 from ops.metrics import read_metrics
 from test_reliability import FAULTS, GRPO, SFT, digit_model, proc, same_metrics, same_weights, saves_are_whole  # noqa: F401
-from tools.preflight import jobs_needed
+from lab.preflight import jobs_needed
 
 # 4 rounds of 2 inner steps, no periodic save before the end: the stop's save is the only one
 FLAGS = [*GRPO, "--rounds", "4", "--save-every", "10", "--resume", "auto"]

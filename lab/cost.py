@@ -1,7 +1,7 @@
 """
-tools/cost.py: the analytic cost of one diffu-GRPO round, from grpo.py's flags: the model calls of each
-phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost). tools/bench.py
-counts the real calls and reports them beside these; tools/preflight.py projects hours from a measured
+lab/cost.py: the analytic cost of one diffu-GRPO round, from grpo.py's flags: the model calls of each
+phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost). lab/bench.py
+counts the real calls and reports them beside these; lab/preflight.py projects hours from a measured
 round. Counted in model calls; each call is ONE batched forward over all b completions of a micro-batch:
 
   rollout      steps forwards          d1's sampler: one forward per denoising step (a --rollout-cache
@@ -15,7 +15,7 @@ round. Counted in model calls; each call is ONE batched forward over all b compl
 An objective of methods/ may score with more calls (calls: JustGRPO's chunks, the trajectory's segments)
 and more rows per sequence (rows: the coupled and ELBO estimators 2, SPG m, ESPO 2M, JustGRPO N).
 
-    from tools.cost import analytic_passes
+    from lab.cost import analytic_passes
     analytic_passes(grpo.parse_args(["--preset", "8b"]))   # {'rollout_fwd': 128, 'old_fwd': 12, ...}
 """
 import grpo

@@ -1,12 +1,12 @@
 """
-tools/bench.py: what one diffu-GRPO round costs, measured, next to what it should cost. The round is
+lab/bench.py: what one diffu-GRPO round costs, measured, next to what it should cost. The round is
 the one grpo.py's own flags describe (every flag not listed below is grpo.py's, parsed by
 grpo.parse_args), run through grpo.py's own phase functions.
 
-The analytic cost model is tools/cost.py's (model calls per phase; each call is ONE batched forward over
+The analytic cost model is lab/cost.py's (model calls per phase; each call is ONE batched forward over
 all B completions, so "passes" are per batch, not per sample); a --rollout-cache narrows the rollout's
-calls (columns counted, tools/samplers.analytic_columns) and a --rollout-threshold may end blocks early:
-at most `steps` (tools/rollouts.py: each mode). bench() counts the real calls with hooks on the model(s)
+calls (columns counted, lab/samplers.analytic_columns) and a --rollout-threshold may end blocks early:
+at most `steps` (lab/rollouts.py: each mode). bench() counts the real calls with hooks on the model(s)
 and reports them beside cost.analytic_passes().
 
 FLOPs (for TFLOP/s and MFU on a GPU), with N = parameters of the matmuls (everything but the
@@ -18,28 +18,28 @@ MFU is against --peak-tflops, default 989 = H100/H200 SXM dense bf16 (no sparsit
 unless --model-dir names a checkpoint: the numbers are about speed, never about quality.
 
 More modes:
-  --samplers     the exact sampler against methods/sampling.py's Fast-dLLM options (tools/samplers.py).
+  --samplers     the exact sampler against methods/sampling.py's Fast-dLLM options (lab/samplers.py).
   --policy-mfu   the policy forward + backward alone, all weights with gradients, eager and compiled.
   --memory-plan  for the preset's real layer widths: one policy forward's saved activations, MEASURED
                  (saved_tensors_hooks) on 1- and 2-block models (a laptop does it even for the 8B
                  shape), extrapolated to the full depth (exact: blocks are identical), plus counted
-                 weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan (tools/memplan.py).
+                 weight / LoRA / AdamW bytes -> the QLoRA RL step's peak-memory plan (lab/memplan.py).
   --shape        --preset 8b's random-weight shape: llada-8b (default) or dream-7b (GQA 28/4 heads, q/k/v
                  biases, shifted logits, no rollout cache); a checkpoint in --model-dir brings its own.
-  --sandbox      the code reward's cost (tools/sandbox_cost.py, no model).
+  --sandbox      the code reward's cost (lab/sandbox_cost.py, no model).
 
 Run (one micro-batch of one group of G unless --groups-per-micro says otherwise):
-    python -m tools.bench                                   # the toy round, CPU, seconds
-    python -m tools.bench --objective wd1                   # the same round under wd1: no old / ref passes
-    python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
-    python -m tools.bench --rollout-cache dual --rollout-threshold 0.9      # the round with a fast rollout
-    python -m tools.bench --preset 8b --memory-plan    # CPU: ~1 min with fast bf16 matmuls, >15 min on 1 AVX2 core
-    python -m tools.bench --preset 8b --shape dream-7b --memory-plan                # the same for Dream-7B's shape
-    python -m tools.bench --preset 8b --json out/bench-8b.json                     # one GPU: d1's QLoRA round
-    python -m tools.bench --preset 8b --shape dream-7b        # one GPU: the QLoRA round at Dream-7B's shape
-    python -m tools.bench --preset 8b --no-load-in-4bit --gradient-checkpointing   # one GPU: bf16 LoRA round
-    python -m tools.bench --model-dir LLaDA-8B-Instruct --preset 8b --no-load-in-4bit --samplers
-    python -m tools.bench --sandbox                         # the code reward: programs/s, one by one vs batched
+    python -m lab.bench                                   # the toy round, CPU, seconds
+    python -m lab.bench --objective wd1                   # the same round under wd1: no old / ref passes
+    python -m lab.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
+    python -m lab.bench --rollout-cache dual --rollout-threshold 0.9      # the round with a fast rollout
+    python -m lab.bench --preset 8b --memory-plan    # CPU: ~1 min with fast bf16 matmuls, >15 min on 1 AVX2 core
+    python -m lab.bench --preset 8b --shape dream-7b --memory-plan                # the same for Dream-7B's shape
+    python -m lab.bench --preset 8b --json out/bench-8b.json                     # one GPU: d1's QLoRA round
+    python -m lab.bench --preset 8b --shape dream-7b        # one GPU: the QLoRA round at Dream-7B's shape
+    python -m lab.bench --preset 8b --no-load-in-4bit --gradient-checkpointing   # one GPU: bf16 LoRA round
+    python -m lab.bench --model-dir LLaDA-8B-Instruct --preset 8b --no-load-in-4bit --samplers
+    python -m lab.bench --sandbox                         # the code reward: programs/s, one by one vs batched
 """
 import argparse
 import copy
@@ -62,10 +62,10 @@ from modelio.hub import resolve_model
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
-from tools.cost import analytic_passes, scoring_cost
-from tools.memplan import run_memory_plan
-from tools.sandbox_cost import format_sandbox_cost, sandbox_cost
-from tools.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
+from lab.cost import analytic_passes, scoring_cost
+from lab.memplan import run_memory_plan
+from lab.sandbox_cost import format_sandbox_cost, sandbox_cost
+from lab.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
 
 # The benchmark's defaults per preset are grpo.py's own (one micro-batch: one group of G), so
 # the 8B figures are d1's recipe as the trainer runs it. The toy's prompts are 47 tokens long
@@ -336,7 +336,7 @@ def policy_mfu(model, batch_size=6, prompt_len=200, gen_length=256, repeats=5, p
 
 
 def add_shape_flag(parser):
-    """--shape, tools.bench's and tools.preflight's: the 8b preset's random-weight shape, by its name in
+    """--shape, lab.bench's and lab.preflight's: the 8b preset's random-weight shape, by its name in
     modelio.families.model_shapes() (the one place a name maps to a config)."""
     parser.add_argument("--shape", choices=list(model_shapes()), default="llada-8b", help="--preset 8b's "
                         "random-weight shape (default: %(default)s); a checkpoint in --model-dir brings its own")
@@ -370,7 +370,7 @@ def preset_model(gargs, device, dtype, model_dir="", n_layers=0, shape="llada-8b
 
 
 def main(argv=None):
-    """`python -m tools.bench [grpo.py flags] [bench flags]`: every flag that is not the benchmark's
+    """`python -m lab.bench [grpo.py flags] [bench flags]`: every flag that is not the benchmark's
     own is grpo.py's, parsed by grpo.parse_args, so the round measured is the one those flags run.
     One micro-batch of ONE group (--groups-per-micro 1, as on each of d1's GPUs) unless given."""
     p = argparse.ArgumentParser(description="benchmark one diffu-GRPO round; every other flag is grpo.py's")
@@ -405,7 +405,7 @@ def main(argv=None):
     else:  # a round, the policy pass alone, or the sampler table, on a real model
         model, source = preset_model(gargs, device, dtype, args.model_dir, shape=args.shape)
         if model is None:
-            sys.exit(f"tools.bench --preset 8b: {source}")
+            sys.exit(f"lab.bench --preset 8b: {source}")
         if args.policy_mfu:  # the policy pass alone, eager first: compile_blocks compiles the model in place
             res = {"device": device_label(device), "batch_size": B, "seq_len": P + gargs.gen_length,
                    "eager": policy_mfu(model, B, P, gargs.gen_length, peak_tflops=args.peak_tflops)}

@@ -1,9 +1,9 @@
 """
-tools/rollouts.py: one diffu-GRPO round per rollout mode, side by side. d1 rolls out with the
+lab/rollouts.py: one diffu-GRPO round per rollout mode, side by side. d1 rolls out with the
 exact sampler; grpo.py's --rollout-cache {prefix,dual} and --rollout-threshold τ swap in Fast-dLLM's
 key-value cache and confidence-threshold parallel unmasking (methods/sampling.py). For each mode of
-tools/samplers.SAMPLERS (exact, prefix cache, dual cache, threshold 0.9 with and without the dual
-cache) the same round (tools/bench.bench: grpo.py's own phase functions, every other flag grpo.py's)
+lab/samplers.SAMPLERS (exact, prefix cache, dual cache, threshold 0.9 with and without the dual
+cache) the same round (lab/bench.bench: grpo.py's own phase functions, every other flag grpo.py's)
 runs from a fresh copy of the model with the same prompts and noise keys, and the table gives:
   - rollout and round seconds (medians over --repeats rounds) and their ratio against exact;
   - the rollout's model calls and canvas columns per sample beside the analytic counts (the cache
@@ -14,10 +14,10 @@ A trained model's confidence, and so what a threshold saves, depends on prompts 
 --model-dir instead of random ids. The measured figures are in docs/fast-rollouts.md.
 
 Run:
-    python -m tools.rollouts --gen-length 256 --block-length 32 --diffusion-steps 128   # d1's shape, tiny model
-    python -m tools.rollouts --model-dir out/toy/seed0/sft --task-prompts --repeats 5    # the toy, trained
-    python -m tools.rollouts --preset testbed --model-dir SFT_DIR --task-prompts          # the testbed's shape
-    python -m tools.rollouts --preset 8b --compile --no-load-in-4bit                      # one GPU, random 8B
+    python -m lab.rollouts --gen-length 256 --block-length 32 --diffusion-steps 128   # d1's shape, tiny model
+    python -m lab.rollouts --model-dir out/toy/seed0/sft --task-prompts --repeats 5    # the toy, trained
+    python -m lab.rollouts --preset testbed --model-dir SFT_DIR --task-prompts          # the testbed's shape
+    python -m lab.rollouts --preset 8b --compile --no-load-in-4bit                      # one GPU, random 8B
 """
 import argparse
 import copy
@@ -32,9 +32,9 @@ import tasks
 from modelio.adapters import quantize_blocks
 from modelio.tokenizer import load_tokenizer
 from ops.ddp import default_dtype
-from tools.bench import bench, default_prompt_len, device_label, preset_model
+from lab.bench import bench, default_prompt_len, device_label, preset_model
 from taskdata.data import group_prompts, load_rl_data
-from tools.samplers import SAMPLERS
+from lab.samplers import SAMPLERS
 
 
 def task_prompt(gargs, model_dir, eos_id):
@@ -83,7 +83,7 @@ def format_rollout_table(rows, device, setup):
 
 
 def main(argv=None):
-    """`python -m tools.rollouts [grpo.py flags] [--model-dir D --task-prompts --repeats R --json F]`."""
+    """`python -m lab.rollouts [grpo.py flags] [--model-dir D --task-prompts --repeats R --json F]`."""
     p = argparse.ArgumentParser(description="a diffu-GRPO round per rollout mode; every other flag is grpo.py's")
     p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint, hub cache or hub id "
                    "(default: random weights of --preset)")
@@ -96,9 +96,9 @@ def main(argv=None):
     device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, source = preset_model(gargs, device, default_dtype(gargs.dtype, device.split(":")[0]), args.model_dir)
     if model is None:
-        sys.exit(f"tools.rollouts --preset 8b: {source}")
+        sys.exit(f"lab.rollouts --preset 8b: {source}")
     if args.task_prompts and not os.path.isdir(source):  # source: the checkpoint's directory, when there is one
-        sys.exit("tools.rollouts --task-prompts reads the tokenizer beside the weights: give --model-dir a checkpoint")
+        sys.exit("lab.rollouts --task-prompts reads the tokenizer beside the weights: give --model-dir a checkpoint")
     prompt = task_prompt(gargs, source, model.config.eos_token_id) if args.task_prompts else None
     if gargs.load_in_4bit:  # QLoRA, as a bench.py round: NF4 blocks here, bench() adds the adapters
         quantize_blocks(model)

@@ -1,5 +1,5 @@
 """
-tools/strict_check.py: the strict verdict (sandbox/run.py with STRICT_ASSERTS: the two-process check of
+lab/strict_check.py: the strict verdict (sandbox/run.py with STRICT_ASSERTS: the two-process check of
 sandbox/worker.py) on the code benchmarks' reference solutions, against d1's plain asserts. Per
 benchmark: the items whose reference solution passes every test in each mode, the items where the
 modes disagree (each one named), the share of tests with a verdict from the checker ("covered": for
@@ -7,7 +7,7 @@ the rest no verdict came back, and they failed), and the seconds per program in 
 Honest programs should score as before: every disagreement is explained in docs/code-task.md.
 
 Run (the data files are local, as for eval.py --canonical):
-    python -m tools.strict_check humaneval:../shared/data/humaneval/HumanEval.jsonl.gz \\
+    python -m lab.strict_check humaneval:../shared/data/humaneval/HumanEval.jsonl.gz \\
         mbpp:../shared/data/mbpp/sanitized-mbpp.json mbpp_full:../shared/data/mbpp/mbpp.jsonl
 """
 import argparse

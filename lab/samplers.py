@@ -2,10 +2,10 @@
 The samplers side by side: the exact sampler (LLaDA's and d1's) against methods/sampling.py's
 Fast-dLLM options (prefix / dual KV cache, confidence threshold), greedy, on the same prompts:
 seconds, tokens/s, speed-up, model calls, canvas columns forwarded, and the share of tokens on
-which each agrees with the exact sampler. Run through tools/bench.py:
+which each agrees with the exact sampler. Run through lab/bench.py:
 
-    python -m tools.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
-    python -m tools.bench --preset 8b --no-load-in-4bit --samplers --compile      # one GPU
+    python -m lab.bench --samplers --gen-length 256 --block-length 32 --diffusion-steps 128
+    python -m lab.bench --preset 8b --no-load-in-4bit --samplers --compile      # one GPU
 """
 import statistics
 import time

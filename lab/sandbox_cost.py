@@ -1,10 +1,10 @@
 """
-tools/sandbox_cost.py: what the code reward's execution costs. Programs per second that
+lab/sandbox_cost.py: what the code reward's execution costs. Programs per second that
 sandbox/run.py scores for one rollout group of G programs with unit tests each, one by one and
 batched over the CPU cores. No model: the reward's side of a code-task round (docs/code-task.md).
 
-Run (through tools/bench.py, which prints the line):
-    python -m tools.bench --sandbox
+Run (through lab/bench.py, which prints the line):
+    python -m lab.bench --sandbox
 """
 import os
 import statistics
@@ -40,7 +40,7 @@ def sandbox_cost(group=6, n_tests=10, repeats=3, workers=None):
 
 
 def format_sandbox_cost(res):
-    """The line tools/bench.py --sandbox prints."""
+    """The line lab/bench.py --sandbox prints."""
     return (f"sandbox ({res['mode']}), G = {res['group']} programs x {res['tests']} tests, the checker's verdict: "
             f"sequential {res['sequential_strict_programs_per_s']:.1f} programs/s, batched over {res['workers']} "
             f"workers {res['batched_strict_programs_per_s']:.1f} ({res['speedup']:.2f}x); d1's plain asserts: "

@@ -8,7 +8,7 @@ Proves the CUDA path of every script and measures what d1's 8B recipe costs on t
                   4-bit + LoRA, --compile, a dual-cache threshold rollout), eval.py, and sft / grpo /
                   eval under torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
   3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
-                  d1's QLoRA round (python -m tools.preflight --preset 8b: G 6, prompt 200 + gen 256,
+                  d1's QLoRA round (python -m lab.preflight --preset 8b: G 6, prompt 200 + gen 256,
                   block 32, 128 steps, μ 12, LoRA r 128 on NF4), the same round at Dream-7B's shape
                   (--shape dream-7b: GQA 28/4 heads, q/k/v biases, shifted logits; the exact sampler,
                   since a shifted model has no rollout cache), the bf16 LoRA round (compiled),
@@ -30,11 +30,11 @@ crash does not take the rest down, and the 8B checks run one at a time on an oth
 Needs torch with CUDA, transformers, safetensors, tqdm, numpy, pytest, and bitsandbytes for the
 4-bit checks; uses the Python it runs under (a GPU box's own torch, not the CPU venv).
 Run:
-    make gpu-check                         # = python3 -m tools.gpu_check
-    python3 -m tools.gpu_check --skip 8b         # CUDA correctness only, ~2 min
-    python3 -m tools.gpu_check --skip tests,scripts --out-dir out/gpu-8b
-    python3 -m tools.gpu_check --budget-s 540                # what fits in 9 minutes, most important first
-    python3 -m tools.gpu_check --skip tests,scripts --only dream,bf16   # the 8B checks whose names hold these
+    make gpu-check                         # = python3 -m lab.gpu_check
+    python3 -m lab.gpu_check --skip 8b         # CUDA correctness only, ~2 min
+    python3 -m lab.gpu_check --skip tests,scripts --out-dir out/gpu-8b
+    python3 -m lab.gpu_check --budget-s 540                # what fits in 9 minutes, most important first
+    python3 -m lab.gpu_check --skip tests,scripts --only dream,bf16   # the 8B checks whose names hold these
 No CPU mode: tests/test_bench.py runs the Dream-7B round's command on CPU at a tiny Dream stand-in.
 """
 import argparse
@@ -47,7 +47,7 @@ import sys
 import time
 
 from ops.metrics import read_json
-from tools.preflight import D1_STEPS, project_hours
+from lab.preflight import D1_STEPS, project_hours
 
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
@@ -113,7 +113,7 @@ def finish_all(jobs, deadline=None):
 
 
 def summarize_round(path):
-    """One line from a tools.preflight JSON: phases, tokens/s, memory, MFU."""
+    """One line from a lab.preflight JSON: phases, tokens/s, memory, MFU."""
     # a closure: the JSON exists only once the check has run, so it is read then (finish calls it)
     def f():
         r = read_json(path)
@@ -167,9 +167,9 @@ def eightb_checks(py, out, peak_tflops):
     upper bound; --gpus 8 projects d1's run on 8 GPUs beside 1."""
     # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
     # overridden); the MFU and sampler checks are bench.py's own modes
-    bench = [py, "-m", "tools.bench", "--preset", "8b", "--peak-tflops", str(peak_tflops)]
-    rollouts = [py, "-m", "tools.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
-    pre = [py, "-m", "tools.preflight", "--preset", "8b", "--peak-tflops", str(peak_tflops), "--model-dir",
+    bench = [py, "-m", "lab.bench", "--preset", "8b", "--peak-tflops", str(peak_tflops)]
+    rollouts = [py, "-m", "lab.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
+    pre = [py, "-m", "lab.preflight", "--preset", "8b", "--peak-tflops", str(peak_tflops), "--model-dir",
            "none", "--task", "gsm8k", "--gpus", str(N_GPUS_PROJECTED)]
 
     def round_check(name, flags, stem):  # one preflight round: its JSON, and its line read from it

@@ -9,8 +9,8 @@ of grpo.py's `for rnd in ...` loop up to its "# 6." comment (logging and saving 
 loop's own lines count as grpo.py's. Also printed: sample.generate's lines and parameters, and the
 README's lines up to the end of its algorithm section (what a reader reads before the code).
 
-Run:  python -m tools.reading_path              # this checkout
-      python -m tools.reading_path --all-steps  # the whole round: logging and the save included
+Run:  python -m lab.reading_path              # this checkout
+      python -m lab.reading_path --all-steps  # the whole round: logging and the save included
 """
 import argparse
 import ast

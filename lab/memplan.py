@@ -1,6 +1,6 @@
 """
 memplan.py: the peak GPU memory of one diffu-GRPO policy step at an 8B-class shape (LLaDA-8B's or
-Dream-7B's, tools.bench --shape), planned on a laptop. The activations are MEASURED: saved_tensors_hooks
+Dream-7B's, lab.bench --shape), planned on a laptop. The activations are MEASURED: saved_tensors_hooks
 count the bytes autograd keeps in one policy forward of models with the real layer widths and 1 or 2
 blocks (blocks are identical, so n blocks save depth1 + (n - 1) * per_block, exactly); weights, adapters,
 gradients and AdamW states are COUNTED from the config's fields (shape_params). On an H100 the plan was
@@ -8,9 +8,9 @@ gradients and AdamW states are COUNTED from the config's fields (shape_params). 
 
 Run (through bench.py; on CPU ~1 min where bf16 matmuls are fast, over 15 min on one AVX2-only core;
 ~10 GB RAM for the 8B widths):
-    python -m tools.bench --preset 8b --memory-plan                 # QLoRA (the 8b preset is 4-bit)
-    python -m tools.bench --preset 8b --shape dream-7b --memory-plan                     # the same for Dream-7B
-    python -m tools.bench --preset 8b --memory-plan --lora-r 0 --no-load-in-4bit        # full fine-tuning, FSDP2 over 8
+    python -m lab.bench --preset 8b --memory-plan                 # QLoRA (the 8b preset is 4-bit)
+    python -m lab.bench --preset 8b --shape dream-7b --memory-plan                     # the same for Dream-7B
+    python -m lab.bench --preset 8b --memory-plan --lora-r 0 --no-load-in-4bit        # full fine-tuning, FSDP2 over 8
 """
 import dataclasses
 
@@ -153,7 +153,7 @@ def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
 
 
 def run_memory_plan(config, gargs, batch, prompt_len, world_size, device, device_label, shape):
-    """tools.bench --memory-plan: the probe at `config`'s widths (on `device`), then the plan without and with
+    """lab.bench --memory-plan: the probe at `config`'s widths (on `device`), then the plan without and with
     gradient checkpointing for grpo.py's flags `gargs`, printed. -> the numbers, for --json."""
     targets = tuple(gargs.lora_targets.split(","))
     # the probe is bf16 whatever --dtype says: the plan is for d1's bf16 run

@@ -1,6 +1,6 @@
 """
-tools/preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
-launch and project its wall-clock (the cost model is in tools/bench.py's docstring).
+lab/preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
+launch and project its wall-clock (the cost model is in lab/bench.py's docstring).
 
 The flags are grpo.py's own, parsed by grpo.parse_args, so presets and defaults are exactly the
 trainer's. One micro-batch round (groups_per_micro groups of G: rollout, old/ref log-probs, μ
@@ -17,12 +17,12 @@ logging and checkpoints are left out (seconds per round against minutes). The pr
 --max-prompt-length tokens, the longest d1's left cut lets through: an upper bound.
 
 Run:
-    python -m tools.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
-    python -m tools.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
-    python -m tools.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
-    python -m tools.preflight --preset 8b --task gsm8k --shape dream-7b     # Dream-7B's shape (exact sampler)
-    python -m tools.preflight --preset 8b --task gsm8k --gpus 8 --max-hours 24   # jobs and requeues of 24 h
-    python -m tools.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
+    python -m lab.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
+    python -m lab.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
+    python -m lab.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
+    python -m lab.preflight --preset 8b --task gsm8k --shape dream-7b     # Dream-7B's shape (exact sampler)
+    python -m lab.preflight --preset 8b --task gsm8k --gpus 8 --max-hours 24   # jobs and requeues of 24 h
+    python -m lab.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
 """
 import argparse
 import json
@@ -34,7 +34,7 @@ import grpo
 from modelio.adapters import quantize_blocks
 from ops.ddp import default_dtype
 from ops.stop import BUDGET_STEPS
-from tools.bench import add_shape_flag, bench, format_table, preset_model
+from lab.bench import add_shape_flag, bench, format_table, preset_model
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
 
@@ -144,7 +144,7 @@ def format_preflight(res):
 
 
 def main(argv=None):
-    """`python -m tools.preflight [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
+    """`python -m lab.preflight [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
     returns the exit status (1 when the round could not run, e.g. out of memory)."""
     extra = argparse.ArgumentParser(description="measure one round of the grpo.py run these flags describe "
                                     "and project its wall-clock; every other flag is grpo.py's")
