@@ -5,23 +5,24 @@ d1 evaluates zero-shot and greedy: the eval prompt (tasks.eval_message, NOT the 
 rendered with the chat template and prefilled with "<reasoning>", prompts are left-padded in
 batches, and the sampler runs with block 32, steps = gen_length / 2 (two tokens per step),
 low-confidence remasking, at gen lengths 128 / 256 / 512. Countdown and Sudoku use d1's fixed
-256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (tasks.score_eval):
-first \\boxed{} for GSM8K, last for MATH and Countdown, Sudoku scored per empty cell and
+256-item subsets (numpy seed 42). Answers are read by d1's "generous" parsers (the task's record in
+tasks.py): first \\boxed{} for GSM8K, last for MATH and Countdown, Sudoku scored per empty cell and
 micro-averaged over all puzzles.
 
-This file is that protocol: which items, the sampler schedule, the flags, the checks made before
-any work, and the main loop. The rest lives one folder away:
-  - tasks.heldout: which items (d1's subsets, the toys' test side of their split);
-  - evaluation/evaluate.py: the generate-and-score loop and the sampler's schedule, shared with
-    grpo.py --eval-every (the trainer must not import this file);
-  - evaluation/results.py: one JSONL line per item per rank and a manifest with every setting, how a
-    result dir is read back exactly as its manifest names it, --resume after a kill or a stop
-    signal (SIGTERM / SIGUSR1 / Ctrl-C end the run at a batch boundary, exit 75: ops/stop.py), and
-    --rescore of saved generations, ours or d1's released JSON files (on d1's files this
-    reproduces the paper's LLaDA-8B-Instruct row); its docstring gives the guarantees;
-  - lab/stats.py: what d1 left out: --seeds N (mean and 95% CI at temperature > 0), --compare A B
-    (paired bootstrap CI over the same items), --summarize (the `make run` table).
-Beside d1's cell score, Sudoku also reports the puzzle solve rate.
+This file is that protocol: which items, the sampler's schedule, the generate-and-score loop (which
+grpo.py --eval-every runs on its validation split too: validation_curve), the flags, the checks made
+before any work, and the main loop. The bookkeeping lives one folder away, in ops/:
+  - results.py: one JSONL line per item per rank and a manifest with every setting, how a result dir
+    is read back exactly as its manifest names it, --resume after a kill or a stop signal (SIGTERM /
+    SIGUSR1 / Ctrl-C end the run at a batch boundary, exit 75: ops/stop.py), --rescore of saved
+    generations, ours or d1's released JSON files (on d1's files this reproduces the paper's
+    LLaDA-8B-Instruct row), and --canonical; its docstring gives the guarantees;
+  - stats.py: what d1 left out: --seeds N (mean and 95% CI at temperature > 0), --compare A B
+    (paired bootstrap CI over the same items), --summarize (the `make run` table);
+  - select.py: --select, the honest protocol's test accuracy of the final and the validation-selected
+    checkpoint.
+Beside d1's cell score, Sudoku also reports the puzzle solve rate. --cache / --threshold (Fast-dLLM) and
+Dream's --remasking orders take the field's sampler (methods/sampling.py).
 
 Run:
     python eval.py                                               # toy task on the tiny model, CPU
@@ -40,125 +41,143 @@ import time
 import torch
 
 import tasks
-from lab.stats import compare, mean_and_spread, summarize
-from taskdata import parsers
+from methods import sampling
 from modelio.checkpoint import TINY_DIR, load
-from taskdata.records import records_sha256
-from evaluation.evaluate import SCORING_FIELDS, accuracy, eval_schedule, run_items
-from evaluation.results import (
-    append_records,
-    clear_run_files,
-    load_results,
-    model_fingerprint,
-    rank_file,
-    read_records,
-    rescore,
-    result_dir_state,
-    resume_records,
-    write_atomic,
-    write_manifest,
-)
-from evaluation.select import select
+from modelio.tokenizer import prompt_ids
 from ops import lock
-from ops.checks import ShowDefaults, check_data_paths, check_model, require, upfront
+from ops.checks import ShowDefaults, check_data_paths, check_eval_args, check_model, require, upfront
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
-from ops.stop import EXIT_STOPPED, Stopper
-from methods.sampling import CACHE_MODES, ORDERS
-from sample import check_schedule
+from ops.metrics import progress
+from ops.results import (SCORING_FIELDS, canonical, clear_run_files, fill_result_dir, load_results,
+                         model_fingerprint, rescore, result_dir_state)
+from ops.results import accuracy as accuracy_of
+from ops.select import select
+from ops.stats import compare, mean_and_spread, summarize
+from ops.stop import Stopper
+from ops.validation import ValCurve
+from sample import REMASKING_STRATEGIES, check_schedule, generate
+from taskdata import parsers
+from taskdata.data import toy_blanks
+from taskdata.records import records_sha256
 from taskdata.splits import recorded_split
 
+CURVE_SEED = 54_321  # --test-curve's training-side items: a stream apart from SFT's and RL's
+
 # -----------------------------------------------------------------------------
-# items: which questions d1 asks, each with a stable id
+# d1's protocol: which items, the sampler's schedule, the prompts, generate and score
 
 
-def load_items(task, data, full=False, limit=0, toy_items=200, toy_blanks=(2, 5)):
+def load_items(task, data, full=False, limit=0, toy_items=200, blanks=(2, 5)):
     """tasks.heldout's items, checked as input (run inside checks.upfront): a known task, its data file
     there and well-formed (the loaders name file:line), and at least one item after --limit."""
     evaluable = tasks.names("score")
     require(task in evaluable, f"--task: unknown task {task!r}; one of {', '.join(evaluable)}")
     check_data_paths([data] if data else [])
-    items = tasks.heldout(task, data, full, toy_items, blanks=toy_blanks)[:limit or None]
+    items = tasks.heldout(task, data, full, toy_items, blanks=blanks)[:limit or None]
     require(items, f"--task {task}: no items to evaluate in {data or 'the generated set'}")
     return items
 
 
-# -----------------------------------------------------------------------------
-# --canonical: the code benchmarks' reference solutions through the eval path
+def eval_schedule(task, gen):
+    """d1's eval sampler at gen length `gen` (docs/d1.md §8.1) as the task's record adapts it: (block,
+    steps, prompts per batch). Block 32, or the task's own (a canvas shorter than a block is one block);
+    two tokens unmasked per step; 8 prompts per batch and 4 at gen length 512, or the task's own (the
+    toys: 100). The batch is part of the protocol: it decides which pads an item attends to."""
+    t = tasks.get(task)
+    return min(t.block or 32, gen), gen // 2, t.eval_batch or (4 if gen >= 512 else 8)
 
 
-def reference_generation(ex):
-    """A code item's reference solution written as a completion in d1's format: a ```python fence
-    inside <answer>. --canonical scores these through the very path model generations take."""
-    return f"<reasoning>\nThe reference solution.\n</reasoning>\n<answer>\n```python\n{ex['solution']}\n```\n</answer>"
+def eval_prompt_ids(tokenizer, task, example):
+    """d1's eval prompt as token ids: chat template + "<reasoning>" prefill (the toy: its bare prompt)."""
+    # NOT the RL prompt: d1's eval asks for \\boxed{} answers on GSM8K and Countdown, which RL trained with
+    # bare <answer> tags (docs/d1.md §8.2, §10.8)
+    return prompt_ids(tokenizer, tasks.eval_message(task, example), prefill=tasks.eval_prefill(task))
 
 
-def canonical(task, data, full=False, out_dir="out/eval", limit=0):
-    """Score a code benchmark's reference solutions (reference_generation) through the eval path: the
-    JSONL + manifest, read back and scored by load_results (parse, sandbox) as --rescore does.
-    Prints the pass rate and every failure; returns (passed, items, failed item ids)."""
-    if task not in tasks.names("code"):
-        raise ValueError(f"--canonical needs a code benchmark, one of {tasks.names('code')}, not {task!r}")
-    items = load_items(task, data, full, limit)
-    t0 = time.time()
-    # written unscored: load_results below scores them, exactly as --rescore scores a saved run
-    recs = [{"id": i, "prompt": ex["prompt"], "generation": reference_generation(ex),
-             "example": {k: ex[k] for k in SCORING_FIELDS if k in ex}} for i, ex in items]
-    out = os.path.join(out_dir, f"{task}_canonical")
-    os.makedirs(out, exist_ok=True)
-    # the reference solutions are fixed, so an earlier canonical run here is simply replaced: rank file first,
-    # then the manifest that calls it complete (load_results reads exactly the rank files it names)
-    write_atomic(rank_file(out, 0), "".join(json.dumps(r) + "\n" for r in recs))
-    data_file, data_sha = data_identity(data)
-    write_manifest(out, {"task": task, "data_file": data_file, "data_sha256": data_sha,
-                         "full": full, "items": len(items), "item_ids": [i for i, _ in items],
-                         "gen_length": "canonical", "model_dir": None, "world_size": 1,
-                         "parser_version": parsers.PARSER_VERSION, "complete": True})
-    (recs,) = load_results([out]).values()  # parsed and run from the files: what --rescore reports
-    failed = [r["id"] for r in recs if not r["correct"]]
-    for r in recs:
-        if not r["correct"]:
-            tid = items[[i for i, _ in items].index(r["id"])][1]["task_id"]
-            print(f"  FAIL {tid}: {r['tests_passed']}/{r['tests_total']} tests")
-    print(f"{task} reference solutions: {len(recs) - len(failed)}/{len(recs)} pass ({time.time() - t0:.0f}s) -> {out}")
-    return len(recs) - len(failed), len(recs), failed
+@torch.no_grad()
+def run_items(model, tokenizer, task, items, gen_length, block_length, steps, temperature=0.0,
+              remasking="low_confidence", batch_size=8, seed=0, show_progress=False, cache=None, threshold=None,
+              skip=0, on_batch=None):
+    """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
+    left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
+    batch composition, which the manifest records). cache / threshold: the approximate Fast-dLLM
+    options, and Dream's remasking orders (methods/sampling.py; None = the exact sampler, d1's). skip:
+    the first `skip` items are done already (a resume; a multiple of batch_size), so the later batches
+    keep their items and their generators. show_progress: draw a bar (rank 0). on_batch(records):
+    called after each batch (eval.py appends it to disk)."""
+    model.eval()
+    device = next(model.parameters()).device
+    # EOS 126081 is LLaDA's pad, as in d1's padding="longest", padding_side="left" (docs/d1.md §2.4)
+    eos = model.config.eos_token_id
+    field = cache is not None or threshold is not None or remasking not in REMASKING_STRATEGIES
+    records = []
+    for i in progress(range(skip, len(items), batch_size), show_progress, desc=f"{task} {gen_length}"):
+        # consecutive items of this rank's stride, as d1's unshuffled sampler batches them: at d1's world size
+        # and batch size every batch holds the same items as d1's, so even the attended pads match
+        batch = items[i:i + batch_size]
+        rows = [eval_prompt_ids(tokenizer, task, ex) for _, ex in batch]
+        P = max(len(r) for r in rows)
+        # left-padded, and the pads are attended (no attention mask, as d1), so an item's result can depend on
+        # which other prompts share its batch; batch_size goes into the manifest
+        prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
+        # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
+        # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
+        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
+        # d1 (docs/d1.md §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation: d1's eval sampler
+        # runs under fp16 autocast (docs/d1.md §2.2); we run in the weights' own dtype (bf16 on GPU)
+        kw = dict(gen_length=gen_length, block_length=block_length, steps=steps, temperature=temperature,
+                  remasking=remasking, generator=g)
+        out = sampling.generate(model, prompt, **kw, cache=cache, threshold=threshold) if field else \
+            generate(model, prompt, **kw)  # (b, P + gen_length)
+        # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the toy's
+        # verifier reads the text the way the RL reward does, specials stripped
+        texts = tokenizer.batch_decode(out[:, P:], skip_special_tokens=tasks.get(task).make is not None)
+        batch_records = score_records(task, batch, texts)
+        if on_batch is not None:
+            on_batch(batch_records)
+        records += batch_records
+    return records
+
+
+def score_records(task, items, texts):
+    """One record per (id, example) and its generation: d1's lenient eval parsers (boxes first, numeric
+    compare; docs/d1.md §8.3), not the RL rewards; the code benchmarks' programs run in the sandbox."""
+    records = []
+    for (item_id, ex), text, scored in zip(items, texts, tasks.score_eval_batch(task, texts, [ex for _, ex in items])):
+        # the fields the parsers need travel with the record, so --rescore needs no data file
+        gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
+        records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold, **scored})
+    return records
+
+
+def accuracy(task, records):
+    """Accuracy in percent: d1's micro-averaged cell score for Sudoku, the solved share otherwise."""
+    return accuracy_of(records, tasks.get(task).cells)
+
+
+def toy_curve_sets(task="toy", n=200, data_seed=0):
+    """The two item sets of grpo.py --test-curve: {"heldout_acc": eval.py's held-out items, "train_acc": n new
+    items of the TRAINING side of the split} (for the Sudoku toy, new puzzles of the training grids: 4x4
+    Sudoku has only 288 solution grids, so a model can score there by recalling grids it trained on)."""
+    return {"heldout_acc": tasks.heldout(task, n=n, data_seed=data_seed),
+            "train_acc": list(enumerate(tasks.make_examples(task, "train", n, CURVE_SEED, data_seed)))}
+
+
+def validation_curve(args, model, tokenizer, val):
+    """grpo.py's --eval-every curve (ops/validation.ValCurve) from its flags: greedy accuracy on the validation
+    split `val` with this protocol at --val-gen-length, else the rollout canvas (the toys: their eval canvas);
+    with --test-curve, the toy's test-set study curve beside it, at the toy's canvas."""
+    def measure(task, items, gen=0):
+        gen = gen or args.val_gen_length or tasks.get(task).canvas or args.gen_length
+        block, steps, batch = eval_schedule(task, gen)
+        return accuracy(task, run_items(model, tokenizer, task, items, gen, block, steps, batch_size=batch))
+    test = {name: functools.partial(measure, args.task, items, tasks.get(args.task).canvas) for name, items in
+            toy_curve_sets(args.task, args.eval_items, args.data_seed).items()} if args.test_curve else None
+    return ValCurve(args.eval_every, args.rounds, val, measure, test)
 
 
 # -----------------------------------------------------------------------------
 # the runs of one command: one result directory per (gen length, seed), with its settings
-
-
-def check_flags(args):
-    """Every flag that cannot work, as one InputError (checks.upfront: one line, exit 2). The items,
-    the schedules, the model directory and the result directories are checked after it."""
-    require(args.seeds >= 1, f"--seeds must be >= 1, got {args.seeds}")
-    require(args.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {args.temperature}")
-    require(args.seeds == 1 or args.temperature > 0, f"--seeds {args.seeds} at --temperature 0: greedy decoding "
-            f"is deterministic, so every seed would give the same result; give --temperature > 0, or one seed")
-    for flag in ("batch_size", "limit", "block_length", "steps"):
-        require(getattr(args, flag) >= 0, f"--{flag.replace('_', '-')} must be >= 0 (0 = the default), "
-                                          f"got {getattr(args, flag)}")
-    require(args.toy_items >= 1, f"--toy-items must be >= 1, got {args.toy_items}")
-    require(args.dist_timeout >= 1, f"--dist-timeout must be >= 1 second, got {args.dist_timeout}")
-    require(args.remasking in ORDERS, f"--remasking must be one of {ORDERS}, "
-                                                    f"got {args.remasking!r}")
-    require(args.threshold == 0 or (0 < args.threshold <= 1 and args.remasking == "low_confidence"),
-            f"--threshold must be 0 (off) or in (0, 1] with --remasking low_confidence, got {args.threshold}")
-    require(args.dtype in ("", "float32", "bfloat16", "float16"), f"--dtype must be float32 | bfloat16 | "
-                                                                   f"float16, got {args.dtype!r}")
-    require(not (args.resume and args.force), "--resume and --force contradict each other: continue the run, "
-                                              "or start over")
-    require(not os.path.exists(args.out_dir) or os.path.isdir(args.out_dir),
-            f"--out-dir {args.out_dir} exists and is not a directory")
-
-
-def toy_blanks(args):
-    """--toy-blanks "min,max" -> (min, max)."""
-    try:
-        lo, hi = map(int, args.toy_blanks.split(","))
-    except ValueError:
-        raise ValueError(f"--toy-blanks must be two integers min,max, got {args.toy_blanks!r}") from None
-    require(1 <= lo <= hi <= 16, f"--toy-blanks: need 1 <= min <= max <= 16 blank cells, got {args.toy_blanks!r}")
-    return lo, hi
 
 
 def gen_lengths(args):
@@ -174,7 +193,7 @@ def schedule(args, gen):
     """(block, steps, batch size) at gen length `gen`. d1: block 32, two tokens unmasked per step, 8
     prompts per batch and 4 at gen length 512 (docs/d1.md §8.1). The Sudoku toy's 16-token canvas is a
     single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100 prompts
-    (evaluation/evaluate.eval_schedule); a flag given overrides its part."""
+    (eval_schedule); a flag given overrides its part."""
     block, steps, batch_size = eval_schedule(args.task, gen)
     block, steps = (min(args.block_length, gen) if args.block_length else block), args.steps or steps
     try:
@@ -200,8 +219,8 @@ def data_identity(data):
 
 def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
     """A run's manifest without its time and completion: every setting that can move the number, so that
-    --compare can refuse a mismatched pair (lab/stats.py MUST_MATCH) and --resume a changed command
-    (evaluation/results.py RESUME_FREE)."""
+    --compare can refuse a mismatched pair (ops/stats.py MUST_MATCH) and --resume a changed command
+    (ops/results.py RESUME_FREE)."""
     block, steps, batch_size = schedule(args, gen)
     return {
         "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": fingerprint,
@@ -243,7 +262,7 @@ if __name__ == "__main__":
     parser.add_argument("--remasking", type=str, default="low_confidence", help="low_confidence | random (LLaDA's; "
                         "d1's protocol is low_confidence) | origin | maskgit_plus | topk_margin | entropy (Dream's "
                         "orders, at Dream's eps 1e-3: methods/sampling.py)")
-    parser.add_argument("--cache", type=str, default="", choices=["", *CACHE_MODES[1:]],
+    parser.add_argument("--cache", type=str, default="", choices=["", *sampling.CACHE_MODES[1:]],
                         help="'' = exact sampler (d1, the default); prefix / dual = Fast-dLLM KV cache (approximate)")
     parser.add_argument("--threshold", type=float, default=0.0, help="0 = off; Fast-dLLM parallel unmasking (0.9)")
     parser.add_argument("--batch-size", type=int, default=0, help="prompts per batch; 0 = d1's 8 (4 at gen 512), toy 100")
@@ -274,7 +293,7 @@ if __name__ == "__main__":
                         "(default: evaluate instead)")
     parser.add_argument("--canonical", action="store_true", help="code benchmarks: score the reference solutions")
     parser.add_argument("--select", type=str, default="", metavar="RUN_DIR", help="a grpo.py run with best.json: "
-                        "its final and validation-selected checkpoints on the test set (evaluation/select.py; "
+                        "its final and validation-selected checkpoints on the test set (ops/select.py; "
                         "default: none, evaluate --model-dir)")
     parser.add_argument("--select-nproc", type=int, default=1, help="--select: processes (GPUs) per eval, "
                         "under torchrun")
@@ -282,23 +301,26 @@ if __name__ == "__main__":
 
     # the model-free modes first: no process group, no model, no GPU. Everything they read is input, so a
     # missing path, an unfinished run or a bad file is one line (checks.upfront)
-    if args.rescore:  # evaluation/results.py: our result dirs and d1's released files, through d1's parsers
+    if args.rescore:  # ops/results.py: our result dirs and d1's released files, through d1's parsers
         with upfront():
-            rescore(args.rescore, args.json)
+            rescore(args.rescore, tasks.TASKS, args.json)
         raise SystemExit
-    if args.compare:  # lab/stats.py: the paired bootstrap over the items both runs share
+    if args.compare:  # ops/stats.py: the paired bootstrap over the items both runs share
         with upfront():
-            compare(*args.compare, force=args.force)
+            compare(*args.compare, tasks.TASKS, force=args.force)
         raise SystemExit
-    if args.summarize:  # lab/stats.py: the SFT vs SFT + diffu-GRPO table over seeds (`make run`)
+    if args.summarize:  # ops/stats.py: the SFT vs SFT + diffu-GRPO table over seeds (`make run`)
         with upfront():
             summarize(args.summarize)
         raise SystemExit
     if args.select:  # the honest protocol (docs/evaluation.md): eval.py per checkpoint, then the table
-        raise SystemExit(select(args.select, args.task, sys.argv[1:], args.out_dir, args.select_nproc))
-    if args.canonical:
+        raise SystemExit(select(args.select, args.task, sys.argv[1:], args.out_dir, tasks.TASKS, args.select_nproc))
+    if args.canonical:  # the code benchmarks' reference solutions through the eval path (ops/results.py)
         with upfront():
-            canonical(args.task, args.data, args.full, args.out_dir, args.limit)
+            require(args.task in tasks.names("code"), f"--canonical needs a code benchmark, one of "
+                                                      f"{tasks.names('code')}, not {args.task!r}")
+            canonical(args.task, load_items(args.task, args.data, args.full, args.limit), args.full,
+                      data_identity(args.data), args.out_dir, tasks.TASKS)
         raise SystemExit
 
     # -------------------------------------------------------------------------
@@ -307,8 +329,8 @@ if __name__ == "__main__":
     # every result directory of this command already holds. Every rank runs the same checks, so all refuse
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))  # torchrun's
     with upfront():
-        check_flags(args)
-        all_items = load_items(args.task, args.data, args.full, args.limit, args.toy_items, toy_blanks(args))
+        check_eval_args(args, sampling.ORDERS)
+        all_items = load_items(args.task, args.data, args.full, args.limit, args.toy_items, toy_blanks(args.toy_blanks))
         gens, seeds = gen_lengths(args), range(args.seed, args.seed + args.seeds)
         check_model(args, TINY_DIR if tasks.get(args.task).make else None)  # a hub id becomes its snapshot
         # the dtype and device the run will have (compute_init picks cuda the same way), for its manifest
@@ -338,6 +360,7 @@ if __name__ == "__main__":
     stop = Stopper()  # SIGTERM / SIGUSR1 / Ctrl-C: finish the batch in flight, then exit 75 (ops/stop.py)
     if ddp:
         import torch.distributed as dist
+    barrier = dist.barrier if ddp else lambda: None
 
     # -------------------------------------------------------------------------
     # model and items; every rank has the same item list and keeps its stride
@@ -355,43 +378,16 @@ if __name__ == "__main__":
         for seed in seeds:
             out, settings, state = runs[gen, seed]
             manifest = {**settings, "model_fingerprint": fingerprint}
-            mine = rank_file(out, rank)
             t0 = time.time()
-            if state != "complete":
-                if rank == 0:
-                    os.makedirs(out, exist_ok=True)
-                    # first, marked unfinished: from here on a kill leaves a dir that --rescore and --compare
-                    # refuse and that --resume continues
-                    write_manifest(out, {**manifest, "complete": False})
-                if ddp:
-                    dist.barrier()  # the dir exists (and --force's deletions are done) before any rank writes
-                # --resume: the whole batches before a torn or garbled line stay; fresh: an empty file
-                done = resume_records(mine, [i for i, _ in my_items], bs) if state == "partial" else []
-                write_atomic(mine, "".join(done))
-                if state == "partial":  # what was kept, so a repaired finished run does not pass silently
-                    print(f"[rank {rank}] --resume: {mine} keeps {len(done)} of its {len(my_items)} records "
-                          f"(whole batches) and generates the other {len(my_items) - len(done)}", flush=True)
-                def on_batch(records, mine=mine):
-                    # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records
-                    # travel between ranks and a kill loses at most the batch in flight
-                    append_records(mine, records)
-                    if stop.signal:  # every rank got it (torchrun passes it on): each stops at its own batch's end
-                        print(f"[rank {rank}] stopped by {stop.signal} with whole batches in {mine}; the same "
-                              f"command with --resume continues", flush=True)
-                        sys.exit(EXIT_STOPPED)
-                run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
-                          args.remasking, bs, seed, show_progress=rank == 0, cache=args.cache or None,
-                          threshold=args.threshold or None, skip=len(done), on_batch=on_batch)
-                if ddp:
-                    dist.barrier()  # every rank's file is complete before rank 0 reads them back
+            if state != "complete":  # generate this rank's items into the result dir (ops/results.py)
+                fill_result_dir(out, manifest, state, rank, [i for i, _ in my_items], bs, lambda skip, on_batch:
+                                run_items(model, tokenizer, args.task, my_items, gen, block, steps, args.temperature,
+                                          args.remasking, bs, seed, show_progress=rank == 0, cache=args.cache or None,
+                                          threshold=args.threshold or None, skip=skip, on_batch=on_batch),
+                                stop, barrier)
             if rank == 0:
-                if state != "complete":
-                    read_records(out, manifest)  # every item exactly once, before the manifest says complete
-                    # wall_seconds: this process's share (a resumed run's earlier part is not counted)
-                    write_manifest(out, {**manifest, "complete": True, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                         "wall_seconds": round(time.time() - t0, 1)})
                 # score the pooled files of all ranks through load_results, the same path as --rescore
-                (recs_all,) = load_results([out]).values()
+                (recs_all,) = load_results([out], tasks.TASKS).values()
                 accs.append(accuracy(args.task, recs_all))
                 solved = f", puzzles solved {100 * sum(r['solved'] for r in recs_all) / len(recs_all):.1f}%" \
                     if tasks.get(args.task).cells else ""

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 import tasks
-from evaluation.validation import make_curve
+from eval import validation_curve
 from logprob import SEED_STRIDE, mask_generator, mask_seeds, one_step_logprobs
 from methods import espo, estimators, justgrpo, sampling, spg, trajectory, wd1
 from methods.common import Objective
@@ -393,7 +393,7 @@ if __name__ == "__main__":
     metrics_file, elapsed0 = open_metrics(args.out_dir, {**split, **vars(args), "world_size": world_size},
                                           start_round) if master else (None, 0.0)
     # --eval-every: val_acc from the start model on, the best round kept (ops/best.py); --test-curve: the toy's study
-    curve = make_curve(args, raw_model, tokenizer, val) if args.eval_every and master else None
+    curve = validation_curve(args, raw_model, tokenizer, val) if args.eval_every and master else None
     best = Best(args, run, start_round, lambda s: save_checkpoint(args, run, raw_model, optimizer, s, split, False))
     if curve and start_round == 0:
         log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})

@@ -5,7 +5,7 @@ Per seed s: the tiny init model and its masked SFT run (built once, cached, shar
 with the same recipe), then grpo.py once per variant from that same SFT model, then eval.py on both
 models over the same held-out items. The answer is d_s = acc(B) - acc(A) per seed and the 95%
 t-interval of its mean over seeds: A and B of a seed share the SFT model and the eval items, so how good
-that seed's SFT model happened to be cancels in the difference (lab/stats.py: summarize does the same
+that seed's SFT model happened to be cancels in the difference (ops/stats.py: summarize does the same
 for lab/runs/toy.sh).
 
 A variant is a string of grpo.py flags put LAST on its command line, so they win over --grpo-flags.
@@ -40,8 +40,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpo
-from lab.stats import mean_and_spread
-from evaluation.results import MANIFEST, load_results
+import tasks
+from ops.results import MANIFEST, load_results
+from ops.stats import mean_and_spread
 from ops.checks import require, upfront
 from ops.metrics import METRICS_FILE, read_metrics
 
@@ -149,7 +150,7 @@ def read_eval_records(eval_dir):
     --rescore / --compare: it refuses an unfinished run or a missing item)."""
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
     require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
-    (recs,) = load_results(dirs).values()
+    (recs,) = load_results(dirs, tasks.TASKS).values()
     return recs
 
 
@@ -170,7 +171,7 @@ def paired_summary(acc_a, acc_b):
     mean and its 95% t-interval over seeds (None with one seed), and each side's mean."""
     require(len(acc_a) == len(acc_b) >= 1, f"need as many A as B accuracies, got {len(acc_a)} and {len(acc_b)}")
     diffs = [b - a for a, b in zip(acc_a, acc_b)]
-    mean, sd, half = mean_and_spread(diffs)  # lab/stats.py: t quantile with n - 1 degrees of freedom
+    mean, sd, half = mean_and_spread(diffs)  # ops/stats.py: t quantile with n - 1 degrees of freedom
     ci = [mean - half, mean + half] if len(diffs) > 1 else None
     return {"n": len(diffs), "diffs": diffs, "mean": mean, "sd": sd, "ci": ci,
             "mean_a": sum(acc_a) / len(acc_a), "mean_b": sum(acc_b) / len(acc_b)}

@@ -15,7 +15,7 @@ import glob
 import json
 import os
 
-from lab.stats import mean_and_spread
+from ops.stats import mean_and_spread
 from ops.metrics import read_metrics
 
 BASELINE = "default"

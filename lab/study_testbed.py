@@ -26,7 +26,7 @@ from taskdata import countdown_toy
 from modelio.checkpoint import load
 from taskdata.data import pad_left
 import tasks
-from evaluation.evaluate import eval_prompt_ids
+from eval import eval_prompt_ids
 from rewards import countdown_reward
 from sample import generate
 

@@ -245,3 +245,26 @@ def check_sft_args(args, world_size, task_names):
     check_fraction("--toy-unfilled", args.toy_unfilled, hi_open=False)
     check_training_flags(args)  # optimizer, LoRA / 4-bit, saves, precision: shared with grpo.py
     check_data_paths([args.data] if args.data else [])
+
+
+def check_eval_args(args, orders):
+    """eval.py's flags that cannot work, as one InputError (`orders`: the sampler's remasking orders). The
+    items, the schedules, the model directory and the result directories are checked after it."""
+    require(args.seeds >= 1, f"--seeds must be >= 1, got {args.seeds}")
+    require(args.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {args.temperature}")
+    require(args.seeds == 1 or args.temperature > 0, f"--seeds {args.seeds} at --temperature 0: greedy decoding "
+            f"is deterministic, so every seed would give the same result; give --temperature > 0, or one seed")
+    for flag in ("batch_size", "limit", "block_length", "steps"):
+        require(getattr(args, flag) >= 0, f"--{flag.replace('_', '-')} must be >= 0 (0 = the default), "
+                                          f"got {getattr(args, flag)}")
+    require(args.toy_items >= 1, f"--toy-items must be >= 1, got {args.toy_items}")
+    require(args.dist_timeout >= 1, f"--dist-timeout must be >= 1 second, got {args.dist_timeout}")
+    require(args.remasking in orders, f"--remasking must be one of {orders}, got {args.remasking!r}")
+    require(args.threshold == 0 or (0 < args.threshold <= 1 and args.remasking == "low_confidence"),
+            f"--threshold must be 0 (off) or in (0, 1] with --remasking low_confidence, got {args.threshold}")
+    require(args.dtype in ("", "float32", "bfloat16", "float16"), f"--dtype must be float32 | bfloat16 | "
+                                                                   f"float16, got {args.dtype!r}")
+    require(not (args.resume and args.force), "--resume and --force contradict each other: continue the run, "
+                                              "or start over")
+    require(not os.path.exists(args.out_dir) or os.path.isdir(args.out_dir),
+            f"--out-dir {args.out_dir} exists and is not a directory")

@@ -15,8 +15,14 @@ RL_SHUFFLE_SEED = 42  # d1 shuffles its RL prompts with seed 42
 
 
 def toy_blanks(spec):
-    """--toy-blanks "min,max" -> (min, max) blank cells per puzzle."""
-    return tuple(map(int, spec.split(",")))
+    """--toy-blanks "min,max" -> (min, max) blank cells per puzzle, or a ValueError saying what is wrong."""
+    try:
+        lo, hi = map(int, spec.split(","))
+    except ValueError:
+        raise ValueError(f"--toy-blanks must be two integers min,max, got {spec!r}") from None
+    if not 1 <= lo <= hi <= 16:
+        raise ValueError(f"--toy-blanks: need 1 <= min <= max <= 16 blank cells, got {spec!r}")
+    return lo, hi
 
 
 def task_examples(task, path, args, sft_seed=None, **kw):

@@ -17,6 +17,7 @@ from conftest import REPO, SHARED_DATA, run, write_digit_model
 from taskdata.code_data import check_tests
 from taskdata.parsers import parse_code_eval, score_code_batch
 from ops.metrics import read_metrics
+from ops.results import canonical
 from rewards import coding_reward
 from tasks import total_reward, total_rewards
 
@@ -103,7 +104,8 @@ def test_loaders_counts_and_prompts():
 def test_reference_solutions_pass_through_the_eval_path(tmp_path, task, path, expected):
     # eval.py --canonical: reference solutions written as completions, parsed, run in sandbox/run.py,
     # saved as JSONL + manifest, read back and re-scored (the --rescore path)
-    passed, n, failed = evaluation.canonical(task, path, out_dir=tmp_path)
+    items = evaluation.load_items(task, str(path))
+    passed, n, failed = canonical(task, items, False, evaluation.data_identity(str(path)), tmp_path, tasks.TASKS)
     assert (passed, n, failed) == (expected, expected, [])
 
 

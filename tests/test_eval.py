@@ -13,9 +13,10 @@ import sys
 import pytest
 
 from conftest import REPO, SHARED_DATA, run, torchrun
-from lab.stats import mean_and_spread, paired_bootstrap, summarize
+from ops.stats import mean_and_spread, paired_bootstrap, summarize
 from modelio.checkpoint import make_tiny
-from evaluation.results import D1_FILE, rescore
+from ops.results import D1_FILE, rescore
+from tasks import TASKS
 
 
 def test_paired_bootstrap_and_mean_ci():
@@ -55,7 +56,7 @@ def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, t
     rows = json.loads((tmp_path / "a.json").read_text())
     assert rows[0]["task"] == "toy" and rows[0]["items"] == 12 and f"{rows[0]['accuracy']:.1f}%" in out
     # rescoring the saved run gives the same accuracy
-    assert rescore([str(d)])[0]["accuracy"] == rows[0]["accuracy"]
+    assert rescore([str(d)], TASKS)[0]["accuracy"] == rows[0]["accuracy"]
     # two sampling seeds at temperature 1: two result dirs and a mean with a CI
     out = run(ev + ["--out-dir", str(tmp_path / "s"), "--seeds", "2", "--temperature", "1.0"], REPO)
     assert (tmp_path / "s" / "toy_16_seed0" / "manifest.json").exists() and (tmp_path / "s" / "toy_16_seed1").exists()
@@ -102,7 +103,7 @@ def test_real_task_smoke_run_uses_d1_subset_and_eval_prompt(tmp_path, tiny):
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
 def test_rescore_d1_files_json(tmp_path):
     files = sorted(str(p) for p in (SHARED_DATA / "d1_eval_baselines").glob("countdown_instruct_*_generations.json"))
-    rows = rescore(files, json_out=tmp_path / "r.json")
+    rows = rescore(files, TASKS, json_out=tmp_path / "r.json")
     assert [(r["task"], r["gen_length"], r["items"]) for r in rows] == [("countdown", g, 256) for g in (128, 256, 512)]
     assert [round(r["accuracy"], 1) for r in rows] == [20.7, 19.5, 16.0]
     assert json.loads((tmp_path / "r.json").read_text()) == rows
@@ -112,8 +113,8 @@ def test_rescore_d1_files_json(tmp_path):
 def test_rescore_a_folder_of_d1_files_equals_the_files(tmp_path):
     # `--rescore d1_eval_baselines` stands for the *_generations.json files in it: d1's LLaDA row
     folder = SHARED_DATA / "d1_eval_baselines"
-    rows = rescore([str(folder)])
-    assert rows == rescore(sorted(str(p) for p in folder.glob("*_generations.json")))
+    rows = rescore([str(folder)], TASKS)
+    assert rows == rescore(sorted(str(p) for p in folder.glob("*_generations.json")), TASKS)
     assert [round(r["accuracy"], 1) for r in rows if r["task"] == "gsm8k"] == [69.3, 76.4, 78.1]
     out = run([sys.executable, str(REPO / "eval.py"), "--rescore", str(folder)], REPO)
     assert "gsm8k  256:  1130 items, accuracy 76.4%" in out
@@ -123,8 +124,8 @@ def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
     args = [str(REPO / "eval.py"), "--model-dir", str(tiny), "--toy-items", "10"]
     run([sys.executable, *args, "--out-dir", str(tmp_path / "one")], REPO)
     run(torchrun(2) + [*args, "--out-dir", str(tmp_path / "two")], REPO)
-    one = rescore([str(tmp_path / "one" / "toy_16")])
-    two = rescore([str(tmp_path / "two" / "toy_16")])
+    one = rescore([str(tmp_path / "one" / "toy_16")], TASKS)
+    two = rescore([str(tmp_path / "two" / "toy_16")], TASKS)
     assert one == two and one[0]["items"] == 10
     assert len((tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").read_text().splitlines()) == 5
     # one process into the same folder: refused without --force; --force deletes the 2-rank run's files, so
@@ -134,7 +135,7 @@ def test_torchrun_sharding_gives_the_same_results(tmp_path, tiny):
     assert res.returncode == 2 and "--force starts over" in res.stderr
     run([sys.executable, *args, "--out-dir", str(tmp_path / "two"), "--force"], REPO)
     assert not (tmp_path / "two" / "toy_16" / "generations.rank1.jsonl").exists()
-    assert rescore([str(tmp_path / "two" / "toy_16")]) == one
+    assert rescore([str(tmp_path / "two" / "toy_16")], TASKS) == one
 
 
 def test_summarize_prints_the_make_run_table(tmp_path, capsys):

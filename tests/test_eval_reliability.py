@@ -17,7 +17,8 @@ import sys
 import pytest
 
 from conftest import REPO, run, write_digit_model
-from evaluation.results import load_results, rescore, result_dir_state, resume_records
+from ops.results import load_results, rescore, result_dir_state, resume_records
+from tasks import TASKS
 
 # the toy on 6 items in batches of 2 (3 batches per run), two seeds at temperature 1: the sampler draws
 # from each batch's generator, so a resume that got a batch's items or its key wrong changes the files
@@ -78,13 +79,13 @@ def test_killed_run_resumed_equals_an_uninterrupted_one(tmp_path, digits, refere
     assert len((killed / "generations.rank0.jsonl").read_text().splitlines()) == 2  # the batch before the kill
     # an unfinished run is not scored on the items it got to
     with pytest.raises(ValueError, match="did not finish; resume it with --resume"):
-        load_results([str(killed)])
+        load_results([str(killed)], TASKS)
     stdout = run(ev(digits, out, "--resume"), REPO)
     for seed in (0, 1):
         assert rank0(out, seed) == rank0(ref_out, seed)  # byte-identical records
         assert json.loads((out / f"toy_16_seed{seed}" / "manifest.json").read_text())["complete"] is True
     assert accuracies(stdout) == accuracies(ref_stdout) and len(accuracies(stdout)) == 2
-    assert rescore([str(out / "toy_16_seed1")]) == rescore([str(ref_out / "toy_16_seed1")])
+    assert rescore([str(out / "toy_16_seed1")], TASKS) == rescore([str(ref_out / "toy_16_seed1")], TASKS)
 
 
 def test_a_stop_signal_ends_at_a_batch_boundary_and_resume_is_byte_identical(tmp_path, digits, reference):
@@ -175,30 +176,30 @@ def test_resume_repairs_a_finished_run_whose_rank_file_lost_records(tmp_path, di
                                                                                 "manifest.json")
     assert accuracies(stdout) == accuracies(ref_stdout) and len(accuracies(stdout)) == 2
     assert (tmp_path / "summary.json").read_bytes() == (ref_out.parent / "summary.json").read_bytes()
-    assert rescore([str(d)]) == rescore([str(ref_out / d.name)])
+    assert rescore([str(d)], TASKS) == rescore([str(ref_out / d.name)], TASKS)
 
 
 def test_results_are_read_as_the_manifest_names_them(tmp_path, reference):
     ref_out, _ = reference
     d = tmp_path / "toy_16"
     shutil.copytree(ref_out / "toy_16_seed0", d)
-    want = rescore([str(d)])
+    want = rescore([str(d)], TASKS)
     # a leftover rank file of an earlier run with more ranks is not read: the manifest says one rank
     (d / "generations.rank1.jsonl").write_text(rank0(ref_out, 1))
-    assert rescore([str(d)]) == want and want[0]["items"] == 6
+    assert rescore([str(d)], TASKS) == want and want[0]["items"] == 6
     man = json.loads((d / "manifest.json").read_text())
     # records that are not the manifest's items: a clear error, never a number
     (d / "manifest.json").write_text(json.dumps({**man, "item_ids": list(range(5))}))
     with pytest.raises(ValueError, match="0 missing .*1 extra or repeated"):
-        load_results([str(d)])
+        load_results([str(d)], TASKS)
     (d / "manifest.json").write_text(json.dumps({**man, "item_ids": list(range(7))}))
     with pytest.raises(ValueError, match="1 missing"):
-        load_results([str(d)])
+        load_results([str(d)], TASKS)
     # a manifest that names two ranks, one of whose files is gone
     (d / "manifest.json").write_text(json.dumps({**man, "world_size": 2}))
     (d / "generations.rank1.jsonl").unlink()
     with pytest.raises(ValueError, match="generations.rank1.jsonl is missing"):
-        load_results([str(d)])
+        load_results([str(d)], TASKS)
 
 
 def test_a_folder_holding_a_run_is_refused_unless_resume_or_force(tmp_path, digits, reference):

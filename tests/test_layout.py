@@ -10,7 +10,7 @@ import re
 from conftest import REPO
 
 READING_PATH = {"model", "sample", "logprob", "sft", "grpo", "rewards", "tasks", "eval"}
-FOLDERS = ("taskdata", "modelio", "evaluation", "ops", "lab", "methods", "sandbox")
+FOLDERS = ("taskdata", "modelio", "ops", "lab", "methods", "sandbox")
 MAX_LINES = 450  # any .py outside tests/
 
 

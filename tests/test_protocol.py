@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import REPO, run, write_digit_model
-from evaluation.select import bootstrap_ci
+from ops.select import bootstrap_ci
 from ops.best import Best
 from ops.metrics import read_metrics
 from taskdata.puzzles import sudoku_grids
@@ -124,9 +124,9 @@ def test_best_saves_strict_improvements_only_and_survives_a_resume(tmp_path):
 
 def test_bootstrap_ci_brackets_the_accuracy():
     recs = [{"correct": i % 2 == 0} for i in range(100)]
-    lo, hi = bootstrap_ci("toy", recs)
+    lo, hi = bootstrap_ci(recs)
     assert lo < 50 < hi and hi - lo < 25
-    assert bootstrap_ci("toy", [{"correct": True}] * 10) == (100.0, 100.0)
+    assert bootstrap_ci([{"correct": True}] * 10) == (100.0, 100.0)
 
 
 @pytest.mark.parametrize("extra, says", [

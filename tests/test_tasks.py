@@ -367,7 +367,7 @@ def test_rl_prompt_is_cut_from_the_left(tok):
 def test_call_sites_use_prompt_ids(tok, tmp_path):
     """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
     G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
-    from evaluation import evaluate as evaluation
+    import eval as evaluation
     import sft
     from taskdata.data import group_prompts
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
@@ -439,7 +439,7 @@ def test_generated_labels_fit_their_lengths_and_earn_the_maximum():
 
 def test_toy_curve_sets_follow_the_task():
     # the curve's items are the task's own (a task it did not know once got Sudoku puzzles)
-    from evaluation.evaluate import toy_curve_sets
+    from eval import toy_curve_sets
     for name in tasks.names("make"):
         sets = toy_curve_sets(name, n=3)
         assert sets["heldout_acc"] == tasks.heldout(name, n=3)

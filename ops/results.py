@@ -23,25 +23,50 @@ A number an eval prints must be the number of the items it names, so:
   - a folder holding an earlier run is refused unless --resume (with the same settings) or --force
     (result_dir_state), checked before any model loads (checks.upfront: one line, exit 2).
 
-Used by eval.py (and lab/stats.py's --compare); nothing here needs a model or a GPU.
+Used by eval.py (and ops/stats.py's --compare); nothing here needs a model or a GPU. The task registry
+(tasks.TASKS) comes in as an argument: a record's eval parser scores, its `cells` says Sudoku's average.
 """
 import glob
 import hashlib
 import json
 import os
 import re
+import sys
+import time
 from collections import Counter
 
-import tasks
-from taskdata import parsers
-from evaluation.evaluate import accuracy
 from ops.checks import require
+from ops.stop import EXIT_STOPPED
+from taskdata import parsers
 
 # d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
 # d1 calls MATH "math500"
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
 D1_TASKS = parsers.D1_RELEASED_TASK_NAMES  # d1's file-name task -> ours
 MANIFEST = "manifest.json"
+# the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
+SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
+
+
+def accuracy(records, cells=False):
+    """Accuracy in percent, as d1 reports it: for Sudoku (cells) the micro-average over blank cells, Σ correct
+    cells / Σ empty cells (docs/d1.md §8.3); otherwise 100 x correct / processed, summed over the ranks' files
+    (docs/d1.md §8.1)."""
+    if not records:
+        return float("nan")
+    if cells:
+        return 100 * sum(r["cells_correct"] for r in records) / max(1, sum(r["cells_total"] for r in records))
+    return 100 * sum(bool(r["correct"]) for r in records) / len(records)
+
+
+def score_batch(registry, task, generations, examples):
+    """The eval parser of `task` (its record in registry) over many items (the code tasks run their programs
+    in parallel)."""
+    require(task in registry, f"unknown task {task!r}; expected one of {', '.join(registry)}")
+    t = registry[task]
+    require(t.score is not None, f"task {task!r} has no eval parser; evaluable: "
+                                 f"{', '.join(n for n, r in registry.items() if r.score)}")
+    return t.score(generations, examples)
 
 
 def sha256_file(path):
@@ -139,10 +164,11 @@ def expand_paths(paths):
     return out
 
 
-def load_results(paths):
+def load_results(paths, registry):
     """{(task, gen_length): [records]} from our result dirs and/or d1's *_generations.json files (or
-    folders of them). d1's files are re-scored here with our copy of d1's parsers. A result dir whose
-    run did not finish is refused, not scored on the items it got to."""
+    folders of them), scored by the tasks' eval parsers (registry: tasks.TASKS). d1's files are re-scored
+    here with our copy of d1's parsers. A result dir whose run did not finish is refused, not scored on the
+    items it got to."""
     groups = {}  # (task, gen_length) -> records, pooled over ranks / shard files
     for path in expand_paths(paths):
         if os.path.isdir(path):  # ours: the manifest says what was run, the JSONL files hold the items
@@ -154,7 +180,7 @@ def load_results(paths):
             recs = read_records(path, man)
             task = man["task"]
             # re-score from the stored generation, so a parser fix applies to old runs too (code: runs it again)
-            scored = tasks.score_eval_batch(task, [r["generation"] for r in recs], [r["example"] for r in recs])
+            scored = score_batch(registry, task, [r["generation"] for r in recs], [r["example"] for r in recs])
             recs = [{**r, **sc} for r, sc in zip(recs, scored)]
             groups.setdefault((task, man["gen_length"]), []).extend(recs)
             continue
@@ -171,17 +197,18 @@ def load_results(paths):
             # target, puzzle, solution)
             ex = parsers.d1_example_from_released(task, it)
             groups.setdefault((task, gen), []).append({"generation": it["generations"],
-                                                       **tasks.score_eval(task, it["generations"], ex)})
+                                                       **score_batch(registry, task, [it["generations"]], [ex])[0]})
     return groups
 
 
-def rescore(paths, json_out=None):
+def rescore(paths, registry, json_out=None):
     """One line per (task, gen_length): items and accuracy (and the Sudoku solve rate)."""
     rows = []
-    for (task, gen), recs in sorted(load_results(paths).items()):
-        row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(task, recs), 2)}
+    for (task, gen), recs in sorted(load_results(paths, registry).items()):
+        cells = registry[task].cells
+        row = {"task": task, "gen_length": gen, "items": len(recs), "accuracy": round(accuracy(recs, cells), 2)}
         extra = ""
-        if tasks.get(task).cells:
+        if cells:
             # d1 reports the cell score only; the share of puzzles solved completely is the stricter number
             row["solve_rate"] = round(100 * sum(r["solved"] for r in recs) / len(recs), 2)
             extra = f"  (puzzles solved {row['solve_rate']:.1f}%)"
@@ -295,3 +322,77 @@ def result_dir_state(out, settings, resume, force):
     except ValueError:
         return "partial"
     return "complete"
+
+
+# -----------------------------------------------------------------------------
+# one result dir on this rank, start to finish; --canonical
+
+
+def fill_result_dir(out, manifest, state, rank, item_ids, batch_size, run, stop, barrier):
+    """One run (a result dir in `state` "fresh" or "partial", result_dir_state) on this rank: the manifest
+    first ("complete": false: from here on a kill leaves a dir that --rescore and --compare refuse and
+    --resume continues); this rank's records of `item_ids` appended batch by batch by run(skip, on_batch),
+    a --resume keeping the whole batches on disk (skip: how many); a stop signal (stop.signal, ops/stop.py)
+    ends the rank at its batch's end with exit 75; then every rank's file whole (barrier: the process
+    group's, a no-op in one process) before rank 0 reads them back and marks the manifest complete."""
+    t0, mine = time.time(), rank_file(out, rank)
+    if rank == 0:
+        os.makedirs(out, exist_ok=True)
+        write_manifest(out, {**manifest, "complete": False})
+    barrier()  # the dir exists (and --force's deletions are done) before any rank writes
+    # --resume: the whole batches before a torn or garbled line stay; fresh: an empty file
+    done = resume_records(mine, item_ids, batch_size) if state == "partial" else []
+    write_atomic(mine, "".join(done))
+    if state == "partial":  # what was kept, so a repaired finished run does not pass silently
+        print(f"[rank {rank}] --resume: {mine} keeps {len(done)} of its {len(item_ids)} records (whole batches) "
+              f"and generates the other {len(item_ids) - len(done)}", flush=True)
+
+    def on_batch(records):
+        # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records travel
+        # between ranks and a kill loses at most the batch in flight
+        append_records(mine, records)
+        if stop.signal:  # every rank got it (torchrun passes it on): each stops at its own batch's end
+            print(f"[rank {rank}] stopped by {stop.signal} with whole batches in {mine}; the same command with "
+                  f"--resume continues", flush=True)
+            sys.exit(EXIT_STOPPED)
+    run(len(done), on_batch)
+    barrier()  # every rank's file is complete before rank 0 reads them back
+    if rank == 0:
+        read_records(out, manifest)  # every item exactly once, before the manifest says complete
+        # wall_seconds: this process's share (a resumed run's earlier part is not counted)
+        write_manifest(out, {**manifest, "complete": True, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "wall_seconds": round(time.time() - t0, 1)})
+
+
+def reference_generation(ex):
+    """A code item's reference solution written as a completion in d1's format: a ```python fence
+    inside <answer>. --canonical scores these through the very path model generations take."""
+    return f"<reasoning>\nThe reference solution.\n</reasoning>\n<answer>\n```python\n{ex['solution']}\n```\n</answer>"
+
+
+def canonical(task, items, full, data_identity, out_dir, registry):
+    """eval.py --canonical: a code benchmark's reference solutions (reference_generation) of `items` [(id,
+    example)] scored through the eval path: the JSONL + manifest (data_identity: its (data_file,
+    data_sha256)), read back and scored by load_results (parse, sandbox) as --rescore does. Prints the pass
+    rate and every failure; returns (passed, items, failed item ids)."""
+    t0 = time.time()
+    # written unscored: load_results below scores them, exactly as --rescore scores a saved run
+    recs = [{"id": i, "prompt": ex["prompt"], "generation": reference_generation(ex),
+             "example": {k: ex[k] for k in SCORING_FIELDS if k in ex}} for i, ex in items]
+    out = os.path.join(out_dir, f"{task}_canonical")
+    os.makedirs(out, exist_ok=True)
+    # the reference solutions are fixed, so an earlier canonical run here is simply replaced: rank file first,
+    # then the manifest that calls it complete (load_results reads exactly the rank files it names)
+    write_atomic(rank_file(out, 0), "".join(json.dumps(r) + "\n" for r in recs))
+    write_manifest(out, {"task": task, "data_file": data_identity[0], "data_sha256": data_identity[1],
+                         "full": full, "items": len(items), "item_ids": [i for i, _ in items],
+                         "gen_length": "canonical", "model_dir": None, "world_size": 1,
+                         "parser_version": parsers.PARSER_VERSION, "complete": True})
+    (recs,) = load_results([out], registry).values()  # parsed and run from the files: what --rescore reports
+    failed = [r["id"] for r in recs if not r["correct"]]
+    task_ids = dict(items)
+    for r in recs:
+        if not r["correct"]:
+            print(f"  FAIL {task_ids[r['id']]['task_id']}: {r['tests_passed']}/{r['tests_total']} tests")
+    print(f"{task} reference solutions: {len(recs) - len(failed)}/{len(recs)} pass ({time.time() - t0:.0f}s) -> {out}")
+    return len(recs) - len(failed), len(recs), failed

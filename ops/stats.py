@@ -9,7 +9,8 @@ much of a difference between two numbers is noise.
   - summarize: the CPU pipeline's table, SFT vs SFT + diffu-GRPO per seed with mean, std and CI
     (`python eval.py --summarize out/toy`, which `make run` prints at its end).
 
-Pure Python over eval.py's result files (evaluation/results.py): no model, no GPU.
+Pure Python over eval.py's result files (ops/results.py): no model, no GPU. The task registry
+(tasks.TASKS) comes in as an argument.
 """
 import glob
 import json
@@ -18,8 +19,7 @@ import os
 import random
 import statistics
 
-import tasks
-from evaluation.results import load_results, read_manifest
+from ops.results import load_results, read_manifest
 
 
 def mean_and_spread(values):
@@ -38,10 +38,10 @@ def mean_and_spread(values):
     return mean, sd, t975 * sd / math.sqrt(n)
 
 
-def item_scores(task, recs):
+def item_scores(recs, cells=False):
     """Per-item score in [0, 1] whose mean is the accuracy (Sudoku: cells; the cell micro-average
     equals the mean per-puzzle cell score when every puzzle has the same number of blanks)."""
-    if tasks.get(task).cells:
+    if cells:
         return {r["id"]: r["cells_correct"] / max(1, r["cells_total"]) for r in recs}
     return {r["id"]: float(bool(r["correct"])) for r in recs}
 
@@ -64,7 +64,7 @@ MUST_MATCH = ("task", "data_sha256", "toy_blanks", "item_ids", "gen_length", "bl
               "temperature", "remasking", "parser_version")
 
 
-def compare(dir_a, dir_b, force=False):
+def compare(dir_a, dir_b, registry, force=False):
     """Paired bootstrap CI of accuracy(B) - accuracy(A) over the items both evaluated."""
     mans = [read_manifest(d) for d in (dir_a, dir_b)]
     bad = [k for k in MUST_MATCH if mans[0].get(k) != mans[1].get(k)]
@@ -81,8 +81,8 @@ def compare(dir_a, dir_b, force=False):
     if other:
         print(f"note: the runs also differ in {other}")
     task = mans[0]["task"]
-    (ra,), (rb,) = load_results([dir_a]).values(), load_results([dir_b]).values()  # one group each
-    sa, sb = item_scores(task, ra), item_scores(task, rb)
+    (ra,), (rb,) = load_results([dir_a], registry).values(), load_results([dir_b], registry).values()
+    sa, sb = item_scores(ra, registry[task].cells), item_scores(rb, registry[task].cells)  # one group each
     # pair by item id: the same question scored by both models
     common = sorted(set(sa) & set(sb))  # equal item ids are guaranteed unless --force
     diff, lo, hi = paired_bootstrap([sa[i] for i in common], [sb[i] for i in common])

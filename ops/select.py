@@ -20,10 +20,9 @@ import random
 import subprocess
 import sys
 
-from evaluation.evaluate import accuracy
-from evaluation.results import load_results
 from ops.checks import require, upfront
 from ops.metrics import read_json, read_metrics
+from ops.results import accuracy, load_results
 from ops.resume import BEST_FILE, INFO_FILE
 
 EVAL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval.py")
@@ -32,10 +31,11 @@ OWN_FLAGS = ("--select", "--select-nproc", "--out-dir", "--json", "--model-dir")
 CHILD = "NANO_D1_SELECT_CHILD"  # set in the subprocesses: an abbreviated --select there must not recurse
 
 
-def bootstrap_ci(task, records, n_boot=2000, seed=0):
-    """95% percentile bootstrap interval of accuracy(task, ·) (%) over the items, resampled with replacement."""
+def bootstrap_ci(records, cells=False, n_boot=2000, seed=0):
+    """95% percentile bootstrap interval of the accuracy (%; cells: Sudoku's average) over the items,
+    resampled with replacement."""
     rng, n = random.Random(seed), len(records)
-    stats = sorted(accuracy(task, [records[rng.randrange(n)] for _ in range(n)]) for _ in range(n_boot))
+    stats = sorted(accuracy([records[rng.randrange(n)] for _ in range(n)], cells) for _ in range(n_boot))
     return stats[int(0.025 * n_boot)], stats[int(0.975 * n_boot) - 1]
 
 
@@ -92,9 +92,10 @@ def table(rows, best, curve):
     return "\n".join(lines) + "\n"
 
 
-def select(run_dir, task, argv, out_dir, nproc=1):
+def select(run_dir, task, argv, out_dir, registry, nproc=1):
     """Evaluate the final and the validation-selected checkpoint of run_dir; write and print the report
-    (select.json, select.md in out_dir). -> None, so eval.py exits 0 with SystemExit(select(...))."""
+    (select.json, select.md in out_dir; registry: tasks.TASKS). -> None, so eval.py exits 0 with
+    SystemExit(select(...))."""
     with upfront("eval.py --select"):
         require(not os.environ.get(CHILD), "--select inside --select: spell the flag out in full")
         require(int(os.environ.get("WORLD_SIZE", 1)) == 1, "--select starts eval.py per checkpoint: run it "
@@ -110,8 +111,8 @@ def select(run_dir, task, argv, out_dir, nproc=1):
             # eval.py's result dirs of this length: <task>_<gen>, or <task>_<gen>_seed<s> with --seeds
             dirs = glob.glob(os.path.join(out_dir, name, f"{task}_{gen}")) + \
                 glob.glob(os.path.join(out_dir, name, f"{task}_{gen}_seed*"))
-            recs = [rec for group in load_results(sorted(dirs)).values() for rec in group]  # seeds pooled
-            ci = bootstrap_ci(task, recs) if recs else (math.nan, math.nan)
+            recs = [rec for group in load_results(sorted(dirs), registry).values() for rec in group]  # seeds pooled
+            ci = bootstrap_ci(recs, registry[task].cells) if recs else (math.nan, math.nan)
             rows.append({"checkpoint": name, "path": path, "step": step, "gen_length": gen,
                          "accuracy": r["accuracy"], "ci": [round(ci[0], 2), round(ci[1], 2)], "items": r["items"]})
     curve = [(m["step"], m["val_acc"]) for m in read_metrics(run_dir) if "val_acc" in m]
