@@ -22,6 +22,9 @@ import argparse
 
 import torch
 
+from modelio.checkpoint import TINY_DIR, load
+from modelio.tokenizer import prompt_ids
+
 # -----------------------------------------------------------------------------
 # the estimator
 
@@ -109,9 +112,6 @@ def mask_seeds(seed, rnd, num_iterations, fixed=False):
 # demo: python logprob.py [--model-dir PATH]
 
 if __name__ == "__main__":
-    from modelio.checkpoint import TINY_DIR, load
-    from modelio.tokenizer import prompt_ids
-
     parser = argparse.ArgumentParser(description="d1's one-step log-probs of one answer")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,
                         help="checkpoint dir in the official layout; the default tiny random model is created if missing")

@@ -35,7 +35,7 @@ d1's bugs are reproduced by default, because they shape d1's reward scale and dy
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
 Separately, the code reward's asserts are strict by default (sandbox/run.py STRICT_ASSERTS, docs/code-task.md):
 an object that lies about equality, or a subclass of a builtin, scores nothing, while honest programs
-score as with d1's plain asserts. sandbox.STRICT_ASSERTS = False restores d1's plain asserts exactly.
+score as with d1's plain asserts. sandbox.run.STRICT_ASSERTS = False restores d1's plain asserts exactly.
 
 Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's eval
 parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and test
@@ -66,6 +66,7 @@ from sandbox import code_prep
 from taskdata.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
 from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 from sandbox.code_prep import extract_code  # also read from here by parsers.py and the tests
+from sandbox.run import run_batch as sandbox_run_batch
 
 D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
 
@@ -345,8 +346,7 @@ def coding_reward(completion, example, *, fixed=None, run=None):
 
 def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
     """coding_reward for many completions, the programs run in parallel (sandbox.run_batch)."""
-    if run_batch is None:
-        from sandbox.run import run_batch  # standard library only; imported on first use
+    run_batch = run_batch or sandbox_run_batch
     scores, jobs, where = [], [], []
     for completion, example in zip(completions, examples):
         if len(completion) > MAX_CODE_COMPLETION:

@@ -26,6 +26,9 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+from modelio.checkpoint import TINY_DIR, load
+from modelio.tokenizer import prompt_ids
+
 REMASKING_STRATEGIES = ("low_confidence", "random")  # LLaDA's two: which blanks a step writes
 
 # -----------------------------------------------------------------------------
@@ -215,7 +218,6 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
 
 def demo_parser(description):
     """The demo's flags: a model, a prompt, the schedule, the temperature, the noise seed."""
-    from modelio.checkpoint import TINY_DIR
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,
                         help="checkpoint dir, official layout (the default tiny model is made if missing)")
@@ -232,8 +234,6 @@ def demo(parser, sampler, options=()):
     """Sample one completion of --prompt with `sampler` (a generate, given the flags named in `options`
     too) and print it; a bad directory or options that do not combine (checked before any forward) are
     one line, exit 2."""
-    from modelio.checkpoint import load
-    from modelio.tokenizer import prompt_ids
     args = parser.parse_args()
     print(vars(args))
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -27,7 +27,8 @@ from typing import Callable
 import numpy as np
 
 import rewards as R
-from modelio.tokenizer import D1_TAGS
+from modelio.hub import resolve_model
+from modelio.tokenizer import D1_TAGS, load_tokenizer, make_tiny_tokenizer, prompt_ids
 from taskdata import code_data, countdown_toy, digitsum, parsers, pbe, puzzles, readers
 
 # -----------------------------------------------------------------------------
@@ -414,9 +415,6 @@ if __name__ == "__main__":
     parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
-    # imported here, not at the top: only this demo needs a tokenizer
-    from modelio.hub import resolve_model  # a directory, a hub cache or a hub id
-    from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
     # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
     tok = load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir else make_tiny_tokenizer()
     data = Path(args.data_dir)

@@ -44,6 +44,9 @@ import math
 
 import torch
 
+from modelio.checkpoint import TINY_DIR, load
+from modelio.tokenizer import prompt_ids
+
 
 def subset_masks(N, device="cpu"):
     """(2^N, N) bool: row s masks position i iff bit i of s is set (row 0 = nothing masked)."""
@@ -120,8 +123,6 @@ def exact_references(model, prompt, completion, mask_id=None):
 
 
 if __name__ == "__main__":
-    from modelio.checkpoint import TINY_DIR, load
-    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="exact log-likelihood and exact ELBO of short completions")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR, help="checkpoint in the official layout")

@@ -21,6 +21,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from modelio.checkpoint import make_tiny
+
 REPO = Path(__file__).resolve().parent.parent
 ALGORITHM_SECTION = "## The algorithm, and where each line lives"
 ROUND_VAR = "rnd"        # grpo.py's loop variable: `for rnd in ...` is the round
@@ -129,8 +131,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     os.chdir(REPO)
     os.environ.setdefault("TQDM_DISABLE", "1")
-    sys.path.insert(0, str(REPO))
-    from modelio.checkpoint import make_tiny
     with tempfile.TemporaryDirectory() as tmp:
         make_tiny(os.path.join(tmp, "init"))
         lines = trace_round(["--model-dir", os.path.join(tmp, "init"), "--out-dir", os.path.join(tmp, "grpo"),

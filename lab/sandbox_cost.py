@@ -10,13 +10,14 @@ import os
 import statistics
 import time
 
+from sandbox import run as sandbox
+
 
 def sandbox_cost(group=6, n_tests=10, repeats=3, workers=None):
     """Programs per second that sandbox/run.py scores: one rollout group of `group` programs with `n_tests`
     unit tests each (a correct function and asserts of which 3 fail), one by one (run_tests in a loop)
     and batched (run_batch over the CPU cores), with the checker's two-process verdict and with d1's
     plain asserts (the two interleaved, so that load on the machine hits both alike). Medians of `repeats`."""
-    from sandbox import run as sandbox
     program = "def f(x):\n    return 3 * x + 1\n"
     tests = [f"assert f({k}) == {3 * k + 1 + (k < 3)}" for k in range(n_tests)]  # k = 0, 1, 2 fail
     jobs = [(program, tests)] * group

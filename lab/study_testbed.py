@@ -21,8 +21,7 @@ import math
 import torch
 
 import grpo
-from lab.testbed_families import read_prompt, solved
-from taskdata import countdown_toy
+from lab.testbed_families import FAMILIES, countdown_toy_variant, read_prompt, solved
 from modelio.checkpoint import load
 from taskdata.data import pad_left
 import tasks
@@ -56,16 +55,17 @@ def sample_many(model, tokenizer, items, k, gen, block, steps, temperature, seed
     return [texts[j * k:(j + 1) * k] for j in per_item], [lengths[j * k:(j + 1) * k] for j in per_item]
 
 
-def properties(model, tokenizer, items, k, G, preset):
-    """The testbed's RL-readiness numbers for one model on `items` (see the docstring)."""
+def properties(model, tokenizer, items, k, G, preset, family=""):
+    """The testbed's RL-readiness numbers for one model on `items` (see the docstring); family: the one
+    behind --task countdown_toy (lab/testbed_families.py), "" for the testbed."""
     gen, block, steps, temp = preset["gen_length"], preset["block_length"], preset["diffusion_steps"], \
         preset["temperature"]
     texts, lengths = sample_many(model, tokenizer, items, k, gen, block, steps, temp)
-    # d1's Countdown reward (1 solved, 0.1 formatted, 0); another family (lab switch): 1 if its answer is right
-    score = (lambda t, ex: float(solved(t, ex))) if countdown_toy.FAMILY else countdown_reward
+    # d1's Countdown reward (1 solved, 0.1 formatted, 0); another family: 1 if its answer is right
+    score = (lambda t, ex: float(solved(t, ex))) if family else countdown_reward
     rewards = [[score(t, ex) for t in ts] for ts, ex in zip(texts, items)]
     # did the samples copy what they must from the prompt (the failure docs/testbed.md found)
-    copied = [read_prompt(countdown_toy.FAMILY or "countdown", t, ex) for ts, ex in zip(texts, items) for t in ts]
+    copied = [read_prompt(family or "countdown", t, ex) for ts, ex in zip(texts, items) for t in ts]
     correct = [sum(r == 1.0 for r in rs) for rs in rewards]
     flat_len = [x for ls in lengths for x in ls]
     mean_len = sum(flat_len) / len(flat_len)
@@ -90,8 +90,11 @@ if __name__ == "__main__":
     parser.add_argument("--group", type=int, default=6, help="G of the zero-spread count (the preset's)")
     parser.add_argument("--temperature", type=float, default=None, help="default: the testbed preset's")
     parser.add_argument("--gen-length", type=int, default=0, help="canvas (default: the preset's 48)")
+    parser.add_argument("--family", choices=FAMILIES, default="", help="the family behind countdown_toy "
+                        "(lab/testbed_families.py; default: the testbed's own)")
     parser.add_argument("--json", type=str, default="", help="append the result as one JSON line here")
     args = parser.parse_args()
+    tasks.TASKS["countdown_toy"] = countdown_toy_variant(args.family)  # the lab hands its maker in
     if args.k < args.group or args.items < 1:
         parser.error(f"--k ({args.k}) must be at least --group ({args.group}) and --items at least 1")
     torch.manual_seed(0)
@@ -105,7 +108,7 @@ if __name__ == "__main__":
     items = [ex for _, ex in tasks.heldout("countdown_toy", n=args.items)]
     with torch.no_grad():
         res = {"model_dir": args.model_dir, "temperature": preset["temperature"], "k": args.k,
-               **properties(model, tokenizer, items, args.k, args.group, preset)}
+               **properties(model, tokenizer, items, args.k, args.group, preset, args.family)}
     print(" ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()))
     if args.json:
         with open(args.json, "a") as f:

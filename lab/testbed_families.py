@@ -11,17 +11,28 @@ Both write d1's format with a reasoning of varying length, have clean labels, an
              (no reasoning, no tags: every answer digit sits at a fixed distance from its prompt digit).
 
 make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(text, ex)
-checks the <answer> content. lab/study_testbed.py and the SFT runs of docs/testbed.md use them through
---task countdown_toy with TESTBED_FAMILY set (an experiment switch, read by taskdata/countdown_toy.py).
+checks the <answer> content. The lab hands a family (or another label order of the testbed,
+countdown_toy.ORDERS) in behind --task countdown_toy: countdown_toy_variant() is that task's record with
+the family's maker, and this file runs a script with it in place:
+
+    python -m lab.testbed_families --family sudoku sft.py --task countdown_toy --out-dir out/tb-sudoku ...
+    python -m lab.testbed_families --order left grpo.py --task countdown_toy ...
+    python -m lab.testbed_families            # two samples of each family
 """
+import argparse
 import random
 import re
+import runpy
+import sys
+from dataclasses import replace
+from functools import partial
 
-from taskdata import puzzles
+import tasks
+from taskdata import countdown_toy, puzzles
 from taskdata.answers import first_tag_content
 
-# d1's format, as taskdata/countdown_toy.py writes it (not imported: countdown_toy imports this module)
-COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+COMPLETION = countdown_toy.COMPLETION  # d1's format, as the testbed writes it
+FAMILIES = ("addition", "sudoku", "toy")
 HELD_OUT_LENGTHS = {(2, 4), (4, 2), (3, 5), (5, 3)}  # (digits of a, digits of b) never trained on
 
 
@@ -107,7 +118,31 @@ def solved(text, ex):
     return _answer(text) == ex["answer"] or ("<answer>" not in ex["completion"] and text.lstrip()[:16] == ex["answer"])
 
 
+def countdown_toy_variant(family="", order="free"):
+    """The record of --task countdown_toy with another family's maker (FAMILIES; "": the testbed's own) or,
+    for the testbed, another label order (countdown_toy.ORDERS)."""
+    if family:
+        maker = lambda split, n, seed, data_seed=0, **_: make(family, n, seed, split)  # splits on its own
+    else:
+        maker = tasks.toy_split(countdown_toy.split_multisets, partial(countdown_toy.make_problems, order=order))
+    return replace(tasks.TASKS["countdown_toy"], make=maker)
+
+
 if __name__ == "__main__":
-    for fam in ("addition", "sudoku"):
-        for ex in make(fam, 2, seed=0):
-            print(ex["prompt"], "|", ex["completion"].replace("\n", " "))
+    parser = argparse.ArgumentParser(description="run SCRIPT (sft.py, grpo.py, eval.py, ...) with --task "
+                                     "countdown_toy standing for another family or label order; without a "
+                                     "script, print two samples of each family")
+    parser.add_argument("--family", choices=FAMILIES, default="", help="the family behind countdown_toy "
+                        "(default: the testbed's own)")
+    parser.add_argument("--order", choices=countdown_toy.ORDERS, default="free", help="the testbed's label order "
+                        "(default: %(default)s)")
+    parser.add_argument("script", nargs="?", default="", help="the script to run, then its own flags")
+    args, rest = parser.parse_known_args()
+    if not args.script:
+        for fam in ("addition", "sudoku"):
+            for ex in make(fam, 2, seed=0):
+                print(ex["prompt"], "|", ex["completion"].replace("\n", " "))
+        raise SystemExit
+    tasks.TASKS["countdown_toy"] = countdown_toy_variant(args.family, args.order)  # the lab hands its maker in
+    sys.argv = [args.script, *rest]
+    runpy.run_path(args.script, run_name="__main__")

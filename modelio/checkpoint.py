@@ -43,7 +43,7 @@ from modelio.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lo
 from modelio.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
 from modelio.hub import resolve_model
 from modelio.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
-from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer
+from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -382,7 +382,6 @@ if __name__ == "__main__":
     # the tiny model goes to disk and back through the official layout, exactly like the 8B would
     import argparse
 
-    from modelio.tokenizer import prompt_ids
 
     parser = argparse.ArgumentParser(description="write the tiny LLaDA in the official layout and run one forward pass")
     parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")

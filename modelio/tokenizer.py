@@ -28,6 +28,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelio.families import family_of_config
+
 # LLaDA's special tokens as strings; their ids are looked up in the tokenizer / config, never typed in.
 BOS_TOKEN = "<|startoftext|>"
 EOS_TOKEN = "<|endoftext|>"                # also the pad token, and d1's "end of completion"
@@ -178,7 +180,6 @@ def _qwen2_tokenizer(path):
 def special_ids(tokenizer, config):
     """The token ids the algorithm needs, read once from config and tokenizer and cross-checked; the
     token strings are the model family's (modelio/families.py)."""
-    from modelio.families import family_of_config
     family = family_of_config(config)
     ids = {role: tokenizer.convert_tokens_to_ids(t) for role, t in family.tokens.items()}
     # a tokenizer from another model family would map these strings to unk (or None)

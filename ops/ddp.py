@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from model import LLaDA
 
 DIST_TIMEOUT_S = 1200  # a collective waits this long for a lost rank, then fails (torch: 10-30 min)
 
@@ -323,7 +324,6 @@ def full_state_on_rank0(model):
 def plain_llada(config, state, dtype=None):
     """A plain (unsharded) CPU LLaDA holding `state`, cast to dtype (None: as is). The state dict
     is left untouched: a cast makes new tensors (LLaDA-8B fp32 -> bf16: 16 GB more)."""
-    from model import LLaDA
     with torch.device("meta"):  # no memory: the tensors are put in place below, not copied
         full = LLaDA(config)
     # assign=True makes the (cast) tensors the parameters themselves instead of copying them into

@@ -45,6 +45,7 @@ from modelio.adapters import lora_state_dict
 from modelio.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
 from ops.ddp import (RunError, everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state,
                      plain_llada)
+from ops.checks import check_out_dir, require
 from ops.metrics import ARGS_FILE, METRICS_FILE, read_json
 
 SAVES_DIR = "saves"                  # complete saves, one directory each
@@ -119,7 +120,6 @@ def resolve_auto_resume(args):
     complete save of this same command), a fresh start (no run there, or this command's run
     stopped before its first save: --force clears it) or a refusal (another run's directory:
     any flag outside RESUME_MAY_CHANGE differs). Every rank decides alike from what is on disk."""
-    from ops.checks import require
     require(not args.force, "--resume auto and --force contradict each other: continue the run, or start over")
     saves = complete_saves(args.out_dir)
     recorded = os.path.join(saves[-1][1], INFO_FILE) if saves else os.path.join(args.out_dir, ARGS_FILE)
@@ -148,7 +148,6 @@ def check_run_dir(args):
     is refused unless --resume continues it or --force starts over (checks.check_out_dir, which
     deletes on --force: call this last), and --resume needs a complete save to continue from.
     `--resume auto` is resolved here first."""
-    from ops.checks import check_out_dir, require
     if args.resume == "auto":
         resolve_auto_resume(args)
     check_out_dir(args.out_dir, args.resume, args.force, RUN_FILES)
@@ -172,7 +171,6 @@ def save_bytes(args):
 def check_room(args):
     """Up front: the disk under --out-dir has room for one save (save_bytes); a note when it has not
     for the --keep-last saves plus the one being written."""
-    from ops.checks import require
     where = os.path.abspath(args.out_dir)  # the nearest directory that exists: under torchrun only rank 0
     while not os.path.isdir(where):        # makes the out-dir (ops/lock.py), perhaps after the others got here
         where = os.path.dirname(where)

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 
-from sandbox import contain, server, wire
+from sandbox import checker, contain, server, wire
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(_HERE)
@@ -220,7 +220,6 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
 
 def main(fd):
     """The checker process: jobs from the trainer, each with its server's socket, until EOF."""
-    from sandbox import checker
     sock = socket.socket(fileno=fd)
     while True:
         try:

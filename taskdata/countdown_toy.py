@@ -28,7 +28,6 @@ Held out by structure: a test problem's MULTISET of numbers never occurs in trai
     python -m taskdata.countdown_toy                     # counts, solutions per problem, lengths, samples
 """
 import itertools
-import os
 import random
 import statistics
 from fractions import Fraction
@@ -41,14 +40,13 @@ N_NUMBERS = (2, 3, 4)    # how many numbers a problem has (uniform)
 MAX_TARGET = 99          # targets, and every intermediate value, are integers in 1..MAX_TARGET
 HELD_OUT = 0.2           # share of the number multisets kept for evaluation
 OPS = ("+", "-", "*", "/")
-# Lab switches, read once from the environment, for the variants docs/testbed.md reports (the default is the
-# testbed): TESTBED_ORDER=left | right makes every label combine the numbers in prompt order, from the left
-# ((a op b) op c) or from the right (the last two first, with the target before the numbers in the prompt,
-# so that the first step's numbers sit at a fixed distance from the answer); TESTBED_FAMILY=addition |
-# sudoku swaps in another task family of lab/testbed_families.py behind the same --task countdown_toy
-ORDER = os.environ.get("TESTBED_ORDER", "free")
-FAMILY = os.environ.get("TESTBED_FAMILY", "")
-PROMPT = "Countdown to {target}: {nums}" if ORDER == "right" else "Countdown: {nums} -> {target}"
+# The label orders docs/testbed.md compares (make_problems' `order`; the testbed's own is "free"): "left" and
+# "right" make every label combine the numbers in prompt order, from the left ((a op b) op c) or from the
+# right (the last two first, with the target before the numbers in the prompt, so that the first step's
+# numbers sit at a fixed distance from the answer). lab/testbed_families.py hands the variants in
+ORDERS = ("free", "left", "right")
+PROMPT = "Countdown: {nums} -> {target}"
+RIGHT_PROMPT = "Countdown to {target}: {nums}"  # order "right": the target first
 COMPLETION = "<reasoning>\n{steps}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
 
@@ -62,8 +60,6 @@ def multisets():
 def split_multisets(seed=0, held_out=HELD_OUT):
     """(train, test) lists of number multisets: a seeded split, so a test problem's numbers (in any
     order, with any target) never appear in training."""
-    if FAMILY:  # the other family splits on its own (lab switch, above)
-        return "train", "test"
     ms = list(multisets())
     random.Random(seed).shuffle(ms)
     n_test = round(held_out * len(ms))
@@ -86,18 +82,18 @@ def _render(node):
     return f"{lt}{op}{rt}", op
 
 
-def random_solution(nums, rng):
-    """One random way to combine all of nums, Countdown style: pick two terms and an operation whose
-    result is an integer in 1..MAX_TARGET, replace them by it, repeat. -> (value, steps, tree); value 0
-    when a draw got stuck."""
+def random_solution(nums, rng, order="free"):
+    """One random way to combine all of nums, Countdown style: pick two terms (any two, or in prompt order:
+    ORDERS) and an operation whose result is an integer in 1..MAX_TARGET, replace them by it, repeat.
+    -> (value, steps, tree); value 0 when a draw got stuck."""
     terms = [(n, n) for n in nums]  # (value, tree)
     steps = []
     while len(terms) > 1:
         # which two terms to combine: any two (Countdown's freedom), or the next ones in prompt order
         i, j = {"free": lambda: rng.sample(range(len(terms)), 2), "left": lambda: (0, 1),
-                "right": lambda: (len(terms) - 1, len(terms) - 2)}[ORDER]()
+                "right": lambda: (len(terms) - 1, len(terms) - 2)}[order]()
         (a, ta), (b, tb) = terms[i], terms[j]
-        if a < b and ORDER == "free":  # write the larger first, so - and / stay positive and whole more often
+        if a < b and order == "free":  # write the larger first, so - and / stay positive and whole more often
             (a, ta), (b, tb) = (b, tb), (a, ta)
         ok = [op for op in OPS if {"+": a + b <= MAX_TARGET, "-": a > b, "*": a * b <= MAX_TARGET,
                                    "/": a % b == 0 and b > 1}[op]]
@@ -106,18 +102,16 @@ def random_solution(nums, rng):
         op = rng.choice(ok)
         v = {"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op]
         rest = [t for k, t in enumerate(terms) if k not in (i, j)]
-        terms = [(v, (op, ta, tb))] + rest if ORDER == "left" else rest + [(v, (op, ta, tb))]
+        terms = [(v, (op, ta, tb))] + rest if order == "left" else rest + [(v, (op, ta, tb))]
         steps.append(f"{a}{op}{b}={v}")
     value, tree = terms[0]
     return value, steps, tree
 
 
-def make_problems(multiset_pool, n, seed, max_target=MAX_TARGET):
-    """n problems: a multiset from the pool, its numbers shuffled, a random solution drawn as above;
-    its value (in 1..max_target) is the target, its steps and equation are the label."""
-    if FAMILY:  # lab switch (above): multiset_pool is then "train" or "test"
-        from lab import testbed_families
-        return testbed_families.make(FAMILY, n, seed, multiset_pool)
+def make_problems(multiset_pool, n, seed, max_target=MAX_TARGET, order="free"):
+    """n problems: a multiset from the pool, its numbers shuffled, a random solution drawn as above (in
+    `order`); its value (in 1..max_target) is the target, its steps and equation are the label."""
+    prompt = RIGHT_PROMPT if order == "right" else PROMPT
     # the pool by count of numbers, once: a problem draws the count first, uniform over N_NUMBERS (uniform
     # over multisets would be 70 % fours), then a multiset of that count
     by_count = {}
@@ -128,12 +122,12 @@ def make_problems(multiset_pool, n, seed, max_target=MAX_TARGET):
     while len(out) < n:
         nums = list(rng.choice(by_count[rng.choice(counts)]))
         rng.shuffle(nums)
-        value, steps, tree = random_solution(nums, rng)
+        value, steps, tree = random_solution(nums, rng, order)
         if not 1 <= value <= max_target:
             continue
         answer = _render(tree)[0]
         ex = {"nums": nums, "target": value, "answer": str(value), "expression": answer,
-              "prompt": PROMPT.format(nums=" ".join(map(str, nums)), target=value),
+              "prompt": prompt.format(nums=" ".join(map(str, nums)), target=value),
               "completion": COMPLETION.format(steps="\n".join(steps), answer=answer)}
         out.append(ex)
     return out

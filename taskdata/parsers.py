@@ -17,6 +17,7 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
     score_math(r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
 """
 import re
+from functools import partial
 
 from taskdata.answers import (
     find_numbers,
@@ -29,6 +30,7 @@ from taskdata.answers import (
 )
 from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 from sandbox.code_prep import benchmark_program
+from sandbox.run import run_batch as sandbox_run_batch
 from rewards import (
     COUNTDOWN_CORRECT,
     coding_rewards,
@@ -276,10 +278,7 @@ def score_code_batch(generations, examples, run_batch=None):
     program_prefix (HumanEval's prompt, MBPP's imports), then the parsed code, then each of its
     unit_tests. Correct (pass@1) = every test passes; tests_passed / tests_total beside it."""
     if run_batch is None:
-        from functools import partial
-
-        from sandbox.run import run_batch  # standard library only; imported on first use
-        run_batch = partial(run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
+        run_batch = partial(sandbox_run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
     jobs = [(benchmark_program(ex["program_prefix"], code), list(ex["unit_tests"])) for code, ex in zip(codes, examples)
