@@ -9,8 +9,9 @@ completion token's log-prob off the same logits:
     log π(o | q)     ≈  Σ_k log π(o_k | q')                           (mean-field sum)
 
 q' is the randomly masked prompt. The random prompt mask comes from a seed, so π_θ, π_old and
-π_ref all see the SAME q' (docs/d1.md §3.2): mask_generator and mask_seeds below key it. d1 uses no
-1/p weighting and does NOT divide the logits by the sampling temperature (TRL does); neither do we.
+π_ref all see the SAME q' (docs/d1.md §3.2): mask_generator and mask_seeds below key it. d1
+uses no 1/p weighting and does NOT divide the logits by the sampling temperature (TRL does);
+neither do we.
 
 The field's other estimators (DiffuCoder's coupled masks, LLaDA's Monte-Carlo ELBO) are
 methods/estimators.py's; the objectives' own likelihoods are in their files of methods/.
@@ -57,7 +58,8 @@ def token_logprobs(logits, targets):
 
 def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.15, generator=None,
                       attention_mask=None):
-    """Per-token log π(o_k | q') for each completion token, (B, N) fp32: d1's estimator, one forward of B rows.
+    """Per-token log π(o_k | q') for each completion token, (B, N) fp32: d1's estimator, one
+    forward of B rows.
 
     prompt (B, P) long, may be left-padded: pads count as prompt and may be masked, as in d1.
     completion (B, N) long. generator: a torch.Generator; pass a freshly seeded one
@@ -71,7 +73,8 @@ def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.1
     N = completion.shape[1]
     if attention_mask is not None and attention_mask.shape[1] == P:
         # extend a prompt-only mask with ones over the completion canvas (as the sampler does)
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)], dim=1)  # (B, P+N)
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)],
+                                   dim=1)  # (B, P+N)
     q = noisy_prompt(prompt, p_mask_prompt, generator, mask_id)  # (B, P)
     # the completion tokens never enter the input: the model only sees N mask tokens,
     # and the completion is used solely to pick which log-prob entry to read
@@ -80,33 +83,43 @@ def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.1
     return token_logprobs(logits, completion)  # (B, N)
 
 # -----------------------------------------------------------------------------
-# The masks' keys inside diffu-GRPO.
+# The keys of diffu-GRPO's random streams: its masks and its rollouts' noise. Every stream of a run
+# is keyed by what it is for (run seed, round, mask seed, global micro-batch), never by rank or by
+# draws before: the same numbers on any world size and after a resume (tested).
 
-# The masked prompt q' of a sample comes from a generator rebuilt from a stored key, so π_θ, π_old and
-# π_ref score the very same q' (docs/d1.md §3.2). Keys are primes apart, larger than any count they
-# multiply, so two keys never collide.
+# The masked prompt q' of a sample comes from a generator rebuilt from a stored key, so π_θ,
+# π_old and π_ref score the very same q' (docs/d1.md §3.2). Keys are primes apart, larger than
+# any count they multiply, so two keys never collide.
 SEED_STRIDE = 1_000_003    # between run seeds, and between mask seeds: > micro-batches per round
 MASK_SEED_STRIDE = 7_919   # the μ mask seeds of round r come from generator seed * 7919 + r
 MASK_SEED_RANGE = 2**12    # d1 draws its mask seeds in [0, 4096)
 FIXED_MASK_SEED = 42       # d1's fixed-mask ablation (Fig. 4): seed 42 at every step
+ROUND_STRIDE = 10_007      # between rounds of the rollout noise: prime, > micro-batches a round
 
 
 def mask_generator(seed, micro_index):
     """The generator behind one micro-batch's prompt mask under mask seed `seed`. Keyed by the
     GLOBAL micro-batch index, so θ, θ_old and θ_ref (and any world size) get identical masks."""
-    # a CPU generator: the same mask on any device. d1 reseeds every global RNG with the mask seed, which also
-    # ties the next round's sampling noise to the last mask seed (docs/d1.md §3.2)
+    # a CPU generator: the same mask on any device. d1 reseeds every global RNG with the mask seed,
+    # which also ties the next round's sampling noise to the last mask seed (docs/d1.md §3.2)
     return torch.Generator().manual_seed(seed * SEED_STRIDE + micro_index)
 
 
 def mask_seeds(seed, rnd, num_iterations, fixed=False):
-    """The μ mask seeds of round `rnd` of grpo.py; inner step j uses seed j for every micro-batch."""
-    if fixed:  # d1's ablation (random_masking False): the same q' for all μ steps (docs/d1.md §3.2)
+    """The μ mask seeds of grpo.py's round `rnd`; inner step j uses seed j for each micro-batch."""
+    if fixed:  # d1's ablation (random_masking False): same q' for all μ steps (docs/d1.md §3.2)
         return [FIXED_MASK_SEED] * num_iterations
-    # its own generator, keyed by (run seed, round): a resumed or re-sharded run draws the same seeds
+    # its own generator, keyed by (run seed, round): resumed or re-sharded runs draw the same seeds
     g = torch.Generator().manual_seed(seed * MASK_SEED_STRIDE + rnd)
     # d1: torch.randint(0, 2**12, (μ,)) once per generation round (docs/d1.md §3.2)
     return torch.randint(0, MASK_SEED_RANGE, (num_iterations,), generator=g).tolist()
+
+
+def rollout_generator(seed, rnd, micro_index, device):
+    """The sampling noise of a micro-batch's rollout, keyed by (run seed, round, global micro-batch).
+    On the model's device: (b, block, V) float64 noise drawn on CPU was 3/4 of an 8B rollout."""
+    key = seed * SEED_STRIDE + rnd * ROUND_STRIDE + micro_index
+    return torch.Generator(device=device).manual_seed(key)
 
 # -----------------------------------------------------------------------------
 # demo: python logprob.py [--model-dir PATH]
@@ -114,10 +127,14 @@ def mask_seeds(seed, rnd, num_iterations, fixed=False):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="d1's one-step log-probs of one answer")
     parser.add_argument("--model-dir", type=str, default=TINY_DIR,
-                        help="checkpoint dir in the official layout; the default tiny random model is created if missing")
-    parser.add_argument("--prompt", type=str, default="What is 2+3?", help="user message (chat template applied)")
-    parser.add_argument("--answer", type=str, default="The answer is 5.", help="answer text to score")
-    parser.add_argument("--p-mask", type=float, default=0.15, help="prompt masking probability (d1: 0.15)")
+                        help="checkpoint dir in the official layout; the default tiny random "
+                             "model is created if missing")
+    parser.add_argument("--prompt", type=str, default="What is 2+3?",
+                        help="user message (chat template applied)")
+    parser.add_argument("--answer", type=str, default="The answer is 5.",
+                        help="answer text to score")
+    parser.add_argument("--p-mask", type=float, default=0.15,
+                        help="prompt masking probability (d1: 0.15)")
     parser.add_argument("--seed", type=int, default=0, help="mask seed")
     args = parser.parse_args()
     print(vars(args))
@@ -126,10 +143,12 @@ if __name__ == "__main__":
     model, tok = load(args.model_dir, device=device)
     model.eval()
     prompt = torch.tensor(prompt_ids(tok, args.prompt), device=device)  # (P,)
-    answer = torch.tensor(tok(args.answer, add_special_tokens=False)["input_ids"], device=device)  # (L,)
+    answer = torch.tensor(tok(args.answer, add_special_tokens=False)["input_ids"],
+                          device=device)  # (L,)
     with torch.no_grad():  # old/ref-style pass; a GRPO policy pass would keep the graph
         g = torch.Generator().manual_seed(args.seed)  # CPU generator: same mask on any device
-        lp = one_step_logprobs(model, prompt[None], answer[None], p_mask_prompt=args.p_mask, generator=g)[0]  # (L,)
+        lp = one_step_logprobs(model, prompt[None], answer[None], p_mask_prompt=args.p_mask,
+                               generator=g)[0]  # (L,)
     for t, v in zip(answer.tolist(), lp.tolist()):
         print(f"{t:>8d} {tok.decode([t])!r:>8} {v:9.4f}")
     print(f"one-step mean-field sum, log π(answer | q'): {lp.sum().item():.4f}")

@@ -1,5 +1,5 @@
 """
-The LLaDA transformer in plain PyTorch: config, RMSNorm, RoPE, the block, the model. Dream runs on it too.
+The LLaDA transformer in plain PyTorch: config, RMSNorm, RoPE, block, model. Dream runs on it too.
 
 LLaDA (Nie et al., arXiv 2502.09992) is a masked diffusion language model. Architecturally it is a
 Llama-3-style transformer with the causal mask removed: every position attends to every other one,
@@ -19,19 +19,19 @@ One block (pre-norm, docs/llada.md §1 and §3):
 and logits = ff_out_head(ln_f(h)) with an untied LM head. LLaDA-8B: d_model 4096, 32 layers,
 32 heads (no GQA), SwiGLU width 12288, vocab 126464, RoPE theta 5e5; 8.0B parameters.
 
-Dream-7B (Dream-org/Dream-v0-Instruct-7B, arXiv 2508.15487) is the same transformer configured
-differently: a Qwen2.5-7B layout run bidirectionally, with q/k/v biases (include_qkv_bias), grouped-query
-attention (28 query heads, 4 key/value heads), RoPE applied in the activations' dtype
-(rope_full_precision false), and shifted logits (logit_shift): Dream reads token i from position i - 1. The shift
-is applied once, in forward, so every caller (the sampler, the estimators, SFT, every objective) reads
-logits[:, i] as the prediction for token i whatever the family. modelio/families.py translates Dream's
+Dream-7B (Dream-org/Dream-v0-Instruct-7B, arXiv 2508.15487) is the same transformer configured as
+a Qwen2.5-7B layout run bidirectionally: q/k/v biases (include_qkv_bias), grouped-query attention
+(28 query heads, 4 key/value heads), RoPE in the activations' dtype (rope_full_precision false),
+and shifted logits (logit_shift): Dream reads token i from position i - 1. The shift is applied
+once, in forward, so every caller (sampler, estimators, SFT, every objective) reads logits[:, i]
+as the prediction for token i whatever the family. modelio/families.py translates Dream's
 config.json and checkpoint keys to and from these fields and names (docs/model.md, "The families").
 
 What lives here: LLaDAConfig (the official config.json field names; unsupported configs are
 refused), LLaDA.forward(input_ids, attention_mask=None) -> logits (B, T, V) with an optional KV
 cache, and compile_blocks. Module and parameter names are the checkpoint's own, so the state dict
 IS the official layout minus its "model." prefix. The rest is one file per concept:
-  checkpoint.py  the official directory: from_pretrained / save_pretrained, save_merged, make_tiny, load
+  checkpoint.py  official directory: from_pretrained / save_pretrained, save_merged, make_tiny, load
   adapters.py    LoRA by hand and the NF4 4-bit block linears
   tokenizer.py   special tokens, chat template, load_tokenizer, special_ids, the tiny byte tokenizer
 
@@ -39,8 +39,8 @@ IS the official layout minus its "model." prefix. The rest is one file per conce
     model = from_pretrained("/path/to/LLaDA-8B-Instruct", device="cuda")   # bf16, as stored
     logits = model(input_ids)                                              # (B, T, V)
 
-Run `python model.py` for one forward pass of a random tiny LLaDA (`python -m modelio.checkpoint` writes the
-tiny model to disk in the official layout).
+Run `python model.py` for one forward pass of a random tiny LLaDA (`python -m modelio.checkpoint`
+writes the tiny model to disk in the official layout).
 """
 
 import argparse
@@ -55,22 +55,24 @@ from torch.utils.checkpoint import checkpoint  # activation checkpointing (not o
 # merging all walk these; the LM head is also called ff_out but lives outside the blocks.
 BLOCK_LINEARS = ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj", "ff_out")
 
-# The tiny LLaDA of the CPU runs and tests: the 8B's architecture at toy width (vocabulary and special
-# ids come from the byte tokenizer, modelio/checkpoint.make_tiny)
+# The tiny LLaDA of the CPU runs and tests: the 8B's architecture at toy width (vocabulary and
+# special ids come from the byte tokenizer, modelio/checkpoint.make_tiny)
 TINY_CONFIG = dict(d_model=128, n_heads=4, n_kv_heads=4, n_layers=4, mlp_hidden_size=384,
                    max_sequence_length=1024, rope_theta=500000.0, rms_norm_eps=1e-5, init_std=0.02)
-# the tiny byte tokenizer's ids (modelio/tokenizer.py): 256 bytes, then BOS 256, EOS 257, mask 258 and 3 chat
-# tokens; the pad is EOS, as in LLaDA. A random tiny model without the tokenizer on disk uses these
-TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257, mask_token_id=258)
+# the tiny byte tokenizer's ids (modelio/tokenizer.py): 256 bytes, then BOS 256, EOS 257, mask 258,
+# 3 chat tokens; pad = EOS, as in LLaDA. A random tiny model with no tokenizer on disk uses these
+TINY_IDS = dict(vocab_size=262, embedding_size=262, eos_token_id=257, pad_token_id=257,
+                mask_token_id=258)
 
 
 # -----------------------------------------------------------------------------
 # Config
 
 NOT_IN_JSON = ("logit_shift",)  # Dream's field, set by modelio/families.py, never in config.json
-# why a Fast-dLLM KV cache has no meaning on shifted logits; model.forward, sample.generate and the scripts'
-# up-front checks refuse it with this reason
-SHIFT_NO_CACHE = "a cached window's first column is read from the column left of it, which the window does not hold"
+# why a Fast-dLLM KV cache has no meaning on shifted logits; model.forward, sample.generate and the
+# scripts' up-front checks refuse it with this reason
+SHIFT_NO_CACHE = ("a cached window's first column is read from the column left of it, "
+                  "which the window does not hold")
 
 
 @dataclass
@@ -84,22 +86,22 @@ class LLaDAConfig:
     mlp_ratio: int = 4
     vocab_size: int = 126464
     embedding_size: int | None = 126464    # rows of wte / LM head; None means vocab_size
-    # RoPE base 5e5 as in Llama 3, no rope scaling (docs/llada.md §3). max_sequence_length is only the
-    # pretraining length (4096): our RoPE tables are built per call, so longer canvases work too.
+    # RoPE base 5e5 as in Llama 3, no rope scaling (docs/llada.md §3). max_sequence_length is only
+    # the pretraining length (4096): RoPE tables are built per call, so longer canvases work too.
     rope_theta: float = 500000.0
     rms_norm_eps: float = 1e-5
     max_sequence_length: int = 4096
-    # Special ids (docs/llada.md §1, §4): <|mdm_mask|>, and <|endoftext|> which is also the pad token.
+    # Special ids (docs/llada.md §1, §4): <|mdm_mask|>, and <|endoftext|>, also the pad token.
     # The sampler and the estimators read the mask id from here; tokenizer.special_ids cross-checks.
     mask_token_id: int = 126336
     eos_token_id: int = 126081
     pad_token_id: int = 126081
     init_std: float = 0.02                 # only used for random init (tiny models, tests)
-    # Dream's departure that no LLaDA config.json field names (modelio/families.py sets it; to_dict leaves it out):
-    # its logit at position i predicts token i + 1, so token i is read from column i - 1 (Dream's
-    # generation_utils: cat([logits[:, :1], logits[:, :-1]])). Dream's padded batches also count RoPE positions
-    # from a row's first real token (cumsum(mask) - 1); RoPE is relative and pads are hidden as keys, so the
-    # column index used here gives the same logits (tests/test_dream.py)
+    # Dream's departure, which no LLaDA config.json field names (set by modelio/families.py, left
+    # out by to_dict): its logit at position i predicts token i + 1, so token i is read from column
+    # i - 1 (Dream's generation_utils: cat([logits[:, :1], logits[:, :-1]])). Dream's padded batches
+    # also count RoPE positions from a row's first real token (cumsum(mask) - 1); RoPE is relative
+    # and pads are hidden as keys, so our column index gives the same logits (tests/test_dream.py)
     logit_shift: bool = False
     # Features of the OLMo-derived code. We implement exactly one combination, LLaDA-8B's;
     # validate() refuses any other value instead of silently computing something else.
@@ -123,17 +125,19 @@ class LLaDAConfig:
     attention_dropout: float = 0.0
     residual_dropout: float = 0.0
     embedding_dropout: float = 0.0
-    # Keys we carry through (architectures, auto_map, init_fn, ...), so a config we save still loads in
-    # the official remote-code loader (modelio/model_files.local_auto_map keeps the auto_map entries whose code is there)
+    # Keys we carry through (architectures, auto_map, init_fn, ...), so a config we save still loads
+    # in the official remote-code loader (modelio/model_files.local_auto_map keeps the auto_map
+    # entries whose code is there)
     extra: dict = field(default_factory=dict, repr=False)
 
-    # what validate() accepts for each feature field (None is accepted where OLMo treats it as "off")
+    # what validate() accepts per feature field (None is accepted where OLMo treats it as "off")
     _SUPPORTED = {
         "block_type": ("llama",), "activation_type": ("silu",), "layer_norm_type": ("rms",),
         "layer_norm_with_affine": (True,), "bias_for_layer_norm": (False, None),
-        "include_bias": (False,), "include_qkv_bias": (False, None, True), "attention_layer_norm": (False,),
-        "weight_tying": (False,), "rope": (True,), "rope_full_precision": (True, False), "alibi": (False,),
-        "input_emb_norm": (False,), "scale_logits": (False,), "multi_query_attention": (False, None),
+        "include_bias": (False,), "include_qkv_bias": (False, None, True),
+        "attention_layer_norm": (False,), "weight_tying": (False,), "rope": (True,),
+        "rope_full_precision": (True, False), "alibi": (False,), "input_emb_norm": (False,),
+        "scale_logits": (False,), "multi_query_attention": (False, None),
         "block_group_size": (1,), "clip_qkv": (None,), "attention_dropout": (0.0,),
         "residual_dropout": (0.0,), "embedding_dropout": (0.0,),
     }
@@ -170,7 +174,8 @@ class LLaDAConfig:
             problems.append(f"head_dim={self.head_dim} must be even for rotate-half RoPE")
         # GQA: every kv head must serve a whole number of query heads
         if self.n_heads % self.kv_heads:
-            problems.append(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
+            problems.append(f"n_heads={self.n_heads} is not divisible by "
+                            f"n_kv_heads={self.kv_heads}")
         if self.padded_vocab < self.vocab_size:
             problems.append(f"embedding_size={self.embedding_size} < vocab_size={self.vocab_size}")
         # the mask id is written into every canvas and EOS ends every completion: both must be rows
@@ -179,7 +184,8 @@ class LLaDAConfig:
             if not 0 <= getattr(self, name) < self.padded_vocab:
                 problems.append(f"{name}={getattr(self, name)} is outside the vocabulary")
         if problems:
-            raise ValueError("LLaDA config not supported by this implementation: " + "; ".join(problems))
+            raise ValueError("LLaDA config not supported by this implementation: "
+                             + "; ".join(problems))
         return self
 
     @classmethod
@@ -226,24 +232,26 @@ def rope_tables(seq_len, head_dim, theta, device):
     """cos/sin tables (T, head_dim) in fp32 for positions 0..T-1 (non-interleaved 'rotate-half').
     inv_freq[j] = theta^(-2j/head_dim); the table is cat(freqs, freqs), docs/llada.md §3."""
     # one frequency per pair of dims, from 1 (j = 0) down to ~1/theta: hd/2 = 64 of them for LLaDA
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    # positions in fp32: bf16 cannot even represent every integer above 256, let alone pos * inv_freq
-    freqs = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)  # (T, hd/2)
-    # duplicated, not interleaved: dims j and j + hd/2 share a frequency (NeoX / HF-Llama convention)
+    inv_freq = 1.0 / theta ** (
+        torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    # positions in fp32: bf16 cannot represent every integer above 256, let alone pos * inv_freq
+    freqs = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32),
+                        inv_freq)  # (T, hd/2)
+    # duplicated, not interleaved: dims j and j + hd/2 share a frequency (NeoX/HF-Llama convention)
     emb = torch.cat((freqs, freqs), dim=-1)  # (T, hd)
     return emb.cos(), emb.sin()
 
 
 def apply_rope(x, cos, sin, full_precision=True):
-    """Rotate (B, nh, T, hd) by the (T, hd) tables, in fp32 and cast back
-    (LLaDA: rope_full_precision), or in x's dtype with the tables cast to it (Dream, as Qwen2 does)."""
+    """Rotate (B, nh, T, hd) by the (T, hd) tables: in fp32, cast back
+    (LLaDA: rope_full_precision), or in x's dtype, tables cast to it (Dream, as Qwen2 does)."""
     # fp32 as in LLaDA (rope_full_precision=true, docs/llada.md §3): same rounding, same logits
     x32 = x.float() if full_precision else x  # (B, nh, T, hd)
     cos, sin = (cos, sin) if full_precision else (cos.to(x.dtype), sin.to(x.dtype))
-    # half-split: the checkpoint's q/k rows are already in this order, no permutation (docs/llada.md §2)
+    # half-split: checkpoint q/k rows are already in this order, no permutation (docs/llada.md §2)
     x1, x2 = x32.chunk(2, dim=-1)  # (B, nh, T, hd/2) each: pair j with j + hd/2
     rotated = torch.cat((-x2, x1), dim=-1)  # (B, nh, T, hd): rotate_half
-    # (T, hd) tables broadcast over batch and heads: pair (j, j + hd/2) turns by angle pos * inv_freq[j]
+    # (T, hd) tables broadcast over batch and heads: pair (j, j + hd/2) turns by pos * inv_freq[j]
     return (x32 * cos + rotated * sin).to(x.dtype)  # (B, nh, T, hd)
 
 
@@ -255,9 +263,9 @@ class Block(nn.Module):
         C, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads = config.n_heads, config.kv_heads
         self.rope_full_precision = config.rope_full_precision
-        # attention: separate q/k/v/o without QK-norm; LLaDA has no bias anywhere (include_bias false), Dream
-        # (Qwen2) has one on q/k/v only (include_qkv_bias). Weights are stored [out, in] as nn.Linear expects,
-        # so the official tensors drop straight in
+        # attention: separate q/k/v/o without QK-norm; LLaDA has no bias anywhere (include_bias
+        # false), Dream (Qwen2) has one on q/k/v only (include_qkv_bias). Weights are stored
+        # [out, in] as nn.Linear expects, so the official tensors drop straight in
         self.attn_norm = RMSNorm(C, config.rms_norm_eps)
         qkv_bias = bool(config.include_qkv_bias)
         self.q_proj = nn.Linear(C, config.n_heads * hd, bias=qkv_bias)
@@ -282,24 +290,26 @@ class Block(nn.Module):
         q = self.q_proj(a).view(B, T, self.n_heads, -1).transpose(1, 2)     # (B, nh, T, hd)
         k = self.k_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
         v = self.v_proj(a).view(B, T, self.n_kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hd)
-        q, k = (apply_rope(t, cos, sin, self.rope_full_precision) for t in (q, k))  # (B, nh|nkv, T, hd)
+        q, k = (apply_rope(t, cos, sin, self.rope_full_precision)
+                for t in (q, k))  # (B, nh|nkv, T, hd)
         # the cache stores keys after RoPE: positions are absolute, so cached keys stay valid
         fresh = (k, v)
-        # with a cache, this call's T queries attend all L canvas keys: cached columns left and right
-        # of the window, fresh ones inside it
+        # with a cache, this call's T queries attend all L canvas keys (L = T without past): cached
+        # columns left and right of the window, fresh ones inside it
         if past is not None:
             pk, pv = past
             k = torch.cat([pk[:, :, :start], k, pk[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
             v = torch.cat([pv[:, :, :start], v, pv[:, :, start + T:]], dim=2)  # (B, nkv, L, hd)
         if self.n_kv_heads != self.n_heads:  # grouped-query attention: share each kv head
-            k = k.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, nh, L, hd); L = T without past
+            k = k.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, nh, L, hd)
             v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)  # (B, nh, L, hd)
-        # bidirectional attention: no causal mask, only the optional key-padding mask; scale 1/sqrt(hd)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=False)  # (B, nh, T, hd)
-        # heads back into channels, output projection, residual add (the stream stays in bf16, docs/llada.md §3)
+        # bidirectional: no causal mask, only the optional key-padding mask; scale 1/sqrt(hd)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                           is_causal=False)  # (B, nh, T, hd)
+        # heads -> channels, output projection, residual add (stream stays bf16, docs/llada.md §3)
         x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, C)
         m = self.ff_norm(x)  # (B, T, C)
-        # SwiGLU with LLaDA's names: ff_proj is the gate, up_proj the value, ff_out the down projection
+        # SwiGLU, LLaDA's names: ff_proj is the gate, up_proj the value, ff_out the down projection
         x = x + self.ff_out(F.silu(self.ff_proj(m)) * self.up_proj(m))  # (B, T, C)
         # only the window's own k/v go back; sample.py builds its cache from a full-canvas pass
         return (x, fresh) if return_kv else x
@@ -313,7 +323,7 @@ class LLaDA(nn.Module):
         self.gradient_checkpointing = False  # set True to recompute each block in backward
         # rows of wte and the LM head; LLaDA-8B has no padding beyond the vocabulary (126464)
         V = config.padded_vocab
-        # The ModuleDict named `transformer` makes our state-dict keys the official ones minus "model."
+        # The ModuleDict `transformer` makes our state-dict keys the official ones minus "model."
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(V, config.d_model),
             blocks=nn.ModuleList([Block(config) for _ in range(config.n_layers)]),
@@ -324,14 +334,15 @@ class LLaDA(nn.Module):
         # (meta tensors hold no data to initialise; the real values arrive from the shards)
         if not any(p.is_meta for p in self.parameters()):
             for name, p in self.named_parameters():
-                # plain normal init of the matrices (norm weights keep their ones); tiny random models only
+                # plain normal init of matrices (norm weights stay ones); tiny random models only
                 if p.dim() == 2:
                     nn.init.normal_(p, mean=0.0, std=config.init_std)
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, input_ids, attention_mask=None, past_kv=None, start=0, return_kv=False, logits_at=None):
+    def forward(self, input_ids, attention_mask=None, past_kv=None, start=0, return_kv=False,
+                logits_at=None):
         """input_ids (B, T) long; attention_mask (B, L) of 1 = real token, 0 = padding, or None.
         Returns logits (B, T, V) in the weights' dtype. With a mask, padded KEYS are hidden from
         every query (pad queries still produce logits), as in LLaDA's Oct-2025 modelling file;
@@ -345,35 +356,38 @@ class LLaDA(nn.Module):
         covers all L columns. If the canvas has not changed since past_kv was made, the result
         equals columns [start, start + T) of a full forward (tested).
 
-        logits_at (B, K) long: only these columns of each row go through the final norm and the head,
-        -> (B, K, V) (HF's logits_to_keep, per row): a likelihood that reads one column per row
-        (methods/justgrpo.py) skips the (B, T, V) logits of the others."""
+        logits_at (B, K) long: only these columns of each row go through the final norm and the
+        head, -> (B, K, V) (HF's logits_to_keep, per row): a likelihood that reads one column per
+        row (methods/justgrpo.py) skips the (B, T, V) logits of the others."""
         B, T = input_ids.shape
-        # no sqrt(d) scaling (input_emb_norm false) and no position table: positions enter via RoPE only
+        # no sqrt(d) scaling (input_emb_norm false), no position table: RoPE alone adds positions
         x = self.transformer.wte(input_ids)  # (B, T, C)
         # RoPE tables for absolute positions start..start+T-1 of the (possibly left-padded) canvas,
         # as LLaDA does; computed per call (cheap), so sequences beyond max_sequence_length work.
         # Built as (start + T, hd) for positions 0..start+T-1, then the window's rows are kept.
-        cos, sin = rope_tables(start + T, self.config.head_dim, self.config.rope_theta, input_ids.device)
+        cos, sin = rope_tables(start + T, self.config.head_dim, self.config.rope_theta,
+                               input_ids.device)
         cos, sin = cos[start:], sin[start:]  # (T, hd)
-        # Key-padding mask as in LLaDA's Oct-2025 file (docs/llada.md §1): padded keys are hidden, pad queries
-        # still attend every real key. An all-ones mask is dropped, so SDPA can take its fast
-        # unmasked path (the .all() check costs one GPU -> CPU sync when a mask is passed).
+        # Key-padding mask as in LLaDA's Oct-2025 file (docs/llada.md §1): padded keys are hidden,
+        # pad queries still attend every real key. An all-ones mask is dropped, so SDPA can take its
+        # fast unmasked path (the .all() check costs one GPU -> CPU sync when a mask is passed).
         attn_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
             # broadcast over heads and queries; a bool mask means True = may attend
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
-        # a cached window's column `start` is read from column start - 1, which the window does not hold
+        # a cached window's column `start` is read from column start - 1, which the window lacks
         if self.config.logit_shift and past_kv is not None:
-            raise ValueError(f"a KV-cache window cannot be read with shifted logits (Dream): {SHIFT_NO_CACHE}")
+            raise ValueError("a KV-cache window cannot be read with shifted logits (Dream): "
+                             f"{SHIFT_NO_CACHE}")
         kv = []  # with return_kv: each block's fresh (k, v)
         for i, block in enumerate(self.transformer.blocks):
             # layer i gets its own cached (k, v). If the canvas changed since the cache was made,
-            # the cached columns are stale: that is the cache's approximation (sample.py decides when)
-            args = (x, cos, sin, attn_mask, None if past_kv is None else past_kv[i], start, return_kv)
-            # Recompute in backward only when a graph is being built; the no-grad rollout, old and
-            # ref passes gain nothing. use_reentrant=False: the reentrant variant returns no
-            # gradients when no input requires grad, as for block 0 under LoRA (its input is the frozen wte's).
+            # the cached columns are stale: the cache's approximation (sample.py decides when)
+            args = (x, cos, sin, attn_mask, None if past_kv is None else past_kv[i], start,
+                    return_kv)
+            # Recompute in backward only when building a graph; the no-grad rollout, old and ref
+            # passes gain nothing. use_reentrant=False: the reentrant variant returns no gradients
+            # when no input requires grad, as for block 0 under LoRA (its input is the frozen wte's)
             if self.gradient_checkpointing and torch.is_grad_enabled():
                 out = checkpoint(block, *args, use_reentrant=False)
             else:
@@ -383,8 +397,9 @@ class LLaDA(nn.Module):
                 kv.append(fresh)
             x = out  # (B, T, C)
         if self.config.logit_shift:
-            # Dream: token i is predicted at position i - 1; column 0 reads itself, as Dream's generation does.
-            # Shifted here, once, on (B, T, C) before the head: every caller reads column i for token i
+            # Dream: token i is predicted at position i - 1; column 0 reads itself, as Dream's
+            # generation does. Shifted here, once, on (B, T, C) before the head: every caller reads
+            # column i for token i
             x = torch.cat([x[:, :1], x[:, :-1]], dim=1)  # (B, T, C)
         if logits_at is not None:  # the requested columns only, (B, K, C)
             x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))
@@ -409,16 +424,18 @@ def compile_blocks(model):
 # -----------------------------------------------------------------------------
 
 if __name__ == "__main__":
-    # a random tiny LLaDA and one forward pass: the shapes, nothing else (the tiny model on disk, with its
-    # tokenizer and the official layout, is written by `python -m modelio.checkpoint`)
-    parser = argparse.ArgumentParser(description="build a random tiny LLaDA and run one forward pass")
+    # a random tiny LLaDA and one forward pass: the shapes, nothing else (the tiny model on disk,
+    # with its tokenizer and the official layout, is written by `python -m modelio.checkpoint`)
+    parser = argparse.ArgumentParser(
+        description="build a random tiny LLaDA and run one forward pass")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     config = LLaDAConfig(**TINY_CONFIG, **TINY_IDS)
     model = LLaDA(config).eval()
     ids = torch.randint(0, config.vocab_size, (2, 10))  # (B, T): two sequences of 10 random tokens
-    ids[:, 5:] = config.mask_token_id  # the second half masked: the model predicts every position at once
+    ids[:, 5:] = config.mask_token_id  # second half masked: every position is predicted at once
     with torch.no_grad():
         logits = model(ids)  # (B, T, V)
-    print(f"tiny LLaDA: {model.num_params():,} parameters, input {tuple(ids.shape)} -> logits {tuple(logits.shape)}")
+    print(f"tiny LLaDA: {model.num_params():,} parameters, input {tuple(ids.shape)} -> logits "
+          f"{tuple(logits.shape)}")

@@ -23,36 +23,41 @@ Example keys: gsm8k {"answer": text after "####"}; math {"answer": gold final an
 sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank; code {"tests": KodCode's pytest
 source} or, for the benchmarks' items, {"program_prefix": str, "unit_tests": [snippet]}.
 
-d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics (docs/d1.md §10.9):
-  - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed upstream later);
+d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics
+(docs/d1.md §10.9):
+  - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed
+    upstream later);
   - math_format tests for the non-raw "\\boxed" == backspace + "oxed", so it is 0.75 / 0.25;
-  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>", and measures
-    the tail with str.split, which misses a "\n</answer>\n" that overlaps the one before it;
+  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>", and
+    measures the tail with str.split, which misses a "\n</answer>\n" that overlaps the one
+    before it;
   - MATH answers "a/b" with a side that is no integer ("x / y") are compared raw, not normalised;
-  - sudoku_reward keeps every str.isdigit() character ("²", "①"), which shifts the cells after it;
+  - sudoku_reward keeps every str.isdigit() character ("²", "①"), which shifts the cells
+    after it;
   - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
     blocklist gives a program containing e.g. " os" the bonus only.
 Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
-Separately, the code reward's asserts are strict by default (sandbox/run.py STRICT_ASSERTS, docs/code-task.md):
-an object that lies about equality, or a subclass of a builtin, scores nothing, while honest programs
-score as with d1's plain asserts. sandbox.run.STRICT_ASSERTS = False restores d1's plain asserts exactly.
+Separately, the code reward's asserts are strict by default (sandbox/run.py STRICT_ASSERTS,
+docs/code-task.md): an object that lies about equality, or a subclass of a builtin, scores nothing,
+while honest programs score as with d1's plain asserts. sandbox.run.STRICT_ASSERTS = False restores
+d1's plain asserts exactly.
 
-Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's eval
-parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and test
-rewriting are code_prep.py. This file holds what d1 rewards for.
+Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's
+eval parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and
+test rewriting are code_prep.py. This file holds what d1 rewards for.
 
 Deliberate differences from d1 (safety; model text is never executed): Countdown equations go
 through a tiny hand-written parser instead of eval() (arith.py), with limits on length, nesting and
-size; "**" and "//" are rejected (d1's eval would compute them; its prompt only allows + - * /). The
-d1 regexes that can backtrack quadratically on hostile text are replaced by linear scans with the
-same semantics (tests/test_rewards.py and tests/test_answers.py check them against `re` on random
-strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of this changes
-a score on realistic text. Code runs in sandbox/run.py (a separate, isolated, resource-limited process
-per program, namespaces where the machine allows), never in the trainer's process; d1 exec()s it in
-a forked child of the trainer behind a substring blocklist, which we keep only for its reward
-values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own process with a 1 s limit;
-we run all of a program's tests in one process, each test under its own timer, inside one wall-clock
-limit.
+size; "**" and "//" are rejected (d1's eval would compute them; its prompt only allows + - * /).
+The d1 regexes that can backtrack quadratically on hostile text are replaced by linear scans with
+the same semantics (tests/test_rewards.py and tests/test_answers.py check them against `re` on
+random strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of
+this changes a score on realistic text. Code runs in sandbox/run.py (a separate, isolated,
+resource-limited process per program, namespaces where the machine allows), never in the trainer's
+process; d1 exec()s it in a forked child of the trainer behind a substring blocklist, which we keep
+only for its reward values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own
+process with a 1 s limit; we run all of a program's tests in one process, each test under its own
+timer, inside one wall-clock limit.
 
     from tasks import total_reward   # the task's rewards from the registry, summed here
     total_reward("countdown", "<answer>44 + 19 + 35</answer>", {"nums": [44, 19, 35], "target": 98})
@@ -63,12 +68,13 @@ import re
 import warnings
 
 from sandbox import code_prep
-from taskdata.answers import after_last, boxed_or_self, extract_xml_answer, is_equiv, last_tag_content
+from taskdata.answers import (after_last, boxed_or_self, extract_xml_answer, is_equiv,
+                              last_tag_content)
 from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 from sandbox.code_prep import extract_code  # also read from here by parsers.py and the tests
 from sandbox.run import run_batch as sandbox_run_batch
 
-D1_BUGS = True  # module-wide default for the `fixed` keyword: True = behave exactly like d1 @ 837888f
+D1_BUGS = True  # module-wide default for `fixed`: True = behave exactly like d1 @ 837888f
 
 
 def _is_fixed(fixed):
@@ -90,8 +96,8 @@ def xmlcount(completion, example=None, *, fixed=None):
     """Tag-count reward in (-inf, 0.5]: +0.125 for each of the four tags seen exactly once, minus
     0.001 per trailing character. d1 quirks (default): when "\\n</answer>\\n" is absent (the usual
     case: completions end exactly at </answer>), the third term's "tail" is the whole text, so long
-    completions go negative; ending exactly at "\\n</answer>" earns +0.001; and a closing tag written
-    twice, "\\n</answer>\\n</answer>\\n", leaves a 10-character tail (see _xml_tail)."""
+    completions go negative; ending exactly at "\\n</answer>" earns +0.001; and a closing tag
+    written twice, "\\n</answer>\\n</answer>\\n", leaves a 10-character tail (see _xml_tail)."""
     text, fixed = completion, _is_fixed(fixed)
     score = 0.0
     if text.count("<reasoning>\n") == 1:
@@ -110,12 +116,13 @@ def xmlcount(completion, example=None, *, fixed=None):
 
 
 def _xml_tail(text, tag, fixed):
-    # The text after the closing tag, whose length xmlcount charges. d1 measures text.split(tag)[-1]
-    # (docs/d1.md §6.1 says "after the last"): the whole text when the tag is absent, and when it repeats,
-    # not always after the last one, because split scans left to right and never overlaps. In
-    # "\n</answer>\n</answer>\n" the second "\n</answer>\n" shares the first one's final "\n", so split
-    # finds only the first and the tail is "</answer>\n": 0.365 where the last-occurrence reading gives
-    # 0.375. Reproduced as the reward d1 trained with; fixed: after the LAST occurrence, "" if none.
+    # The text after the closing tag, whose length xmlcount charges. d1 measures
+    # text.split(tag)[-1] (docs/d1.md §6.1 says "after the last"): the whole text when the tag is
+    # absent, and when it repeats, not always after the last one, because split scans left to right
+    # and never overlaps. In "\n</answer>\n</answer>\n" the second "\n</answer>\n" shares the first
+    # one's final "\n", so split finds only the first and the tail is "</answer>\n": 0.365 where the
+    # last-occurrence reading gives 0.375. Reproduced as the reward d1 trained with; fixed: after
+    # the LAST occurrence, "" if none.
     return after_last(text, tag, "") if fixed else text.split(tag)[-1]
 
 
@@ -175,14 +182,16 @@ def _strict_format_match(text, dotall):
                 return True
             continue
         i = text.find("\n", lo, hi)  # the newline-free first .*? ends at the first newline
-        if i >= 0 and text.startswith(_STRICT_MID, i, hi) and text.find("\n", i + len(_STRICT_MID), hi) < 0:
+        if (i >= 0 and text.startswith(_STRICT_MID, i, hi)
+                and text.find("\n", i + len(_STRICT_MID), hi) < 0):
             return True
     return False
 
 
 def strict_format(completion, example=None, *, fixed=None):
     """0.5 for exactly "<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>\\n", else 0.
-    d1 bug (default): no DOTALL, so it needs one-line reasoning AND a trailing newline (≈ never)."""
+    d1 bug (default): no DOTALL, so it needs one-line reasoning AND a trailing newline
+    (≈ never)."""
     return STRICT_FORMAT_REWARD if _strict_format_match(completion, _is_fixed(fixed)) else 0.0
 
 
@@ -224,24 +233,27 @@ def math_gold(example):
 
 def math_correctness(completion, example, *, fixed=None):
     """2.0 if the LAST box anywhere in the completion (not only in <answer>) is_equiv the gold.
-    d1 quirk (default): an "a/b" with a side that is no integer makes d1's normaliser raise, so "x / y"
-    is compared raw and does not equal "x/y" (answers._fix_a_slash_b); fixed=True compares normalised."""
+    d1 quirk (default): an "a/b" with a side that is no integer makes d1's normaliser raise, so
+    "x / y" is compared raw and does not equal "x/y" (answers._fix_a_slash_b); fixed=True
+    compares normalised."""
     # no box at all -> the whole completion is the guess, which only matches a bare answer
     guess = boxed_or_self(completion)
-    return MATH_CORRECT_REWARD if is_equiv(guess, math_gold(example), fixed=_is_fixed(fixed)) else 0.0
+    return (MATH_CORRECT_REWARD if is_equiv(guess, math_gold(example), fixed=_is_fixed(fixed))
+            else 0.0)
 
 
 def math_format(completion, example=None, *, fixed=None):
-    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if the first
-    answer span, or the whole text without a tag, is boxed else 0.5)). d1 bug (default): "boxed" means
-    it contains "\\x08oxed", so in practice it is 0.75 with <answer>, else 0.25; fixed=True tests for
-    a real "\\boxed" (values 0.25 .. 1.0)."""
+    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if the
+    first answer span, or the whole text without a tag, is boxed else 0.5)). d1 bug (default):
+    "boxed" means it contains "\\x08oxed", so in practice it is 0.75 with <answer>, else 0.25;
+    fixed=True tests for a real "\\boxed" (values 0.25 .. 1.0)."""
     needle = "\\boxed" if _is_fixed(fixed) else D1_BOXED_NEEDLE
     has_tag = "<answer>" in completion
-    # d1's boxed_in_answer looks for the box only in r.split("<answer>")[1].split("</answer>")[0]: the
-    # text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (docs/d1.md §6.2 omits this
-    # reassignment of r), so a box after </answer> earns nothing. That is what the reward is for (a box
-    # inside the answer, the format of the eval prompts), not the bug, so fixed=True keeps it.
+    # d1's boxed_in_answer looks for the box only in r.split("<answer>")[1].split("</answer>")[0]:
+    # the text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (docs/d1.md
+    # §6.2 omits this reassignment of r), so a box after </answer> earns nothing. That is what the
+    # reward is for (a box inside the answer, the format of the eval prompts), not the bug, so
+    # fixed=True keeps it.
     span = completion.split("<answer>", 2)[1].split("</answer>", 1)[0] if has_tag else completion
     tag = MATH_ANSWER_TAG_SCORE if has_tag else 0.0
     boxed = MATH_BOXED_SCORE if needle in span else MATH_NOT_BOXED_SCORE
@@ -264,14 +276,14 @@ def countdown_reward(completion, example):
     if equation is None:
         return COUNTDOWN_NO_ANSWER
     equation = equation.strip()
-    if len(equation) > MAX_EQUATION_CHARS:  # also keeps int() in uses_exactly away from 10k-digit numbers
+    if len(equation) > MAX_EQUATION_CHARS:  # also keeps uses_exactly's int() off 10k-digit numbers
         return COUNTDOWN_FORMAT
     # multiset of the integers written down (d1's \d+, so "2.5" is 2 and 5) == the given numbers
     if not uses_exactly(equation, example["nums"]):
         return COUNTDOWN_FORMAT
     if not _EQUATION_CHARS.match(equation):
         return COUNTDOWN_FORMAT
-    value = evaluate_equation(equation)  # None where d1's eval raised (syntax error, division by zero, ...)
+    value = evaluate_equation(equation)  # None where d1's eval raised (bad syntax, x/0, ...)
     # the target may be an int, "23" or 7.5 alike: compared exactly
     return COUNTDOWN_CORRECT if reaches_target(value, example["target"]) else COUNTDOWN_FORMAT
 
@@ -290,14 +302,16 @@ _ASCII_NON_DIGITS = re.compile(r"[^0-9]+")  # fixed=True: what Sudoku answers ar
 def sudoku_reward(completion, example, *, fixed=None):
     """Fraction of blank cells right, in [0, 1]. The guess is the DIGITS of the last
     <answer>…</answer> (other characters dropped), right-padded with "0" / cut to the grid size.
-    d1 quirk (default): a digit is anything str.isdigit() accepts, "²" and "①" too; fixed: 0-9 only."""
+    d1 quirk (default): a digit is anything str.isdigit() accepts, "²" and "①" too;
+    fixed: 0-9 only."""
     answer = last_tag_content(completion)
     if answer is None:
         return 0.0
-    # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit() (docs/d1.md
-    # docs/d1.md §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a non-solution
-    # "digit" and shifts every cell after it. Reproduced as the reward d1 trained with
-    digits = _ASCII_NON_DIGITS.sub("", answer) if _is_fixed(fixed) else "".join(filter(str.isdigit, answer))
+    # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit()
+    # (docs/d1.md §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a
+    # non-solution "digit" and shifts every cell after it. Reproduced as the reward d1 trained with
+    digits = (_ASCII_NON_DIGITS.sub("", answer) if _is_fixed(fixed)
+              else "".join(filter(str.isdigit, answer)))
     if not digits:
         return 0.0
     # pad with "0", which never equals a solution digit: a short answer just loses those cells
@@ -320,12 +334,14 @@ def toy_solved(completion, example):
     return toy_reward(completion, example) == 1.0
 
 # -----------------------------------------------------------------------------
-# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): run
-# the completion's first ```python fence against the item's unit tests. Reading the fence and d1's test
-# rewriting are sandbox/code_prep.py; the programs run in sandbox/run.py's isolated subprocess
+# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3):
+# run the completion's first ```python fence against the item's unit tests. Reading the fence and
+# d1's test rewriting are sandbox/code_prep.py; programs run in sandbox/run.py's isolated subprocess
 
-CODE_IN_ANSWER_BONUS = 0.5      # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
-MAX_CODE_COMPLETION = 100_000   # ours: longer completions score 0 (keeps code_prep's lazy regexes linear enough)
+# d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
+CODE_IN_ANSWER_BONUS = 0.5
+# ours: longer completions score 0 (keeps code_prep's lazy regexes linear enough)
+MAX_CODE_COMPLETION = 100_000
 
 
 def prepare_code_tests(code, tests, *, fixed=None):
@@ -337,9 +353,9 @@ def prepare_code_tests(code, tests, *, fixed=None):
 def coding_reward(completion, example, *, fixed=None, run=None):
     """Share of the item's unit tests that the completion's program passes, plus 0.5 when the fence
     is inside <answer>: in [0, 1.5]. KodCode items (example["tests"], pytest source) go through d1's
-    test rewriting (prepare_code_tests); benchmark items (tasks.py: program_prefix, unit_tests, ours) run
-    program_prefix + code, then each unit test. `run(program, calls) -> [bool]` executes (default:
-    sandbox.run_tests); coding_rewards scores a whole group in parallel the same way."""
+    test rewriting (prepare_code_tests); benchmark items (tasks.py: program_prefix, unit_tests,
+    ours) run program_prefix + code, then each unit test. `run(program, calls) -> [bool]` executes
+    (default: sandbox.run_tests); coding_rewards scores a whole group in parallel the same way."""
     return coding_rewards([completion], [example], fixed=fixed, run_batch=None if run is None else
                           (lambda jobs: [run(p, c) for p, c in jobs]))[0]
 
@@ -356,11 +372,12 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
         bonus = CODE_IN_ANSWER_BONUS if in_answer else 0.0
         if "tests" in example:  # KodCode / d1: its test rewriting
             prepared = prepare_code_tests(code, example["tests"], fixed=fixed) if code else None
-        else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode): its own program prefix and unit tests
-            prepared = (code_prep.benchmark_program(example["program_prefix"], code), list(example["unit_tests"])) \
-                if code else None
+        else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode):
+            # its own program prefix and unit tests
+            prepared = (code_prep.benchmark_program(example["program_prefix"], code),
+                        list(example["unit_tests"])) if code else None
         if not prepared or not prepared[1]:
-            # no fence or no target: 0; not run (no def, blocklist) or nothing to test: the bonus only
+            # no fence / no target: 0; not run (no def, blocklist) or nothing to test: bonus only
             scores.append(0.0 if prepared is None else bonus)
             continue
         where.append((len(scores), bonus, len(prepared[1])))
@@ -375,7 +392,7 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
 # The total of a task's rewards (each weight 1, as in d1's TRL config). tasks.py's registry holds
 # each task's list and its maximum; tasks.total_reward / total_rewards call these with it.
 
-# rewards that run programs are scored a group at a time (the programs in parallel): the batch version
+# rewards that run programs are scored a group at a time (programs in parallel): the batch version
 BATCHED = {coding_reward: coding_rewards}
 
 
@@ -388,7 +405,7 @@ def sum_rewards(funcs, completion, example, known=None):
     for fn in funcs:
         try:
             value = float(known[fn] if known and fn in known else fn(completion, example))
-        except Exception as e:  # a bug, not a bad completion: warn (once per call site), don't crash
+        except Exception as e:  # a bug, not a bad completion: warn once per call site, don't crash
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             value = math.nan
         parts[fn.__name__] = value
@@ -397,7 +414,7 @@ def sum_rewards(funcs, completion, example, known=None):
 
 def sum_rewards_batch(completions, examples, funcs_of):
     """[sum_rewards(funcs_of(ex), completion, ex)] for many completions, each BATCHED reward called
-    once over every completion whose list holds it, so a rollout group's programs run in parallel."""
+    once over every completion whose list holds it: a rollout group's programs run in parallel."""
     known = [{} for _ in completions]  # per completion: {reward function: value}
     for fn, batch_fn in BATCHED.items():
         idx = [i for i, ex in enumerate(examples) if fn in funcs_of(ex)]
@@ -405,9 +422,10 @@ def sum_rewards_batch(completions, examples, funcs_of):
             continue
         try:
             values = batch_fn([completions[i] for i in idx], [examples[i] for i in idx])
-        except Exception as e:  # as in sum_rewards: a bug is logged as NaN, never a crash of the trainer
+        except Exception as e:  # as in sum_rewards: a bug is logged as NaN, never a trainer crash
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             values = [math.nan] * len(idx)
         for i, v in zip(idx, values):
             known[i][fn] = v
-    return [sum_rewards(funcs_of(ex), c, ex, known=k) for c, ex, k in zip(completions, examples, known)]
+    return [sum_rewards(funcs_of(ex), c, ex, known=k)
+            for c, ex, k in zip(completions, examples, known)]

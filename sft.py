@@ -7,7 +7,7 @@ sequence [prompt | answer], with the answer ending in <|eot_id|> and right-padde
     t ~ U(0, 1),   p = (1 - eps) t + eps,   eps = 1e-3
     every answer position (EOS padding included) is replaced by [MASK] with probability p;
     the prompt is never masked;
-    loss = sum over masked answer positions of CE(logits_i, x_i) / p   /   (number of answer positions)
+    loss = sum over masked answer positions of CE(logits_i, x_i) / p / (number of answer positions)
 
 The 1/p weight makes this an upper bound on the answer's negative log-likelihood (LLaDA paper,
 arXiv 2502.09992, Eq. 5); dividing by the number of answer positions, pads included, is LLaDA's
@@ -24,23 +24,27 @@ What is here and how it differs from d1's SFT script:
 - torchrun DDP written out by hand: each rank takes every world_size-th micro-batch, gradients are
   averaged only on the last micro-step of an accumulation.
 - --fsdp: full fine-tuning with FSDP2 instead of DDP: fp32 master weights, gradients and AdamW
-  state sharded over the ranks (ddp.py), bf16 compute on GPU; the same micro-batches and the
-  same update as DDP (tested against one process). LoRA stays on DDP: its trainable state is small.
+  state sharded over the ranks (ddp.py), bf16 compute on GPU; the same micro-batches and update
+  as DDP (tested against one process). LoRA stays on DDP: its trainable state is small.
 - --autocast: every forward under torch.autocast(bf16) while the weights keep --dtype (fp32
   masters, or a bf16 base with fp32 LoRA adapters, as d1's PEFT/TRL set-up runs).
 - Runs that survive (README "Reliability"): bad input is one line before anything starts
   (checks.py); every --eval-every steps a save that a crash cannot spoil (resume.py), from which
   --resume continues bit for bit (the data generator's state is in it, LoRA dropout is keyed by
-  step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run; SIGTERM,
-  SIGUSR1 or --max-hours end it with a save and exit 75, and `--resume auto` continues it (ops/stop.py).
+  step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run;
+  SIGTERM, SIGUSR1 or --max-hours end it with a save and exit 75, and `--resume auto` continues
+  it (ops/stop.py).
 
 Run:
-    python sft.py                                      # toy Sudoku on the tiny model, CPU, ~1 min
-    python sft.py --resume                             # after a crash: the same flags plus --resume
+    python sft.py                # toy Sudoku on the tiny model, CPU, ~1 min
+    python sft.py --resume       # after a crash: the same flags plus --resume
+    # a real task: --preset 8b, d1's SFT
     torchrun --nproc_per_node=8 sft.py --task s1k --data simplescaling/s1K:train \\
-        --model-dir GSAI-ML/LLaDA-8B-Instruct --out-dir out/sft-s1k      # a real task: --preset 8b, d1's SFT
-    torchrun --nproc_per_node=8 sft.py --fsdp --lora-r 0 --epochs 3 --task s1k --data simplescaling/s1K:train \\
-        --model-dir GSAI-ML/LLaDA-8B-Instruct --out-dir out/sft-s1k-full     # full fine-tuning, sharded
+        --model-dir GSAI-ML/LLaDA-8B-Instruct --out-dir out/sft-s1k
+    # full fine-tuning, sharded
+    torchrun --nproc_per_node=8 sft.py --fsdp --lora-r 0 --epochs 3 --task s1k \\
+        --data simplescaling/s1K:train --model-dir GSAI-ML/LLaDA-8B-Instruct \\
+        --out-dir out/sft-s1k-full
 """
 import argparse
 import math
@@ -58,25 +62,29 @@ import tasks
 from modelio.checkpoint import TINY_DIR
 from modelio.tokenizer import prompt_ids, special_ids
 from ops.checks import check_sft_args, require, upfront
-from ops.ddp import clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite, wrap_for_training
+from ops.ddp import (clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite,
+                     wrap_for_training)
 from ops.metrics import log_metrics, open_metrics, progress
 from ops.resume import save_checkpoint
-from ops.trainers import (add_training_flags, check_model_and_out_dir, load_policy, parse_with_preset, start_run,
-                          stop_if_stalled)
+from ops.trainers import (add_training_flags, check_model_and_out_dir, load_policy,
+                          parse_with_preset, start_run, stop_if_stalled)
 from taskdata.data import load_sft_data
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
-# The defaults (a flag given on the command line overrides its preset value): the CPU toy's full fine-tuning of
-# the tiny model, and d1's SFT of LLaDA-8B-Instruct on s1K (docs/d1.md §5.3): LoRA r 128 / alpha 256 on q, k, v,
-# lr 1e-5, weight decay 0.1, max grad norm 1.0, 4096 tokens, effective batch 8 (1 x 4 on 2 GPUs), 20 epochs, no
-# warmup. Gradient checkpointing is ours: d1 fits 4096 tokens with DeepSpeed's CPU offload instead
+# The defaults (a flag given on the command line overrides its preset value): the CPU toy's full
+# fine-tuning of the tiny model, and d1's SFT of LLaDA-8B-Instruct on s1K (docs/d1.md §5.3): LoRA
+# r 128 / alpha 256 on q, k, v, lr 1e-5, weight decay 0.1, max grad norm 1.0, 4096 tokens,
+# effective batch 8 (1 x 4 on 2 GPUs), 20 epochs, no warmup. Gradient checkpointing is ours: d1
+# fits 4096 tokens with DeepSpeed's CPU offload instead
 PRESETS = {
-    "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3, weight_decay=0.0,
-                 grad_clip=1.0, max_length=63, batch_size=32, grad_accum=1, max_steps=400, epochs=0,
-                 warmup_steps=10, gradient_checkpointing=False, cut_labels=False),
-    "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5, weight_decay=0.1,
-               grad_clip=1.0, max_length=4096, batch_size=1, grad_accum=8, max_steps=0, epochs=20,
-               warmup_steps=0, gradient_checkpointing=True, cut_labels=True),
+    "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3,
+                 weight_decay=0.0, grad_clip=1.0, max_length=63, batch_size=32, grad_accum=1,
+                 max_steps=400, epochs=0, warmup_steps=10, gradient_checkpointing=False,
+                 cut_labels=False),
+    "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5,
+               weight_decay=0.1, grad_clip=1.0, max_length=4096, batch_size=1, grad_accum=8,
+               max_steps=0, epochs=20, warmup_steps=0, gradient_checkpointing=True,
+               cut_labels=True),
 }
 
 # -----------------------------------------------------------------------------
@@ -84,30 +92,34 @@ PRESETS = {
 
 
 def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
-    """One SFT sequence: (ids (max_length,) list, prompt_length, what was left out: "" | "eot" | "cut").
-    The prompt is the chat-rendered user turn with the assistant header; the answer is the completion,
-    <|eot_id|>, then EOS padding up to max_length (d1: padding="max_length"). A prompt or completion
-    that does not fit is an error, unless `cut` (d1 cuts s1K at 4096, docs/d1.md §5.1): a long trace
-    then loses its end, possibly its <answer> part. A completion that fills the canvas exactly (the
-    Sudoku toy's 16 digits) leaves out only the <|eot_id|>, which such a canvas never generates."""
-    # The prompt region is the whole user turn plus the assistant header (add_generation_prompt). d1
-    # counts only the user turn + 1 token as prompt, so the rest of its header is "answer" (docs/d1.md §5.1);
-    # the header is deterministic, so we spend no loss on it
+    """One SFT sequence: (ids (max_length,) list, prompt_length, what was left out:
+    "" | "eot" | "cut"). The prompt is the chat-rendered user turn with the assistant header; the
+    answer is the completion, <|eot_id|>, then EOS padding up to max_length (d1:
+    padding="max_length"). A prompt or completion that does not fit is an error, unless `cut` (d1
+    cuts s1K at 4096, docs/d1.md §5.1): a long trace then loses its end, possibly its <answer>
+    part. A completion that fills the canvas exactly (the Sudoku toy's 16 digits) leaves out only
+    the <|eot_id|>, which such a canvas never generates."""
+    # The prompt region is the whole user turn plus the assistant header (add_generation_prompt).
+    # d1 counts only the user turn + 1 token as prompt, so the rest of its header is "answer"
+    # (docs/d1.md §5.1); the header is deterministic, so we spend no loss on it
     prompt = prompt_ids(tokenizer, example["prompt"])  # never cut: too long is an error
     completion = tokenizer(example["completion"], add_special_tokens=False)["input_ids"]
     room = max_length - len(prompt)
     if room <= 0 or (len(completion) > room and not cut):
         what = "prompt" if room <= 0 else "completion"
-        raise ValueError(f"a {what} does not fit --max-length {max_length}: prompt {len(prompt)} + completion "
-                         f"{len(completion)} + 1 end-of-turn tokens (completion {example['completion'][:40]!r}); "
-                         f"raise --max-length{'' if room <= 0 else ', or --cut-labels (d1 cuts s1K at 4096)'}")
-    # the answer closes the assistant turn with <|eot_id|>, as d1's apply_chat_template([user, assistant])
-    # renders it; the model has to learn to emit it
+        raise ValueError(
+            f"a {what} does not fit --max-length {max_length}: prompt {len(prompt)} + completion "
+            f"{len(completion)} + 1 end-of-turn tokens "
+            f"(completion {example['completion'][:40]!r}); "
+            f"raise --max-length{'' if room <= 0 else ', or --cut-labels (d1 cuts s1K at 4096)'}")
+    # the answer closes the assistant turn with <|eot_id|>, as d1's
+    # apply_chat_template([user, assistant]) renders it; the model has to learn to emit it
     answer = completion + [eot_id]
     left_out = "" if len(answer) <= room else "eot" if len(completion) == room else "cut"
     ids = (prompt + answer)[:max_length]
-    # right-pad with EOS (d1: padding="max_length"). The pads are answer positions and are trained on: this is
-    # how the model learns to stop and fill the rest of its fixed-length canvas with EOS (docs/llada.md §7)
+    # right-pad with EOS (d1: padding="max_length"). The pads are answer positions and are trained
+    # on: this is how the model learns to stop and fill the rest of its fixed-length canvas with
+    # EOS (docs/llada.md §7)
     return ids + [eos_id] * (max_length - len(ids)), len(prompt), left_out
 
 
@@ -118,12 +130,13 @@ def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
     if t is None:
         # one noise level per sequence, t ~ U(0, 1) (docs/d1.md §5.2)
         t = torch.rand(B, generator=generator)
-    # LLaDA's eps = 1e-3 floor: t near 0 would make the 1/p weight of sft_loss explode; now it is <= 1000
+    # LLaDA's eps = 1e-3 floor: t near 0 would make the 1/p weight of sft_loss explode; now it
+    # is <= 1000
     p = (1 - SFT_EPS) * t + SFT_EPS  # (B,) masking probability, never 0
     # position i is masked iff u_i < p: each answer position independently with probability p
     u = torch.rand(B, L, generator=generator)  # drawn on CPU: same masks on any device
-    # answer = every position from the prompt length on, EOS pads included (d1 masks those too, §5.2).
-    # On CPU, like u, so the masks are built where they were drawn
+    # answer = every position from the prompt length on, EOS pads included (d1 masks those too,
+    # §5.2). On CPU, like u, so the masks are built where they were drawn
     is_answer = torch.arange(L)[None, :] >= prompt_lengths.cpu()[:, None]  # (B, L)
     # d1 masks every position and then restores the prompt; and-ing with is_answer is the same mask
     masked = (u < p[:, None]) & is_answer  # the prompt is never masked
@@ -139,9 +152,9 @@ def sft_loss(logits, input_ids, masked, p, prompt_lengths):
     ce = F.cross_entropy(logits[masked].float(), input_ids[masked], reduction="none")  # (M,)
     # the 1/p weight of the ELBO (LLaDA Eq. 5): a token masked at low noise counts more
     weights = (1.0 / p)[:, None].expand_as(masked)[masked]  # (M,) each token's 1/p
-    # d1's denominator (docs/d1.md §5.2): ONE count of non-prompt positions for the whole batch, pads included.
-    # LLaDA's GUIDELINES divide each row by its own answer length and then by B (docs/llada.md §7); the two
-    # agree when every prompt has the same length
+    # d1's denominator (docs/d1.md §5.2): ONE count of non-prompt positions for the whole batch,
+    # pads included. LLaDA's GUIDELINES divide each row by its own answer length and then by B
+    # (docs/llada.md §7); the two agree when every prompt has the same length
     n_answer = (input_ids.shape[1] - prompt_lengths).sum()  # answer positions in the batch
     return (ce * weights).sum() / n_answer
 
@@ -160,25 +173,24 @@ def get_lr(step, max_steps, lr, warmup_steps):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
-    parser.add_argument("--preset", type=str, choices=sorted(PRESETS), help="the defaults: tiny (the CPU toy) for "
-                        "the toy tasks, 8b (d1's SFT of LLaDA-8B) for a real task; any flag given overrides its value")
+    parser.add_argument("--preset", type=str, choices=sorted(PRESETS),
+                        help="the defaults: tiny (the CPU toy) for the toy tasks, 8b (d1's SFT of "
+                        "LLaDA-8B) for a real task; any flag given overrides its value")
     # data
-    parser.add_argument("--toy-unfilled", type=float, default=0.55, help="toy: chance a label leaves a blank cell unfilled")
-    parser.add_argument("--eval-fraction", type=float, default=0.01, help="held-out share for eval loss (d1: 1%%)")
-    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; a toy's: its record "
-                        "in tasks.py)")
-    parser.add_argument("--cut-labels", action=argparse.BooleanOptionalAction, help="cut a completion past "
-                        "--max-length (d1 cuts s1K at 4096); off: such a label is an error")
-    # model
-    parser.add_argument("--model-dir", type=str, default="", help="the start model: a directory in the official "
-                        f"layout, a hub cache snapshot, or a hub id owner/name[@revision] (default: {TINY_DIR}, the "
-                        "tiny random model, for the toy tasks; a real task must name one)")
-    parser.add_argument("--out-dir", type=str, default="out/sft", help="the run: saves/step-N (official layout + "
-                        "trainer_state.pt), metrics.jsonl, and the best save (LoRA merged) as the run's model")
+    parser.add_argument("--toy-unfilled", type=float, default=0.55,
+                        help="toy: chance a label leaves a blank cell unfilled")
+    parser.add_argument("--eval-fraction", type=float, default=0.01,
+                        help="held-out share for eval loss (d1: 1%%)")
+    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; a "
+                        "toy's: its record in tasks.py)")
+    parser.add_argument("--cut-labels", action=argparse.BooleanOptionalAction,
+                        help="cut a completion past --max-length (d1 cuts s1K at 4096); off: such "
+                        "a label is an error")
     # optimization (d1's values: docs/d1.md §5.3)
     parser.add_argument("--lr", type=float, help="AdamW learning rate (d1: 1e-5)")
     parser.add_argument("--weight-decay", type=float, help="AdamW weight decay (d1: 0.1)")
-    parser.add_argument("--grad-clip", type=float, help="max gradient norm (d1: 1.0; 0: no clipping, still logged)")
+    parser.add_argument("--grad-clip", type=float,
+                        help="max gradient norm (d1: 1.0; 0: no clipping, still logged)")
     parser.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning (d1: 128)")
     parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (d1: 256)")
     parser.add_argument("--batch-size", type=int, help="sequences per micro-batch per rank")
@@ -186,9 +198,12 @@ if __name__ == "__main__":
     parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides --epochs if > 0)")
     parser.add_argument("--epochs", type=float, help="used when --max-steps is 0 (d1: 20)")
     parser.add_argument("--warmup-steps", type=int, help="linear warmup steps")
-    parser.add_argument("--eval-every", type=int, default=100, help="every N steps (and at the end): eval loss, "
-                        "a save (a crash loses at most N steps), and the model published if its eval loss is the best")
-    add_training_flags(parser, tasks.TASKS)  # data, model set-up, saves, resume, system: grpo.py's too (ops/trainers.py)
+    parser.add_argument("--eval-every", type=int, default=100,
+                        help="every N steps (and at the end): eval loss, a save (a crash loses at "
+                        "most N steps), and the model published if its eval loss is the best")
+    # data, model set-up, saves, resume, system: grpo.py's too (ops/trainers.py)
+    add_training_flags(parser, tasks.TASKS, (TINY_DIR, "the tiny random model"), "out/sft",
+                       "the best save (LoRA merged)")
     parser.set_defaults(num_examples=512)
     args = parse_with_preset(parser, PRESETS, tasks.TASKS)
 
@@ -196,41 +211,51 @@ if __name__ == "__main__":
     # bad input is one line and exit 2 before anything is loaded or written (checks.py): the flags,
     # every data line, the model directory's headers, and what --out-dir already holds
     with upfront():
-        check_sft_args(args, int(os.environ.get("WORLD_SIZE", 1)), tasks.TASKS)  # WORLD_SIZE: torchrun's
-        examples = load_sft_data(args, tasks.TASKS, args.seed)  # a malformed line is named file:line
+        # WORLD_SIZE: torchrun's
+        check_sft_args(args, int(os.environ.get("WORLD_SIZE", 1)), tasks.TASKS)
+        # a malformed line is named file:line
+        examples = load_sft_data(args, tasks.TASKS, args.seed)
         # the split below holds out the first eval_fraction; what is left must fill one global batch
         n_eval = max(1, int(len(examples) * args.eval_fraction)) if args.eval_fraction > 0 else 0
         require(len(examples) - n_eval >= args.batch_size * args.grad_accum,
-                f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more than the "
-                f"{len(examples) - n_eval} training examples ({len(examples)} minus {n_eval} held out)")
+                f"a global batch of {args.batch_size} x {args.grad_accum} sequences is more "
+                f"than the {len(examples) - n_eval} training examples ({len(examples)} minus "
+                f"{n_eval} held out)")
         check_model_and_out_dir(args, TINY_DIR if tasks.generated(args.task) else None)
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
     run = init_training(args)
     device, master, world_size, rank = run.device, run.master, run.world_size, run.rank
-    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks), so the update is the same
-    # on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (docs/d1.md §5.3)
-    accum = args.grad_accum // world_size  # micro-steps per rank per optimizer step (check_sft_args: it divides)
+    # --grad-accum is GLOBAL (micro-batches per optimizer step over all ranks), so the update is the
+    # same on any world size. d1: batch 1, accumulation 4, 2 GPUs = 8 sequences per step (docs/d1.md
+    # §5.3). accum: micro-steps per rank per optimizer step (check_sft_args: it divides)
+    accum = args.grad_accum // world_size
 
     # -------------------------------------------------------------------------
-    # model: LoRA (d1's SFT: r 128, alpha 256, dropout 0.05 on q, k, v, docs/d1.md §5.3; the base frozen) or full
-    # fine-tuning; --resume puts the newest complete save's weights back
-    raw_model, tokenizer, _, saved = load_policy(args, run, lambda tok: tasks.check_tags(args.task, tok))
-    # DDP: every rank holds the model, and backward averages the trainable gradients over the ranks (nanoGPT's);
-    # --fsdp shards weights, gradients and AdamW state instead; one process: the model as is (ops/ddp.py)
+    # model: LoRA (d1's SFT: r 128, alpha 256, dropout 0.05 on q, k, v, docs/d1.md §5.3; the base
+    # frozen) or full fine-tuning; --resume puts the newest complete save's weights back
+    raw_model, tokenizer, _, saved = load_policy(args, run,
+                                                 lambda tok: tasks.check_tags(args.task, tok))
+    # DDP: every rank holds the model, and backward averages the trainable gradients over the ranks
+    # (nanoGPT's); --fsdp shards weights, gradients and AdamW state instead; one process: the model
+    # as is (ops/ddp.py)
     model = wrap_for_training(raw_model, run, args.fsdp)
-    params = [p for p in raw_model.parameters() if p.requires_grad]  # after sharding: FSDP's are DTensors
-    # AdamW with torch's default betas (0.9, 0.999) and eps 1e-8, HF's adamw_torch defaults, which d1's SFT used
-    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), weight_decay=args.weight_decay)
-    # --resume: the optimizer state back, and the save published again only if it is the best (a crash may have
-    # torn that publish)
-    start_step, extras = start_run(args, run, raw_model, optimizer, saved, "step",
-                                   republish=lambda state: state["extras"]["best_step"] == state["step"])
+    # after sharding: FSDP's are DTensors
+    params = [p for p in raw_model.parameters() if p.requires_grad]
+    # AdamW with torch's default betas (0.9, 0.999) and eps 1e-8, HF's adamw_torch defaults, which
+    # d1's SFT used
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999),
+                                  weight_decay=args.weight_decay)
+    # --resume: the optimizer state back, and the save published again only if it is the best (a
+    # crash may have torn that publish)
+    start_step, extras = start_run(
+        args, run, raw_model, optimizer, saved, "step",
+        republish=lambda state: state["extras"]["best_step"] == state["step"])
     # train mode: LoRA dropout is on in the training passes (eval_loss switches it off and back)
     raw_model.train()
-    # the data stream: which sequences and which noise each step draws; identical on all ranks. A resume
-    # puts back its state as the save left it, so the rest of the run draws what it would have drawn
+    # the data stream: which sequences and noise each step draws, identical on all ranks. A resume
+    # restores its state as the save left it, so the rest of the run draws as it would have
     g = torch.Generator().manual_seed(args.seed)
     best, best_step = float("inf"), 0
     if extras is not None:
@@ -241,27 +266,31 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
-    eot_id = special_ids(tokenizer, raw_model.config).eot  # the family's end of turn (<|eot_id|>, Dream <|im_end|>)
+    # the family's end of turn (<|eot_id|>, Dream <|im_end|>)
+    eot_id = special_ids(tokenizer, raw_model.config).eot
     mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
-    # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a fraction is
-    # asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%, 10 eval and 990 train
+    # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a
+    # fraction is asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%,
+    # 10 eval and 990 train
     random.Random(args.seed).shuffle(examples)
-    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple. A prompt
-    # longer than --max-length is bad input too: one line, before any training step
+    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple.
+    # A prompt longer than --max-length is bad input too: one line, before any training step
     with upfront():
-        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id, args.cut_labels) for ex in examples]
+        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id, args.cut_labels)
+                   for ex in examples]
     left_out = Counter(e[2] for e in encoded)
     if master and (left_out["eot"] or left_out["cut"]):  # said, never silent
-        print(f"note: of {len(encoded)} labels, {left_out['eot']} fill --max-length {args.max_length} exactly (no "
-              f"end-of-turn token) and {left_out['cut']} are cut (--cut-labels)")
+        print(f"note: of {len(encoded)} labels, {left_out['eot']} fill --max-length "
+              f"{args.max_length} exactly (no end-of-turn token) and {left_out['cut']} are cut "
+              f"(--cut-labels)")
     ids_all = torch.tensor([e[0] for e in encoded])  # (N, max_length)
     plen_all = torch.tensor([e[1] for e in encoded])  # (N,)
     eval_ids, eval_plen = ids_all[:n_eval], plen_all[:n_eval]
     train_ids, train_plen = ids_all[n_eval:], plen_all[n_eval:]
     global_batch = args.batch_size * args.grad_accum  # sequences per optimizer step, all ranks
-    # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (docs/d1.md §5.3: HF floors per epoch
-    # and per GPU); this formula gives 2475
-    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)  # >= 1 (check_sft_args)
+    # epochs -> steps. d1's 20 epochs of 990 rows at 8 per step were 2460 steps (docs/d1.md §5.3:
+    # HF floors per epoch and per GPU); this formula gives 2475. max_steps >= 1 (check_sft_args)
+    max_steps = args.max_steps or math.ceil(args.epochs * len(train_ids) / global_batch)
     if master:
         print(f"{len(train_ids)} train / {n_eval} eval sequences of {args.max_length} tokens; "
               f"{max_steps} steps of {global_batch} sequences")
@@ -272,23 +301,26 @@ if __name__ == "__main__":
         seed (d1's eval also fixes t per item), so successive evals are comparable."""
         if n_eval == 0:
             return float("nan")
-        # raw_model, not the DDP wrapper: no gradient bookkeeping. Under FSDP it is the sharded model itself,
-        # whose forward is a collective: every rank must run this (it does, see the loop)
+        # raw_model, not the DDP wrapper: no gradient bookkeeping. Under FSDP it is the sharded
+        # model, whose forward is a collective: every rank must run this (it does, see the loop)
         raw_model.eval()
-        # a private generator with a fixed seed: the same masks at every eval, and the training stream g is
-        # left untouched
+        # a private generator with a fixed seed: the same masks at every eval, and the training
+        # stream g is left untouched
         g_eval = torch.Generator().manual_seed(1234)
-        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (docs/d1.md §5.2). Deviation:
-        # a single eval item would get t = 0, where p = 1e-3 masks nothing and the loss is 0.0 at every eval, so
-        # the first save would stay "best" for good (fewer than 200 examples at 1 %); it gets t = 0.5
+        # d1's eval set fixes t per item the same way: t = linspace(0, 1, len(eval)) (docs/d1.md
+        # §5.2). Deviation: a single eval item would get t = 0, where p = 1e-3 masks nothing and
+        # the loss is 0.0 at every eval, so the first save would stay "best" for good (fewer than
+        # 200 examples at 1 %); it gets t = 0.5
         t = torch.linspace(0, 1, n_eval) if n_eval > 1 else torch.full((1,), 0.5)
         total = 0.0
         for i in range(0, n_eval, args.batch_size):
-            x, pl = eval_ids[i:i + args.batch_size].to(device), eval_plen[i:i + args.batch_size].to(device)
+            x, pl = (eval_ids[i:i + args.batch_size].to(device),
+                     eval_plen[i:i + args.batch_size].to(device))
             noisy, masked, p = sft_noise(x, pl, mask_id, g_eval, t=t[i:i + args.batch_size])
             with run.amp():
                 logits = raw_model(noisy)  # (b, L, V)
-            # times the rows here, / n_eval below: a mean over sequences even when the last batch is short
+            # times the rows here, / n_eval below: a mean over sequences even when the last batch
+            # is short
             total += sft_loss(logits, x, masked, p, pl).item() * len(x)
         raw_model.train()
         return total / n_eval
@@ -296,33 +328,37 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # the loop
     t0 = time.time()
-    # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py); a resume rewrites the later steps
+    # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py); a resume rewrites the
+    # later steps
     metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
                                           start_step) if master else (None, 0.0)
-    bad_steps = 0  # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
-    bar = progress(range(start_step, max_steps), master, desc="sft", initial=start_step, total=max_steps)
+    # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
+    bad_steps = 0
+    bar = progress(range(start_step, max_steps), master, desc="sft", initial=start_step,
+                   total=max_steps)
     for step in bar:
         t_step = time.time()
-        reseed(args.seed, step, rank)  # LoRA dropout's draws, keyed by step: a resume draws the same
-        lr = get_lr(step, max_steps, args.lr, args.warmup_steps)  # set by hand each step, nanoGPT style
+        reseed(args.seed, step, rank)  # LoRA dropout's draws, keyed by step: a resume draws alike
+        # set by hand each step, nanoGPT style
+        lr = get_lr(step, max_steps, args.lr, args.warmup_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         # One global batch = grad_accum micro-batches. Every rank draws the same whole global batch
         # and its noise (on CPU, from the same generator), then keeps micro-batches rank,
         # rank + world_size, ...: the run is identical whatever the world size (tested).
-        # Deviation: sequences are drawn WITH replacement (nanoGPT's get_batch), not in shuffled epochs as
-        # d1's HF Trainer does; "epochs" only sets the number of steps
+        # Deviation: sequences are drawn WITH replacement (nanoGPT's get_batch), not in shuffled
+        # epochs as d1's HF Trainer does; "epochs" only sets the number of steps
         idx = torch.randint(0, len(train_ids), (args.grad_accum * args.batch_size,), generator=g)
         X, PL = train_ids[idx], train_plen[idx]  # (grad_accum * b, L), (grad_accum * b,)
         noisy_all, masked_all, p_all = sft_noise(X, PL, mask_id, g)
         loss_sum = 0.0
         for micro in range(accum):
-            # global micro-batch index micro * world_size + rank: strided over ranks, as grpo.py does
+            # global micro-batch index micro * world_size + rank: strided over ranks, as in grpo.py
             j = (micro * world_size + rank) * args.batch_size
             sl = slice(j, j + args.batch_size)  # this rank's micro-batch
             x, pl, noisy = X[sl].to(device), PL[sl].to(device), noisy_all[sl].to(device)
             masked, p = masked_all[sl].to(device), p_all[sl].to(device)
-            set_grad_sync(model, micro == accum - 1)  # DDP / FSDP: reduce only on the last micro-step
+            set_grad_sync(model, micro == accum - 1)  # DDP/FSDP: reduce only on the last micro-step
             with run.amp():
                 logits = model(noisy)  # (b, L, V); bf16 under --autocast, sft_loss upcasts
             # divide by the micro-steps: gradients add up over them, and DDP/FSDP average over ranks
@@ -333,7 +369,8 @@ if __name__ == "__main__":
         # d1: max_grad_norm 1.0 (docs/d1.md §5.3)
         # on the averaged gradient; grad_clip 0 clips nothing but the norm is still logged
         grad_norm = clip_grad_norm(params, args.grad_clip)
-        # a NaN or inf loss or gradient norm on any rank skips the step everywhere: weights and AdamW untouched
+        # a NaN or inf loss or gradient norm on any rank skips the step everywhere: weights and
+        # AdamW untouched
         stepped = step_if_finite(optimizer, run, loss_sum, grad_norm)
         bad_steps = 0 if stepped else bad_steps + 1
         if run.distributed:  # the logged loss is the mean over ranks
@@ -341,48 +378,57 @@ if __name__ == "__main__":
             dist.all_reduce(loss_t, op=dist.ReduceOp.AVG)
             loss_sum = loss_t.item()
         bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}")
-        record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm, "skipped": float(not stepped),
-                  "tokens": int(X.numel()), "s_step": time.time() - t_step}  # tokens: the global batch
-        stop_if_stalled(bad_steps, args, run, metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0},
-                        f"at step {step + 1}")
+        record = {"step": step + 1, "loss": loss_sum, "lr": lr, "grad_norm": grad_norm,
+                  "skipped": float(not stepped), "tokens": int(X.numel()),
+                  "s_step": time.time() - t_step}  # tokens: the global batch
+        stop_if_stalled(bad_steps, args, run, metrics_file,
+                        {**record, "elapsed_s": elapsed0 + time.time() - t0}, f"at step {step + 1}")
         last = step == max_steps - 1
         if (step + 1) % args.eval_every == 0 or last:
             ev = eval_loss()  # on every rank, the whole eval set
-            if run.distributed:  # rank 0's value everywhere: the save below is a collective under FSDP,
-                ev_t = torch.tensor(ev, device=device)  # so every rank must take the same decision
+            # rank 0's value everywhere: the save below is a collective under FSDP, so every rank
+            # must take the same decision
+            if run.distributed:
+                ev_t = torch.tensor(ev, device=device)
                 dist.broadcast(ev_t, src=0)
                 ev = ev_t.item()
             record["eval_loss"] = ev
             if master:
                 bar.write(f"step {step + 1}: train loss {loss_sum:.4f}, eval loss {ev:.4f}, "
-                           f"{time.time() - t0:.0f}s")
-            # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last. A NaN eval
-            # loss is never the best
+                          f"{time.time() - t0:.0f}s")
+            # keep the best model by eval loss (d1: load_best_model_at_end); no eval set: the last.
+            # A NaN eval loss is never the best
             is_best = n_eval == 0 or ev < best
             if is_best:
                 best, best_step = ev, step + 1
-            # a save every eval (every rank: a collective under FSDP), published as the run's model if it is the
-            # best; the data generator and the best so far go with it, so --resume continues this exact run
+            # a save every eval (every rank: a collective under FSDP), published as the run's model
+            # if it is the best; the data generator and the best so far go with it, so --resume
+            # continues this exact run
             save_checkpoint(args, run, raw_model, optimizer, step + 1,
-                            {"generator": g.get_state(), "best": best, "best_step": best_step, "eval_loss": ev},
+                            {"generator": g.get_state(), "best": best, "best_step": best_step,
+                             "eval_loss": ev},
                             make_public=is_best)
         if master:
             log_metrics(metrics_file, {**record, "elapsed_s": elapsed0 + time.time() - t0})
-        # SIGTERM / SIGUSR1 (a cluster's preemption or time limit), Ctrl-C or --max-hours: a save, exit 75. A
-        # collective: every rank stops after the same step (ops/stop.py)
+        # SIGTERM / SIGUSR1 (a cluster's preemption or time limit), Ctrl-C or --max-hours: a save,
+        # exit 75. A collective: every rank stops after the same step (ops/stop.py)
         if (stopping := run.stop.requested(run)) and not last:
-            if (step + 1) % args.eval_every:  # not saved above. Not published: the best model stays the run's
+            # not saved above. Not published: the best model stays the run's
+            if (step + 1) % args.eval_every:
                 save_checkpoint(args, run, raw_model, optimizer, step + 1,
-                                {"generator": g.get_state(), "best": best, "best_step": best_step}, make_public=False)
+                                {"generator": g.get_state(), "best": best, "best_step": best_step},
+                                make_public=False)
             run.stop.exit(run, metrics_file, args.out_dir, step + 1, "step", stopping)
     if master:
         metrics_file.close()
-    if best_step == 0:  # every eval loss was NaN: nothing was published, and saying "done" would be a lie
+    # every eval loss was NaN: nothing was published, and saying "done" would be a lie
+    if best_step == 0:
         if master:
-            print(f"no model written: every eval loss was NaN (the saves in {args.out_dir}/saves hold the last "
-                  f"weights); lower --lr, or check the data", file=sys.stderr)
+            print(f"no model written: every eval loss was NaN (the saves in {args.out_dir}/saves "
+                  f"hold the last weights); lower --lr, or check the data", file=sys.stderr)
         finish(run)
         sys.exit(1)
     if master:
-        print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f} at step {best_step}; model in {args.out_dir}")
+        print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f} at step {best_step}; "
+              f"model in {args.out_dir}")
     finish(run)  # every rank waits for rank 0's last save, then the group goes down together

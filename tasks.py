@@ -1,23 +1,19 @@
 """
-The tasks: d1's exact prompt strings and the task registry, one record per task. A record says
-everything a script needs of its task: how to read it (a file or hub id, with the hub's column
-names) or generate it, the training prompt and d1's eval prompt, the rewards and their maximum, the
-eval parser, the canvas and generation lengths, the SFT completion, the held-out split, and whether
-the tiny model needs d1's tags as single tokens. sft.py, grpo.py, eval.py and the tests read it;
-adding a task is one record here, its data functions, and its tests (README "Adding a task").
+The tasks: d1's exact prompt strings and the task registry. A task's record is all a script needs:
+how to read (a file or hub id, hub column names) or generate it, training and d1's eval prompts,
+rewards and their maximum, eval parser, canvas and generation lengths, SFT completion, held-out
+split, whether the tiny model needs d1's tags as single tokens. sft.py, grpo.py, eval.py and the
+tests read it; a new task is a record, its data functions and tests (README "Adding a task").
 
-Every example is a plain dict: `prompt` (the training user message, NOT yet chat-rendered: d1's RL
-prompt, docs/d1.md §7.1; s1K's SFT message, §5.1), `answer` (the gold answer as text), the task's
-own fields (taskdata/readers.py, taskdata/code_data.py, the toys' makers) and, for SFT, `completion`.
-d1's eval prompts differ from the RL ones (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" prefill);
-eval_message() builds them. modelio/tokenizer.prompt_ids() is the only place a message becomes token
-ids; docs/d1.md §2.4: the chat template trims the message, so the leading "\\n" of every system prompt
-disappears when rendered, and d1's RL left cut to the last MAX_PROMPT_LENGTH tokens is its max_length.
+Examples are plain dicts: `prompt` (the training user message, NOT yet chat-rendered: d1's RL
+prompt, docs/d1.md §7.1; s1K's SFT message, §5.1), `answer` (gold, as text), the task's own fields
+(taskdata/readers.py and code_data.py, the toys' makers), for SFT `completion`. eval_message()
+builds d1's eval prompts (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" prefill). Token ids come
+only from modelio/tokenizer.prompt_ids(); docs/d1.md §2.4: the chat template trims the message (a
+system prompt's leading "\\n" goes), and d1's RL left cut to MAX_PROMPT_LENGTH tokens is max_length.
 
-Print the rendered RL and eval prompts of one example per task (the first of its data file, or a
-hand-written stand-in; the tiny byte-level tokenizer unless --model-dir is given):
-    python tasks.py
-    python tasks.py --model-dir /path/to/LLaDA-8B-Instruct --data-dir ../shared/data
+Rendered RL and eval prompts of one example per task (tiny byte-level tokenizer by default):
+    python tasks.py [--model-dir /path/to/LLaDA-8B-Instruct] [--data-dir ../shared/data]
 """
 import argparse
 from dataclasses import dataclass
@@ -32,29 +28,30 @@ from modelio.tokenizer import D1_TAGS, load_tokenizer, make_tiny_tokenizer, prom
 from taskdata import code_data, countdown_toy, digitsum, parsers, pbe, puzzles, readers
 
 # -----------------------------------------------------------------------------
-# Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy" them:
-# the odd spaces, the stray quote and the missing separators are what LLaDA was trained/evaluated on.
-
-# RL system prompt (docs/d1.md §7.1), shared by GSM8K, MATH and Countdown. The leading "\n" is trimmed by the template.
-SYSTEM_PROMPT = "\nRespond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
+# Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy"
+# them: the odd spaces, stray quote and missing separators are what LLaDA was trained/evaluated on.
+# RL system prompt (docs/d1.md §7.1): GSM8K, MATH, Countdown; the template trims its first "\n".
+SYSTEM_PROMPT = ("\nRespond in the following format:\n<reasoning>\n...\n</reasoning>\n"
+                 "<answer>\n...\n</answer>\n")
 # SFT system prompt (docs/d1.md §5.1): "Your reasoning here" where the RL prompt says "...".
-SFT_SYSTEM_PROMPT = ("\nRespond in the following format:\n<reasoning>\nYour reasoning here\n</reasoning>\n"
-                     "<answer>\n...\n</answer>\n")
+SFT_SYSTEM_PROMPT = ("\nRespond in the following format:\n<reasoning>\nYour reasoning here\n"
+                     "</reasoning>\n<answer>\n...\n</answer>\n")
 # Inserted between SYSTEM_PROMPT and the MATH problem during RL (note the space before "\n\n").
-MATH_RL_INSTRUCTION = ("\n\nYou are a math expert. You will be given a question to solve. Solve it step by step. "
-                       "Wrap the final answer in a \\boxed{}. \n\n")
-# Countdown RL instruction; {nums} is the Python list repr, e.g. [44, 19, 35]. Only ONE "\n" after SYSTEM_PROMPT.
+MATH_RL_INSTRUCTION = ("\n\nYou are a math expert. You will be given a question to solve. "
+                       "Solve it step by step. Wrap the final answer in a \\boxed{}. \n\n")
+# Countdown RL instruction, {nums} the list repr, e.g. [44, 19, 35]; ONE "\n" after SYSTEM_PROMPT.
 COUNTDOWN_RL_TEMPLATE = (
-    "\nUsing only the numbers {nums}, create an arithmetic expression that evaluates to exactly {target}. "
-    "You must use all numbers from the list, and each number must be used exactly once. "
+    "\nUsing only the numbers {nums}, create an arithmetic expression that evaluates to exactly "
+    "{target}. You must use all numbers from the list, and each number must be used exactly once. "
     "You may use the operations +, -, *, and / as needed. After reasoning, provide only your final "
-    "expression inside <answer></answer> tags without including an equals sign or the target number. "
-    "For example, if the numbers are [2, 3, 4] and the target is 5, a valid answer is: <answer>\n2*4-3\n</answer>")
-# Sudoku system prompt, RL and eval alike (docs/d1.md §7.1); written line by line so every "\n" is visible.
+    "expression inside <answer></answer> tags without including an equals sign or the target "
+    "number. For example, if the numbers are [2, 3, 4] and the target is 5, a valid answer is: "
+    "<answer>\n2*4-3\n</answer>")
+# Sudoku system prompt, RL and eval alike (docs/d1.md §7.1); line by line, so every "\n" shows.
 SUDOKU_SYSTEM_PROMPT = (
     "\n"
-    "Please solve the following 4x4 Sudoku puzzle. The puzzle is provided as a 16-character string reading "
-    "left-to-right, top-to-bottom, where '0' represents empty cells.\n"
+    "Please solve the following 4x4 Sudoku puzzle. The puzzle is provided as a 16-character "
+    "string reading left-to-right, top-to-bottom, where '0' represents empty cells.\n"
     "\n"
     "Rules:\n"
     "- Fill empty cells with digits 1-4\n"
@@ -72,34 +69,35 @@ SUDOKU_SYSTEM_PROMPT = (
     "<answer>\n"
     "[16-character solution string with no spaces or separators]\n"
     "</answer>\n")
-SUDOKU_QUESTION = "Solve the following Sudoku puzzle: {puzzle}\n"  # RL prompt adds "\n\n" before it, as eval does
+SUDOKU_QUESTION = "Solve the following Sudoku puzzle: {puzzle}\n"  # after "\n\n", in RL as in eval
 # Eval system prompts (docs/d1.md §8.2). GSM8K: a space after "\boxed{}.".
-GSM8K_EVAL_PROMPT = ("You are a math expert. You will be given a question to solve. Solve it step by step. "
-                     "Wrap the final answer in a \\boxed{}. \nRespond in the following format:\n<reasoning>\n"
-                     "Your reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
-# MATH500: no space after "\boxed{}.", and a stray '" \n' after </answer> (a typo in d1's triple-quoted string).
-MATH_EVAL_PROMPT = ("You are a math expert. You will be given a question to solve. Solve it step by step. "
-                    "Wrap the final answer in a \\boxed{}.\nRespond in the following format:\n<reasoning>\n"
-                    "Your reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>\" \n")
+GSM8K_EVAL_PROMPT = ("You are a math expert. You will be given a question to solve. "
+                     "Solve it step by step. Wrap the final answer in a \\boxed{}. \n"
+                     "Respond in the following format:\n<reasoning>\nYour reasoning here\n"
+                     "</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
+# MATH500: no space after "\boxed{}.", and a stray '" \n' after </answer> (d1's triple-quote typo).
+MATH_EVAL_PROMPT = ("You are a math expert. You will be given a question to solve. "
+                    "Solve it step by step. Wrap the final answer in a \\boxed{}.\n"
+                    "Respond in the following format:\n<reasoning>\nYour reasoning here\n"
+                    "</reasoning>\n<answer>\n\\boxed{...}\n</answer>\" \n")
 # Countdown: d1 concatenates two strings with no separator, hence "c}Respond".
 COUNTDOWN_EVAL_PROMPT = (
-    "Using only the provided numbers, create an arithmetic expression that evaluates to exactly the provided "
-    "target number. You may use the operations +, -, *, and / as needed, but each number must be used exactly "
-    "once. Think step-by-step. After reasoning, provide only your final expression inside \\boxed{} tags without "
-    "including an equals sign or the target number. For example: \\boxed{a + b * c}Respond in the following "
-    "format:\n<reasoning>\nYour reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
-# Countdown eval question (docs/d1.md §8.2): {nums} is again the list repr, "Numbers: [44, 19, 35]\nTarget: 98"
-COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"
-EVAL_PREFILL = "<reasoning>"  # eval.py hard-codes add_reasoning=True: the assistant turn starts with it
-# Code (docs/coding.md §1.1: d1's later get_code_questions): SYSTEM_PROMPT, this, then the KodCode question.
-# Note the space before "\n\n" at the end, as in d1's f-string.
-CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding problem to solve. Solve it step by step. "
-                       "\n\n")
-# The benchmarks' questions, which go after it, are ours (d1's code eval script was not released,
-# docs/coding.md §1.5): taskdata/code_data.py writes them as it reads the files.
-MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: keep the LAST 200 prompt tokens (docs/d1.md §2.4)
-D1_GEN_LENGTHS = (128, 256, 512)  # d1 reports every task at these canvases (Table 1; docs/d1.md §8.4)
-MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README): d1 reports 257 = the sanitized records in it
+    "Using only the provided numbers, create an arithmetic expression that evaluates to exactly "
+    "the provided target number. You may use the operations +, -, *, and / as needed, but each "
+    "number must be used exactly once. Think step-by-step. After reasoning, provide only your "
+    "final expression inside \\boxed{} tags without including an equals sign or the target number. "
+    "For example: \\boxed{a + b * c}Respond in the following format:\n<reasoning>\n"
+    "Your reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
+COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"  # docs/d1.md §8.2, {nums} a list repr
+EVAL_PREFILL = "<reasoning>"  # opens the assistant turn (eval.py hard-codes add_reasoning=True)
+# Code (docs/coding.md §1.1: d1's later get_code_questions): SYSTEM_PROMPT, this (space before
+# "\n\n", as in d1's f-string), the question: KodCode's, or the benchmarks' (ours, d1's code eval
+# was not released, docs/coding.md §1.5), which taskdata/code_data.py writes as it reads the files.
+CODE_RL_INSTRUCTION = ("\n\nYou are a coding expert. You will be given a coding problem to solve. "
+                       "Solve it step by step. \n\n")
+MAX_PROMPT_LENGTH = 200  # d1's RL max_prompt_length: the LAST 200 prompt tokens (docs/d1.md §2.4)
+D1_GEN_LENGTHS = (128, 256, 512)  # d1 reports each task at all three (Table 1; docs/d1.md §8.4)
+MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README); d1's 257 = the sanitized records in it
 
 # -----------------------------------------------------------------------------
 # The messages, one small function per format
@@ -115,7 +113,7 @@ def question(ex):
 
 
 def countdown_question(ex):
-    # list(): a tuple or numpy row must still print as d1's "[44, 19, 35]", the text LLaDA was trained on
+    # list(): a tuple or numpy row must print as d1's "[44, 19, 35]", the text LLaDA was trained on
     return COUNTDOWN_QUESTION.format(nums=list(ex["nums"]), target=ex["target"])
 
 
@@ -128,7 +126,7 @@ def sudoku_question(ex):
 
 
 def s1k_completion(ex):
-    """The s1K assistant turn (docs/d1.md §5.1): no newlines inside the tags, unlike the RL format."""
+    """The s1K assistant turn (docs/d1.md §5.1): no newlines in the tags, unlike the RL format."""
     return "<reasoning>" + ex["trace"] + "</reasoning>\n<answer>" + ex["answer"] + "</answer>"
 
 
@@ -143,7 +141,7 @@ def code_items(read):
 
 
 def toy_split(split_of, make):
-    """A generated toy's maker: split_of(seed=data_seed) -> (train, test) pools, make(pool, n, seed)."""
+    """A toy's maker: split_of(seed=data_seed) -> (train, test) pools, make(pool, n, seed)."""
     def generate(split, n, seed, data_seed=0, **_):
         return make(split_of(seed=data_seed)[split == "test"], n, seed)
     return generate
@@ -152,8 +150,7 @@ def toy_split(split_of, make):
 def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
     """The Sudoku toy from the grids of one side of the split; SFT labels may leave blanks open."""
     exs = puzzles.make_toy(puzzles.split_grids(seed=data_seed)[split == "test"], n, seed, *blanks)
-    # the toy's labels are deliberately incomplete (puzzles.partial_label): imitation alone then leaves
-    # blanks open, and it is diffu-GRPO's reward that teaches filling them
+    # partial labels (puzzles.partial_label): imitation leaves blanks open, diffu-GRPO fills them
     return [puzzles.partial_label(ex, unfilled, seed) for ex in exs] if unfilled else exs
 
 
@@ -171,7 +168,8 @@ def d1_subset(examples):
 
 def mbpp_test(examples):
     # d1's 257 MBPP items: the test split, task_id 11-510 (of sanitized MBPP; 500 of the full file)
-    return [i for i, ex in enumerate(examples) if MBPP_TEST_IDS[0] <= ex["task_id"] <= MBPP_TEST_IDS[1]]
+    return [i for i, ex in enumerate(examples)
+            if MBPP_TEST_IDS[0] <= ex["task_id"] <= MBPP_TEST_IDS[1]]
 
 
 # -----------------------------------------------------------------------------
@@ -180,30 +178,30 @@ def mbpp_test(examples):
 
 @dataclass(frozen=True)
 class Task:
-    """Everything the scripts know of one task; a field left at its default is d1's setting or "none"."""
+    """All the scripts know of one task; a field left at its default is d1's setting or "none"."""
     name: str
-    prompt: Callable             # example -> the training user message (d1's RL prompt; s1K's SFT one)
-    load: Callable = None        # a file or hub id -> examples (hub column names); None: generated
-    make: Callable = None        # generated toys: (split "train" | "test", n, seed, data_seed, **kw) -> examples
-    rewards: tuple = ()          # summed, each with weight 1 (d1's TRL config); () = not an RL task
-    max_reward: float = 0.0      # the sum's maximum
-    score: Callable = None       # the eval parser, batched: (generations, examples) -> [dict]; None = no eval
-    eval_system: str = None      # d1's eval system prompt; None = evaluated on the training prompt
-    eval_question: Callable = question  # example -> the question after it (what d1's eval files store)
-    eval_prefill: str = EVAL_PREFILL  # what follows the assistant header at eval ("" for the bare toys)
-    heldout: Callable = None     # a test file's examples -> the indices eval.py scores; None = all
-    cells: bool = False          # accuracy = d1's micro-average over blank cells (Sudoku), else the solved share
-    canvas: int = 0              # completion canvas of rollouts and eval; 0 = d1's (256 RL, 128/256/512 eval)
-    block: int = 0               # the sampler's block; 0 = d1's 32
-    sft_max_length: int = 0      # SFT prompt + completion tokens; 0 = the preset's (d1: 4096)
+    prompt: Callable         # example -> the training user message (d1's RL prompt; s1K's SFT one)
+    load: Callable = None    # a file or hub id -> examples (hub column names); None: generated
+    make: Callable = None    # toys: (split "train" | "test", n, seed, data_seed, **kw) -> examples
+    rewards: tuple = ()      # summed, each with weight 1 (d1's TRL config); () = not an RL task
+    max_reward: float = 0.0  # the sum's maximum
+    score: Callable = None   # batched eval parser (generations, examples) -> [dict]; None = no eval
+    eval_system: str = None  # d1's eval system prompt; None = evaluated on the training prompt
+    eval_question: Callable = question  # example -> the question after it; d1's eval files store it
+    eval_prefill: str = EVAL_PREFILL  # follows the assistant header at eval ("" for the bare toys)
+    heldout: Callable = None  # a test file's examples -> the indices eval.py scores; None = all
+    cells: bool = False      # accuracy: blank-cell micro-average (d1's Sudoku), else solved share
+    canvas: int = 0          # rollout/eval completion canvas; 0 = d1's (256 RL, 128/256/512 eval)
+    block: int = 0           # the sampler's block; 0 = d1's 32
+    sft_max_length: int = 0  # SFT prompt + completion tokens; 0 = the preset's (d1: 4096)
     sft_completion: Callable = None  # example -> the SFT target text; None = no SFT target
-    needs_tags: bool = False     # d1's four tags must be single tokens (the tiny model: modelio.checkpoint --tags)
-    preset: str = "8b"           # the trainers' preset: d1's recipe, or a CPU toy's
-    code: bool = False           # a code benchmark: its items carry reference programs (eval.py --canonical)
-    eval_batch: int = 0          # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
+    needs_tags: bool = False  # d1's 4 tags must be single tokens (tiny: modelio.checkpoint --tags)
+    preset: str = "8b"       # the trainers' preset: d1's recipe, or a CPU toy's
+    code: bool = False       # code benchmark: items carry reference programs (eval.py --canonical)
+    eval_batch: int = 0      # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
 
     def with_prompt(self, ex):
-        """An example with its training prompt first (and its SFT completion, where the task has one)."""
+        """An example with its training prompt first (and SFT completion, if the task has one)."""
         out = {"prompt": self.prompt(ex), **ex}
         if self.sft_completion and "completion" not in ex:
             out["completion"] = self.sft_completion(ex)
@@ -212,25 +210,26 @@ class Task:
     def read_examples(self, path):
         """The examples of the local file or hub dataset id `path`."""
         if self.load is None:
-            raise ValueError(f"task {self.name!r} is generated, not read from a file (--data is not used)")
+            raise ValueError(f"task {self.name!r} is generated, not read from a file "
+                             "(--data is not used)")
         return [self.with_prompt(ex) for ex in self.load(path)]
 
     def make_examples(self, split, n, seed, data_seed=0, **kw):
-        """n generated examples of this toy from one side ("train" | "test") of its --data-seed split."""
+        """n examples of this toy from one side ("train" | "test") of its --data-seed split."""
         if self.make is None:
             raise ValueError(f"task {self.name!r} is read from a file: give it --data")
         return [self.with_prompt(ex) for ex in self.make(split, n, seed, data_seed, **kw)]
 
 
-CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)  # d1's KodCode list (docs/coding.md §1.2)
-BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)  # RL-able too; the eval message is the RL one
+# CODE: d1's KodCode list (docs/coding.md §1.2); BENCHMARK: RL-able too, eval message = the RL one
+CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)
+BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)
 # the generated toys: bare prompts and answers, labels from their makers, the tiny model's preset
 TOY = dict(eval_prefill="", preset="tiny", eval_batch=100, sft_completion=made_label)
-
 TASKS = {t.name: t for t in [
     Task("gsm8k", with_system(SYSTEM_PROMPT + "\n\n", question), readers.read_gsm8k,
-         rewards=(R.xmlcount, R.soft_format, R.strict_format, R.int_answer, R.gsm8k_correctness), max_reward=4.0,
-         score=each(parsers.score_gsm8k), eval_system=GSM8K_EVAL_PROMPT),
+         rewards=(R.xmlcount, R.soft_format, R.strict_format, R.int_answer, R.gsm8k_correctness),
+         max_reward=4.0, score=each(parsers.score_gsm8k), eval_system=GSM8K_EVAL_PROMPT),
     # MATH: the instruction carries its own "\n\n" on both sides
     Task("math", with_system(SYSTEM_PROMPT + MATH_RL_INSTRUCTION, question), readers.read_math,
          rewards=(R.math_correctness, R.math_format), max_reward=3.0,
@@ -242,35 +241,40 @@ TASKS = {t.name: t for t in [
     # Sudoku: its own system prompt for RL and eval alike (d1 has no Sudoku eval prompt)
     Task("sudoku", with_system(SUDOKU_SYSTEM_PROMPT + "\n\n", sudoku_question), readers.read_sudoku,
          rewards=(R.sudoku_reward,), max_reward=1.0, score=each(parsers.score_sudoku),
-         eval_system=SUDOKU_SYSTEM_PROMPT, eval_question=sudoku_question, heldout=d1_subset, cells=True),
-    # s1K: SFT data only (no reward, no eval parser): the SFT system prompt, a blank line, the question
-    Task("s1k", with_system(SFT_SYSTEM_PROMPT + "\n\n", question), readers.read_s1k, sft_completion=s1k_completion),
-    # d1's code RL set (KodCode, scored by its pytest source) and the code benchmarks (scored by running
-    # program_prefix + code, then unit_tests); every program runs in sandbox/run.py
-    Task("code", with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(code_data.read_kodcode),
-         **CODE),
-    *[Task(name, with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(read), **BENCHMARK,
-           heldout=mbpp_test if name == "mbpp" else None)
-      for name, read in [("humaneval", code_data.read_humaneval), ("humaneval_plus", code_data.read_humaneval),
+         eval_system=SUDOKU_SYSTEM_PROMPT, eval_question=sudoku_question, heldout=d1_subset,
+         cells=True),
+    # s1K: SFT data only (no reward or eval parser): SFT system prompt, a blank line, the question
+    Task("s1k", with_system(SFT_SYSTEM_PROMPT + "\n\n", question), readers.read_s1k,
+         sft_completion=s1k_completion),
+    # d1's code RL set (KodCode, scored by its pytest source) and the code benchmarks (scored by
+    # running program_prefix + code, then unit_tests); every program runs in sandbox/run.py
+    Task("code", with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question),
+         code_items(code_data.read_kodcode), **CODE),
+    *[Task(name, with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(read),
+           **BENCHMARK, heldout=mbpp_test if name == "mbpp" else None)
+      for name, read in [("humaneval", code_data.read_humaneval),
+                         ("humaneval_plus", code_data.read_humaneval),
                          ("mbpp", code_data.read_mbpp), ("mbpp_plus", code_data.read_mbpp_plus),
                          ("leetcode", code_data.read_leetcode)]],
     # the CPU toys (ours): generated from their own train/test split, bare prompts the makers write
-    # (the Sudoku toy: "Sudoku: <puzzle>", its completion the 16 digits); a file of d1's Sudoku csv loads too
+    # (Sudoku toy: "Sudoku: <puzzle>", completion the 16 digits); d1's Sudoku csv files load too
     Task("toy", puzzles.toy_prompt, lambda path: [puzzles.toy_example(ex["puzzle"], ex["solution"])
-                                                  for ex in readers.read_sudoku(path)], make=sudoku_toy,
-         rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy), canvas=16, block=16,
-         sft_max_length=63, **TOY),
-    # the code toy (taskdata/pbe.py): d1's coding reward alone; its bare fence has no <answer>, so no bonus
-    Task("pbe", made_prompt, make=toy_split(pbe.split_classes, pbe.make_pbe), rewards=(R.coding_reward,),
-         max_reward=1.0, score=parsers.score_pbe_batch, canvas=pbe.CANVAS, block=16, sft_max_length=128, **TOY),
-    # the testbed (taskdata/countdown_toy.py): d1's Countdown reward on its <answer> equation, in d1's tags
-    Task("countdown_toy", made_prompt, make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems),
-         rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown_toy), canvas=48,
-         block=16, sft_max_length=96, needs_tags=True, **{**TOY, "preset": "testbed"}),
-    # the worked example of README "Adding a task" (taskdata/digitsum.py): a number's digit sum, in d1's tags
+                                                  for ex in readers.read_sudoku(path)],
+         make=sudoku_toy, rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy),
+         canvas=16, block=16, sft_max_length=63, **TOY),
+    # the code toy (taskdata/pbe.py): d1's coding reward alone, no bonus (a bare fence, no <answer>)
+    Task("pbe", made_prompt, make=toy_split(pbe.split_classes, pbe.make_pbe),
+         rewards=(R.coding_reward,), max_reward=1.0, score=parsers.score_pbe_batch,
+         canvas=pbe.CANVAS, block=16, sft_max_length=128, **TOY),
+    # the testbed (taskdata/countdown_toy.py), in d1's tags: d1's Countdown reward on its equation
+    Task("countdown_toy", made_prompt,
+         make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems),
+         rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown_toy),
+         canvas=48, block=16, sft_max_length=96, needs_tags=True, **{**TOY, "preset": "testbed"}),
+    # README "Adding a task"'s worked example (taskdata/digitsum.py): digit sums, in d1's tags
     Task("digitsum", made_prompt, make=toy_split(digitsum.split_numbers, digitsum.make_problems),
-         rewards=(digitsum.digitsum_reward,), max_reward=1.0, score=each(digitsum.score), canvas=32, block=16,
-         sft_max_length=64, needs_tags=True, **TOY),
+         rewards=(digitsum.digitsum_reward,), max_reward=1.0, score=each(digitsum.score),
+         canvas=32, block=16, sft_max_length=64, needs_tags=True, **TOY),
 ]}
 
 
@@ -282,8 +286,8 @@ def get(name):
 
 
 def names(has):
-    """The tasks whose record has field `has` set, in registry order: names("rewards") are the RL tasks,
-    names("score") the evaluable ones, names("make") the generated toys, names("code") the code benchmarks."""
+    """The tasks with field `has` set, in registry order: names("rewards") = the RL tasks, "score"
+    the evaluable ones, "make" the generated toys, "code" the code benchmarks."""
     return tuple(n for n, t in TASKS.items() if getattr(t, has))
 
 
@@ -292,26 +296,25 @@ def names(has):
 
 
 def eval_question(task, ex):
-    """The question part of d1's eval message (docs/d1.md §8.2); the text d1's eval files store as `question`."""
+    """The question part of d1's eval message (docs/d1.md §8.2): d1's eval files' `question`."""
     return get(task).eval_question(ex)
 
 
 def eval_message(task, ex):
-    """d1's EVAL user message (docs/d1.md §8.2): the eval system prompt, a blank line, the question. The
-    toys and the code tasks are evaluated on their training prompt: no d1 eval prompt is known for code
-    (docs/coding.md §1.5)."""
+    """d1's EVAL user message (docs/d1.md §8.2): eval system prompt, blank line, question. Toys and
+    code tasks: the training prompt (no d1 eval prompt is known for code, docs/coding.md §1.5)."""
     t = get(task)
     return t.eval_system + "\n\n" + t.eval_question(ex) if t.eval_system else t.prompt(ex)
 
 
 def eval_prefill(task):
-    """What d1's eval puts after the assistant header (docs/d1.md §8.2: eval.py hard-codes add_reasoning=True);
-    the toys' answers are bare digits / a bare fence, with no "<reasoning>"."""
+    """What d1's eval puts after the assistant header (docs/d1.md §8.2: eval.py hard-codes
+    add_reasoning=True); the toys' answers are bare digits / a bare fence, with no "<reasoning>"."""
     return get(task).eval_prefill
 
 
 def with_prompt(task, ex):
-    """An example of `task` with its training prompt first (and its SFT completion, where it has one)."""
+    """An example of `task` with its training prompt first (and SFT completion, if it has one)."""
     return get(task).with_prompt(ex)
 
 
@@ -321,36 +324,37 @@ def load_task(name, path):
 
 
 def make_examples(name, split, n, seed, data_seed=0, **kw):
-    """n generated examples of toy `name` from one side ("train" | "test") of its --data-seed split."""
+    """n examples of toy `name` from one side ("train" | "test") of its --data-seed split."""
     return get(name).make_examples(split, n, seed, data_seed, **kw)
 
 
 def generated(task):
-    """Whether every task of --task (a comma list) is a generated CPU toy, whose model may be the tiny one."""
+    """Whether all of --task (a comma list) are generated CPU toys (whose model may be tiny)."""
     return all(name in TASKS and TASKS[name].make for name in task.split(","))
 
 
 def check_names(task, has):
-    """--task's names (a comma list) are tasks whose record has `has` set (names(has)), or one ValueError."""
+    """--task's names (a comma list) are tasks with `has` set (names(has)), or one ValueError."""
     for name in task.split(","):
         if name not in names(has):
             raise ValueError(f"--task: unknown task {name!r}; one of {', '.join(names(has))}")
 
 
 def check_tags(task, tokenizer):
-    """A task whose record needs d1's four tags as single tokens (needs_tags: the testbed, whose short canvas
+    """A task needing d1's four tags as single tokens (needs_tags: the testbed, whose short canvas
     the byte tokenizer's 8-12 tokens per tag would fill) refuses a tokenizer that splits them."""
     for name in [n for n in task.split(",") if n in TASKS and TASKS[n].needs_tags]:
         for tag in D1_TAGS:
             n_ids = len(tokenizer(tag, add_special_tokens=False)["input_ids"])
             if n_ids != 1:
-                raise ValueError(f"--task {name} needs d1's tags as single tokens, and this tokenizer writes {tag} "
-                                 f"in {n_ids}: write the tiny model with `python -m modelio.checkpoint --tags "
-                                 f"--out-dir DIR` and pass --model-dir DIR")
+                raise ValueError(f"--task {name} needs d1's tags as single tokens, and this "
+                                 f"tokenizer writes {tag} in {n_ids}: write the tiny model with "
+                                 f"`python -m modelio.checkpoint --tags --out-dir DIR` and pass "
+                                 f"--model-dir DIR")
 
 
 def eval_lengths(task):
-    """The generation lengths eval.py runs by default: the task's canvas, or d1's 128, 256 and 512."""
+    """eval.py's default generation lengths: the task's canvas, or d1's 128, 256 and 512."""
     return (get(task).canvas,) if get(task).canvas else D1_GEN_LENGTHS
 
 
@@ -358,10 +362,9 @@ TEST_SEED = 12345  # the toys' held-out items: one fixed stream from the test si
 
 
 def heldout(name, data=None, full=False, n=200, data_seed=0, blanks=(2, 5)):
-    """[(item id, example)] that eval.py scores: a toy's n items generated from the TEST side of its
-    split; else the test file's items, d1's subset of them unless `full` (Countdown and Sudoku: 256
-    items; MBPP: its test split). An item's id is its position in the file: stable across runs, so
-    --compare can pair items."""
+    """[(item id, example)] that eval.py scores: a toy's n items from the TEST side of its split;
+    else the test file's items, d1's subset unless `full` (Countdown, Sudoku: 256 items; MBPP: its
+    test split). An id is the item's position in its file: stable, so --compare can pair items."""
     t = get(name)
     if t.make:
         return list(enumerate(t.make_examples("test", n, TEST_SEED, data_seed, blanks=blanks)))
@@ -373,13 +376,12 @@ def heldout(name, data=None, full=False, n=200, data_seed=0, blanks=(2, 5)):
 
 
 def d1_eval_subset(n_items, k=256, seed=42):
-    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False) (docs/d1.md §8.1 item 3).
-    n == k (Countdown) -> a permutation, as in d1."""
-    # k=None/-1 (GSM8K and MATH, d1's subsample -1) or n < k (where d1 would crash): all items in order
+    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False)
+    (docs/d1.md §8.1 item 3). n == k (Countdown) -> a permutation, as in d1."""
+    # k=None/-1 (GSM8K, MATH: d1's subsample -1) or n < k (where d1 would crash): all items in order
     if k is None or k < 0 or n_items < k:
         return list(range(n_items))
-    # legacy MT19937 seeding: identical to np.random.seed(42) followed by np.random.choice, but a
-    # private RandomState gives the same stream without touching numpy's global RNG
+    # private RandomState: np.random.seed(42)+choice's stream (legacy MT19937); global RNG untouched
     return np.random.RandomState(seed).choice(n_items, k, replace=False).tolist()
 
 
@@ -387,12 +389,13 @@ def score_eval_batch(task, generations, examples):
     """The task's eval parser over many items (the code tasks run their programs in parallel)."""
     t = get(task)
     if t.score is None:
-        raise ValueError(f"task {task!r} has no eval parser; evaluable: {', '.join(names('score'))}")
+        raise ValueError(f"task {task!r} has no eval parser; evaluable: "
+                         f"{', '.join(names('score'))}")
     return t.score(generations, examples)
 
 
 def score_eval(task, generation, example):
-    """One generation scored by d1's eval parser of `task` (taskdata/parsers.py says what each returns)."""
+    """One generation scored by `task`'s d1 eval parser (what each returns: taskdata/parsers.py)."""
     return score_eval_batch(task, [generation], [example])[0]
 
 
@@ -407,27 +410,31 @@ def total_rewards(completions, examples):
 
 
 # -----------------------------------------------------------------------------
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="print the rendered RL and eval prompts of every task")
-    parser.add_argument("--model-dir", type=str, default=None, help="tokenizer: a model directory or hub id "
-                        "(default: a fresh tiny one)")
-    parser.add_argument("--data-dir", type=str, default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
+    parser = argparse.ArgumentParser(
+        description="print the rendered RL and eval prompts of every task")
+    parser.add_argument("--model-dir", type=str, default=None,
+                        help="tokenizer: a model directory or hub id (default: a fresh tiny one)")
+    parser.add_argument("--data-dir", type=str,
+                        default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
     args = parser.parse_args()
-    # the tiny byte-level tokenizer carries LLaDA's chat template, so the rendering is the real one
-    tok = load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir else make_tiny_tokenizer()
+    tok = (load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir
+           else make_tiny_tokenizer())  # byte-level, with LLaDA's chat template: the real rendering
     data = Path(args.data_dir)
-    # the first item of a real file where there is one, else a hand-written stand-in (d1's own Countdown
-    # example, a grid with six blanks, two short questions); the toys generate theirs
-    files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl", "sudoku": "d1_sudoku/4x4_test_sudoku.csv",
-             "countdown": "d1_countdown/countdown_cd3_test.jsonl", "humaneval": "humaneval/HumanEval.jsonl.gz"}
-    stand_ins = {"gsm8k": {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
-                           "answer": "7"}, "math": {"question": "What is $2^{10}$?", "answer": "1024"},
-                 "countdown": {"nums": [2, 3, 4], "target": 5, "answer": "5"},
-                 "sudoku": {"puzzle": "1030301221404020", "solution": "1234341221434321", "answer": "1234341221434321"}}
+    # a file's first item, else hand-written: d1's Countdown example, a 6-blank grid, two questions
+    files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl",
+             "sudoku": "d1_sudoku/4x4_test_sudoku.csv",
+             "countdown": "d1_countdown/countdown_cd3_test.jsonl",
+             "humaneval": "humaneval/HumanEval.jsonl.gz"}
+    stand_ins = {
+        "gsm8k": {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+                  "answer": "7"}, "math": {"question": "What is $2^{10}$?", "answer": "1024"},
+        "countdown": {"nums": [2, 3, 4], "target": 5, "answer": "5"},
+        "sudoku": {"puzzle": "1030301221404020", "solution": "1234341221434321",
+                   "answer": "1234341221434321"}}
     for task, t in TASKS.items():
-        if t.make:
+        if t.make:  # the toys generate theirs
             ex = t.make_examples("test", 1, seed=0)[0]
         elif task in files and (data / files[task]).is_file():
             ex = load_task(task, data / files[task])[0]
@@ -435,8 +442,7 @@ if __name__ == "__main__":
             ex = with_prompt(task, stand_ins[task])
         else:
             continue  # s1K, KodCode and the other code sets: no file here and no stand-in
-        # RL: the user message as is, not cut here (the header line says how much d1's left cut keeps);
-        # eval: the eval message plus its prefill
+        # RL: the user message, uncut (the header says what d1's left cut keeps); eval: + prefill
         rl = prompt_ids(tok, ex["prompt"])
         ev = prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task))
         print(f"===== {task}  (answer {str(ex['answer'])[:40]!r}; RL prompt {len(rl)} tokens, "

@@ -1,6 +1,6 @@
 """
 The best checkpoint by VALIDATION accuracy (grpo.py --val-size N --eval-every K; docs/evaluation.md
-"An honest protocol"): whenever val_acc (evaluation/validation.py) strictly improves, that round is
+"An honest protocol"): whenever val_acc (ops/validation.py) strictly improves, that round is
 saved (if it was not already) and <out-dir>/best.json names it:
 
     {"step": 12, "val_acc": 41.5, "save": "saves/step-000012", "val_items": 100}
@@ -9,7 +9,8 @@ written atomically; ops/resume.py's --keep-last pruning never deletes the save i
 --resume reads it back, so the best value survives a restart. The test set is never read here:
 `python eval.py --select RUN_DIR` evaluates this save and the final one on it afterwards.
 
-    best = Best(args, run, start_round, lambda step: save_checkpoint(..., step, make_public=False))
+    best = Best(args, run, start_round, lambda step: save_checkpoint(..., step, make_public=False),
+                curve, metrics_file)       # a fresh run: the start model's val_acc, logged as step 0
     best.update(step, curve, saved)        # every rank, after the round's own save
 """
 import json
@@ -17,7 +18,7 @@ import math
 import os
 
 from ops.ddp import everywhere
-from ops.metrics import eval_due, read_json
+from ops.metrics import eval_due, log_metrics, read_json
 from ops.resume import BEST_FILE, SAVES_DIR, save_dir
 
 
@@ -40,7 +41,9 @@ class Best:
     """Keeps the best validation round of a grpo.py run. Every rank holds one and calls update() at
     the same steps (saving is a collective); rank 0 alone evaluates, decides, and writes best.json."""
 
-    def __init__(self, args, run, start_step, save):
+    def __init__(self, args, run, start_step, save, curve=None, metrics_file=None):
+        """save(step): a collective save of round `step`. On a fresh run the start model is measured
+        (curve: rank 0's ValCurve, else None) and logged as step 0: the round to beat."""
         self.on = bool(args.eval_every and args.val_size)
         self.every, self.rounds, self.out_dir = args.eval_every, args.rounds, args.out_dir
         self.run, self.save = run, save
@@ -50,6 +53,9 @@ class Best:
             rec = read_json(path)
             # a best round after the save we resume from (its save was not whole) is measured again
             self.value = rec["val_acc"] if rec["step"] <= start_step else -math.inf
+        if curve and start_step == 0:
+            log_metrics(metrics_file, {"step": 0, "elapsed_s": 0.0, **curve()})
+        self.update(0, curve, saved=False)
 
     def update(self, step, curve, saved):
         """After round `step` (0: the start model, skipped on a resume): when val_acc was measured and beat

@@ -34,6 +34,7 @@ from modelio.hub import ModelSource, resolve_model
 from modelio.tokenizer import check_tokenizer_files
 from ops.ddp import train_precision
 from taskdata.records import is_hub_dataset
+from taskdata.splits import check_protocol_flags
 
 USAGE_EXIT = 2  # what argparse exits with for a bad flag: our checks are the flags' second line
 
@@ -186,10 +187,12 @@ def check_training_flags(args):
     train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_grpo_args(args, world_size, rl_tasks, check_schedule, objective_check=None):
-    """grpo.py's flags: --task's names among `rl_tasks` (the registry's RL tasks), the sampler's layout
-    (check_schedule, sample.py's), the objective's own (objective_check, raising ValueError), then the
-    data files (their records are checked by the loaders)."""
+def check_grpo_args(args, world_size, registry, check_schedule, objective_check=None):
+    """grpo.py's flags: the protocol's (taskdata/splits.py), --task's names among the RL tasks of
+    `registry` (tasks.TASKS), the sampler's layout (check_schedule, sample.py's), the objective's own
+    (objective_check, raising ValueError), then the data files (the loaders check their records)."""
+    check_protocol_flags(args, registry)  # --val-size, --sudoku-split, --test-curve
+    rl_tasks = [name for name, t in registry.items() if t.rewards]
     for name in args.task.split(","):
         require(name in rl_tasks, f"--task: unknown task {name!r}; one of {', '.join(rl_tasks)}")
     # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently

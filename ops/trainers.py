@@ -30,11 +30,18 @@ def auto_only(value):
     return value
 
 
-def add_training_flags(parser, registry):
-    """The flags both trainers take beside their hyper-parameters (which each script declares): the data
-    (--task: a name of `registry`, tasks.TASKS), the model's set-up, saves and resume, and the system.
-    Where the two differ (LoRA targets, ...), each script's set_defaults gives the value, so every flag
-    still has a working default."""
+def add_training_flags(parser, registry, start_model, out_dir, published):
+    """The flags both trainers take beside their hyper-parameters (which each script declares): the start
+    model and the run directory (the toys' start_model: (its directory, what it is), out_dir's default, and
+    which save becomes the run's model: `published`), the data (--task: a name of `registry`, tasks.TASKS),
+    the model's set-up, saves and resume, and the system. Where the two differ (LoRA targets, ...), each
+    script's set_defaults gives the value, so every flag still has a working default."""
+    r = parser.add_argument_group("the run (shared by sft.py and grpo.py)")
+    r.add_argument("--model-dir", type=str, default="", help="the start model: a directory in the official "
+                   "layout, a hub cache snapshot, or a hub id owner/name[@revision] (default: "
+                   f"{start_model[0]}, {start_model[1]}, for the toy tasks; a real task must name one)")
+    r.add_argument("--out-dir", type=str, default=out_dir, help="the run: saves/step-N (official layout + "
+                   f"trainer_state.pt), metrics.jsonl, and {published} as the run's model")
     d = parser.add_argument_group("data (shared by sft.py and grpo.py)")
     d.add_argument("--task", type=str, default="toy", help="a task of tasks.py's registry (RL: a comma list): "
                    + " | ".join(registry))

@@ -95,7 +95,8 @@ def check_protocol_flags(args, registry):
 
 def protocol_split(args, examples, registry):
     """(train, val, info) from load_rl_data's examples (each with its "task"): the Sudoku split of
-    --sudoku-split, then --val-size items carved out. info: the split's record for the manifests.
+    --sudoku-split, then --val-size items carved out, the rest enough for a round's --prompts-per-step.
+    info: the split's record for the manifests.
     registry: tasks.TASKS."""
     check_protocol_flags(args, registry)
     dropped = None
@@ -114,6 +115,9 @@ def protocol_split(args, examples, registry):
     info = {"sudoku_split": args.sudoku_split,
             "sudoku_test": os.path.abspath(args.sudoku_test) if args.sudoku_test else None,
             "sudoku_dropped": dropped, "val_size": len(val), "val_seed": args.data_seed}
+    if args.prompts_per_step > len(train):  # a round takes --prompts-per-step of them
+        raise ValueError(f"--prompts-per-step {args.prompts_per_step} is more than the {len(train)} "
+                         f"prompts in the data")
     return train, val, info
 
 

@@ -10,6 +10,9 @@ import json
 import os
 import subprocess
 import sys
+from ops.checks import check_grpo_args
+from sample import check_schedule
+from tasks import TASKS
 from types import SimpleNamespace
 
 import pytest
@@ -141,7 +144,7 @@ def test_protocol_flags_that_cannot_work_are_refused(extra, says):
     import grpo as trainer
     args = trainer.parse_args(extra)
     with pytest.raises(ValueError) as e:
-        trainer.check_args(args, 1, trainer.round_setup(args)[1])
+        check_grpo_args(args, 1, TASKS, check_schedule, trainer.round_setup(args)[1].check)
     assert says in str(e.value) and "\n" not in str(e.value)
 
 

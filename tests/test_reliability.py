@@ -26,6 +26,9 @@ import time
 import pytest
 import torch
 
+from ops.checks import check_grpo_args
+from sample import check_schedule
+from tasks import TASKS
 from conftest import REPO, run, torchrun, write_digit_model
 from modelio.checkpoint import from_pretrained, make_tiny, verify
 from ops import checks, ddp, resume
@@ -298,16 +301,16 @@ def test_grpo_flags_that_cannot_work_are_refused(flags, says):
     import grpo
     args = grpo.parse_args(flags)
     with pytest.raises(ValueError) as e:
-        grpo.check_args(args, 1, grpo.round_setup(args)[1])
+        check_grpo_args(args, 1, TASKS, check_schedule, grpo.round_setup(args)[1].check)
     assert says in str(e.value)
 
 
 def test_grpo_micro_batches_must_split_over_the_ranks():
     import grpo
     args = grpo.parse_args(["--prompts-per-step", "16", "--groups-per-micro", "4"])  # 4 micro-batches
-    grpo.check_args(args, 4, grpo.D1)
+    check_grpo_args(args, 4, TASKS, check_schedule)
     with pytest.raises(checks.InputError, match="a multiple of the 3 ranks"):
-        grpo.check_args(args, 3, grpo.D1)
+        check_grpo_args(args, 3, TASKS, check_schedule)
 
 
 def test_out_dir_holding_a_run_is_refused_unless_resume_or_force(tmp_path):
