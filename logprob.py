@@ -116,7 +116,7 @@ def mask_seeds(seed, rnd, num_iterations, fixed=False):
 
 
 def rollout_generator(seed, rnd, micro_index, device):
-    """The sampling noise of a micro-batch's rollout, keyed by (run seed, round, global micro-batch).
+    """The sampling noise of a micro-batch's rollout, keyed by (seed, round, global micro-batch).
     On the model's device: (b, block, V) float64 noise drawn on CPU was 3/4 of an 8B rollout."""
     key = seed * SEED_STRIDE + rnd * ROUND_STRIDE + micro_index
     return torch.Generator(device=device).manual_seed(key)
