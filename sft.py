@@ -28,7 +28,7 @@ What is here and how it differs from d1's SFT script:
   as DDP (tested against one process). LoRA stays on DDP: its trainable state is small.
 - --autocast: every forward under torch.autocast(bf16) while the weights keep --dtype (fp32
   masters, or a bf16 base with fp32 LoRA adapters, as d1's PEFT/TRL set-up runs).
-- Runs that survive (README "Reliability"): bad input is one line before anything starts
+- Runs that survive (docs/reliability.md): bad input is one line before anything starts
   (checks.py); every --eval-every steps a save that a crash cannot spoil (resume.py), from which
   --resume continues bit for bit (the data generator's state is in it, LoRA dropout is keyed by
   step); a non-finite loss or gradient skips the step, --max-bad-steps in a row stop the run;

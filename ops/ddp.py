@@ -7,7 +7,7 @@ nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The two trainers st
   init_training       process group, device, the precision flags checked, the seed -> a Run
   wrap_for_training   DDP around the model, or FSDP2 sharding in place (--fsdp), or nothing
 eval.py only needs compute_init: it shards items by rank and never wraps the model.
-When things go wrong (README "Reliability"):
+When things go wrong (docs/reliability.md):
   lost_rank_hook      a collective that fails because another rank died or hung (--dist-timeout):
                       one line and exit 1, not a traceback or a hang until the job's time limit
   step_if_finite      a non-finite loss or gradient norm on any rank skips the optimizer step

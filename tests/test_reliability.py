@@ -1,5 +1,5 @@
 """
-Tests for runs that survive crashes, bad numbers and bad input (README "Reliability"), each by
+Tests for runs that survive crashes, bad numbers and bad input (docs/reliability.md), each by
 injecting the fault (tests/faults.py: a monkeypatch applied before the script runs, so the project
 carries no test hooks). Nothing here sleeps hoping for a race: kills happen at exact points.
 
