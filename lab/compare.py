@@ -146,7 +146,7 @@ def run_seed(seed, steps, env, stop):
 
 
 def read_eval_records(eval_dir):
-    """The scored records of one eval.py --out-dir, read back through evaluation/results.py (the reader of
+    """The scored records of one eval.py --out-dir, read back through ops/results.py (the reader of
     --rescore / --compare: it refuses an unfinished run or a missing item)."""
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
     require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
@@ -192,10 +192,9 @@ def update_stats(eval_dirs):
         out.update({f"{k}_median": v[len(v) // 2], f"{k}_max": v[-1]})
     out["ratio_mean_max"] = max(r["ratio_mean"] for r in rows)
     mean = lambda k: sum(r[k] for r in rows if k in r) / max(1, sum(k in r for r in rows))
-    # what the rollouts were: group diversity, length, sampler calls, agreement with the exact sampler (a fast
-    # rollout's rounds only), and their cost; older runs' metrics lack the newer keys, which read as NaN
-    for k in ("zero_std_groups", "reward_std", "distinct", "completion_len", "rollout_calls", "rollout_agree",
-              "s_rollout"):
+    # what the rollouts were: group diversity, length, sampler calls, and their cost; older runs' metrics lack
+    # the newer keys, which read as NaN
+    for k in ("zero_std_groups", "reward_std", "distinct", "completion_len", "rollout_calls", "s_rollout"):
         out[k] = mean(k) if any(k in r for r in rows) else float("nan")
     # seconds per run, rewards and logging included, the held-out curve not
     out["train_s"] = sum(read_metrics(d)[-1].get("elapsed_s", math.nan) for d in runs) / len(runs)
@@ -210,7 +209,7 @@ def stats_line(name, st):
             f"largest mean ratio {st['ratio_mean_max']:.2f}\n"
             f"{name} rollouts (means over rounds): zero-spread groups {100 * st['zero_std_groups']:.0f} %, reward "
             f"std {st['reward_std']:.3f}, distinct {100 * st['distinct']:.0f} %, length {st['completion_len']:.1f}, "
-            f"model calls {st['rollout_calls']:.1f}, tokens = exact {100 * st['rollout_agree']:.1f} %; "
+            f"model calls {st['rollout_calls']:.1f}; "
             f"{st['s_rollout']:.2f} s a rollout, {st['train_s']:.0f} s a run")
 
 

@@ -292,7 +292,7 @@ if __name__ == "__main__":
                                 "--load-in-4bit"]),
             ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
             ("grpo fast rollout", [py, *grpo, "--out-dir", out("grpo_fast"), "--rollout-cache", "dual",
-                                   "--rollout-threshold", "0.9", "--rollout-agree-every", "1"]),
+                                   "--rollout-threshold", "0.9"]),
             ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval"), "--force"]),
             # the same scripts under NCCL on every GPU: DDP, then FSDP2 (--fsdp) for sft and grpo
             ("torchrun sft", [*torchrun, "sft.py", "--max-steps", "5", "--out-dir", out("sft_ddp"), "--force"]),

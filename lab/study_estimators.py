@@ -1,6 +1,6 @@
 """
-How good is each likelihood estimator? Every estimator of logprob.py, and the likelihood of every
-objective of methods/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
+How good is each likelihood estimator? d1's (logprob.py), those of methods/estimators.py, and the likelihood of
+every objective of methods/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
 objective's choice between them, ESPO's coupled ELBO), measured against the exact values of exact.py,
 on (prompt, completion) pairs sampled from the trained toy model and from a random one, with each
 estimator's cost (forward rows per estimate) beside it.

@@ -25,13 +25,13 @@ class Objective:
     needs_old / needs_ref: step 4 scores θ_old / θ_ref (the latter only when β > 0).
     seeded: the likelihood draws masks, so old / ref are scored once per mask seed (μ times); False:
         once, for all μ steps.
-    trace: the sampler records each token's commit step and log-prob (b.trace, sample.generate).
+    trace: the sampler records each token's commit step and log-prob (b.trace, methods/sampling.py).
     policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss) -> stats: the objective runs its
         own forwards and backwards for micro-batch b (JustGRPO: a chunk of positions at a time; the
         trajectory: a segment at a time, with `loss`), so memory stays flat in the length. None:
         logprobs -> loss -> backward, once.
     calls(hp) / rows(hp): model calls per scoring of a micro-batch, and forward rows per scored
-        sequence (the cost: lab/bench.analytic_passes). None: 1 / --estimator's rows.
+        sequence (the cost: lab/cost.analytic_passes). None: 1 / --estimator's rows.
     flags(parser): the objective's own flags; options: their names, which the round reads as hp.own[name];
         check(args): its checks of the flags, raising ValueError (one line).
     `hp` is grpo.Hyper, the round's hyper-parameters (hp.epsilon, hp.beta, hp.p_mask, hp.G, hp.steps, ...).

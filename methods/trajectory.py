@@ -49,7 +49,7 @@ def segment_logprobs(model, prompt, completion, segment, n, q, mask_id):
 def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments, p_mask=0.15, generator=None,
                        mask_id=None):
     """(b, N) per-token log-probs, each token scored in its segment of the `steps` sampler steps it was
-    written in (commit_step (b, N), sample.generate's record): n_segments forwards of b rows."""
+    written in (commit_step (b, N), methods/sampling.py's record): n_segments forwards of b rows."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     seg = segments(commit_step, steps, n_segments)  # (b, N)
     q = noisy_prompt(prompt, p_mask, generator, mask_id)

@@ -217,7 +217,7 @@ def check_grpo_args(args, world_size, registry, check_schedule, objective_check=
     except ValueError as e:
         raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
                          f"{args.diffusion_steps}: {e}") from None
-    # the Fast-dLLM rollout (sample.generate's cache / threshold); the exact sampler is d1's and the default
+    # the Fast-dLLM rollout (methods/sampling.py's cache / threshold); d1's exact sampler is the default
     require(0 <= args.rollout_threshold <= 1, f"--rollout-threshold must be 0 (off) or in (0, 1], got "
             f"{args.rollout_threshold}")
     # a threshold rollout's forward count depends on the samples; sharded forwards are collectives: a hang

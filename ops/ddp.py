@@ -190,7 +190,7 @@ class Run:
     dtype: torch.dtype       # the weights' dtype while training (fp32 masters under --fsdp)
     save_dtype: torch.dtype  # the checkpoint's dtype (bf16 on GPU, as LLaDA ships; fp32 on CPU)
     autocast: bool           # --autocast: every forward under bf16 autocast
-    stop: object = None      # ops/stop.Stopper (trainers.build_policy): stop signals and --max-hours
+    stop: object = None      # ops/stop.Stopper (trainers.load_policy): stop signals and --max-hours
 
     @property
     def master(self):

@@ -74,7 +74,7 @@ def eval_due(step, every, last):
 def report_round(bar, f, step, metrics, timing, curve, elapsed, n_cut=0):
     """Rank 0's report of one grpo.py round: a console line (the metrics, then seconds per phase),
     the bar's reward, and the round's line in metrics.jsonl: metrics, phase seconds as s_<phase>,
-    and the --eval-every curve (evaluation/validation.ValCurve) when it is due. n_cut: this
+    and the --eval-every curve (ops/validation.ValCurve) when it is due. n_cut: this
     rank's prompts cut to --max-prompt-length, a warning."""
     if n_cut:
         bar.write(f"warning: {n_cut} prompts longer than --max-prompt-length were cut from the left")

@@ -181,7 +181,7 @@ def test_an_unfinished_trainer_step_is_continued_not_deleted(tmp_path):
 
 
 def fake_eval(ev, n_correct, n_items=10, ids=None):
-    """A finished eval.py --out-dir: gsm8k-style records re-scored by evaluation/results.py on read."""
+    """A finished eval.py --out-dir: gsm8k-style records re-scored by ops/results.py on read."""
     ids = ids or list(range(n_items))
     res = compare.os.path.join(ev, "gsm8k_128")
     compare.os.makedirs(res)
@@ -269,15 +269,14 @@ def test_update_stats_from_metrics_by_hand(tmp_path):
          "s_rollout": 2.0 + i, "elapsed_s": 10.0 * (i + 1)}
         for i, (d, m, c, g, z) in enumerate([(0.02, 1.0, 0.0, 0.4, 0.5), (40.0, 41.0, 0.01, 2000.0, 0.75),
                                              (0.05, 1.01, 0.002, 0.6, 1.0)])]
-    rows[1]["rollout_agree"], rows[3]["rollout_agree"] = 0.9, 0.6  # measured in rounds 1 and 3 only
     (rl / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     st = compare.update_stats([str(rl) + "_eval-xyz", str(tmp_path / "seed0" / "sft") + "_eval-xyz"])
     assert st == pytest.approx({"rounds": 3, "ratio_dev_median": 0.05, "ratio_dev_max": 40.0, "grad_norm_median": 0.6,
                                 "grad_norm_max": 2000.0, "clip_frac_median": 0.002, "clip_frac_max": 0.01,
                                 "ratio_mean_max": 41.0, "zero_std_groups": 0.75, "reward_std": 0.25, "distinct": 0.75,
-                                "completion_len": 11.0, "rollout_calls": 7.0, "rollout_agree": 0.75, "s_rollout": 3.0,
+                                "completion_len": 11.0, "rollout_calls": 7.0, "s_rollout": 3.0,
                                 "train_s": 30.0})
     assert compare.update_stats([str(tmp_path / "seed0" / "sft") + "_eval-xyz"]) is None  # SFT alone: no run
     line = compare.stats_line("B", st)
     assert "|ratio - 1| 0.050 / 40.000" in line and "distinct 75 %, length 11.0, model calls 7.0" in line
-    assert "tokens = exact 75.0 %; 3.00 s a rollout, 30 s a run" in line
+    assert "model calls 7.0; 3.00 s a rollout, 30 s a run" in line

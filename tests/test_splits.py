@@ -86,7 +86,7 @@ def test_d1_test_solutions_and_a_training_set_of_all_288_grids():
 
 def flags(**kw):
     base = dict(task="sudoku", sudoku_split="solution", sudoku_test="", val_size=0, eval_every=0, val_gen_length=0,
-                test_curve=False, data_seed=0)
+                test_curve=False, data_seed=0, prompts_per_step=1)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -115,3 +115,11 @@ def test_recorded_split_reads_save_info(tmp_path):
                                                           "val_seed": 0, "args": {}}))
     assert recorded_split(str(tmp_path)) == {"sudoku_split": "d1", "sudoku_test": None, "sudoku_dropped": None,
                                              "val_size": 8, "val_seed": 0}
+
+
+def test_protocol_split_refuses_a_round_larger_than_its_training_prompts():
+    exs = [{"prompt": f"q{i}", "task": "toy"} for i in range(10)]
+    train, val, _ = protocol_split(flags(task="toy", sudoku_split="d1", val_size=3, prompts_per_step=7), exs, TASKS)
+    assert len(train) == 7 and len(val) == 3
+    with pytest.raises(ValueError, match="--prompts-per-step 8 is more than the 7 prompts in the data"):
+        protocol_split(flags(task="toy", sudoku_split="d1", val_size=3, prompts_per_step=8), exs, TASKS)
