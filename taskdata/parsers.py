@@ -13,6 +13,10 @@ parser is a small pure function. Re-scoring d1's released LLaDA-8B-Instruct gene
 (eval/eval_baselines/ of github.com/dllm-reasoning/d1) with these reproduces Table 1's LLaDA row exactly
 (tests/test_parsers.py; `python eval.py --rescore d1/eval/eval_baselines/` in a clone of d1 prints it).
 
+The one import from a folder below the eight top-level files up into them: d1's eval parsers reuse its
+training rewards (the toy's verifier, Countdown's reward, the code reward's runner) from rewards.py, as
+d1's eval does; tests/test_layout.py names this exception and refuses any other.
+
     from taskdata.parsers import score_math
     score_math(r"... so \\boxed{\\dfrac{1}{2}}", {"answer": "0.5"})  # {"pred": ..., "correct": True, ...}
 """
