@@ -18,8 +18,7 @@ before any work, and the main loop. The bookkeeping lives one folder away, in op
     paper's LLaDA-8B-Instruct row), and --canonical; its docstring gives the guarantees;
   - stats.py: what d1 left out: --seeds N (mean and 95% CI at temperature > 0), --compare A B
     (paired bootstrap CI over the same items), --summarize (the `make run` table);
-  - select.py: --select, the honest protocol's test accuracy of the final and the
-    validation-selected checkpoint.
+  - select.py: --select, the honest protocol's test accuracy, final vs validation-selected save.
 Beside d1's cell score, Sudoku also reports the puzzle solve rate. --cache / --threshold (Fast-dLLM)
 and Dream's --remasking orders take the field's sampler (methods/sampling.py).
 
@@ -45,7 +44,7 @@ from modelio.checkpoint import TINY_DIR, load
 from modelio.tokenizer import prompt_ids
 from ops import lock
 from ops.checks import (ShowDefaults, check_data_paths, check_eval_args, check_model, require,
-                        upfront)
+                        sandbox_mode, upfront)
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.metrics import progress
 from ops.results import (SCORING_FIELDS, canonical, clear_run_files, fill_result_dir, load_results,
@@ -203,8 +202,7 @@ def schedule(args, gen):
     canvas is a single block, the code toy's 48 tokens are 3 blocks of 16; the toys batch 100
     prompts (eval_schedule); a flag given overrides its part."""
     block, steps, batch_size = eval_schedule(args.task, gen)
-    block, steps = ((min(args.block_length, gen) if args.block_length else block),
-                    args.steps or steps)
+    block, steps = min(args.block_length, gen) if args.block_length else block, args.steps or steps
     try:
         check_schedule(gen, block, steps)  # whole blocks, and steps that split evenly over them
     except ValueError as e:
@@ -246,7 +244,7 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
         "dtype": str(dtype).removeprefix("torch."),
         # an item's result depends on its batch (attended left pads), the batches on the ranks
         "batch_size": batch_size, "world_size": world, "parser_version": parsers.PARSER_VERSION,
-        "device": device,
+        "device": device, "sandbox": args.sandbox_mode,  # code's isolation (None: no code)
         "train_split": recorded_split(args.model_dir)}  # the model's --sudoku-split, --val-size
 
 
@@ -296,6 +294,8 @@ if __name__ == "__main__":
                         "--temperature > 0); report mean and 95%% CI")
     parser.add_argument("--dtype", type=str, default="",
                         help="float32 | bfloat16 (default: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--sandbox", default="auto", choices=["auto", "plain"], help="code: auto = "
+                        "the strongest isolation here, or refuse; plain = accept unisolated scores")
     parser.add_argument("--dist-timeout", type=int, default=DIST_TIMEOUT_S, help="seconds a "
                         "collective waits for a lost rank before this one stops with a message")
     # outputs and the model-free modes
@@ -349,6 +349,7 @@ if __name__ == "__main__":
         with upfront():
             require(args.task in tasks.names("code"), f"--canonical needs a code benchmark, one of "
                                                       f"{tasks.names('code')}, not {args.task!r}")
+            sandbox_mode(args.sandbox, True)
             canonical(args.task, load_items(args.task, args.data, args.full, args.limit), args.full,
                       data_identity(args.data), args.out_dir, tasks.TASKS)
         raise SystemExit
@@ -359,7 +360,7 @@ if __name__ == "__main__":
     # what each result dir of this command holds. All ranks run the same checks: all refuse
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))  # torchrun's
     with upfront():
-        check_eval_args(args, sampling.ORDERS)
+        check_eval_args(args, sampling.ORDERS, tasks.TASKS)  # --sandbox too: args.sandbox_mode
         all_items = load_items(args.task, args.data, args.full, args.limit, args.toy_items,
                                toy_blanks(args.toy_blanks))
         gens, seeds = gen_lengths(args), range(args.seed, args.seed + args.seeds)

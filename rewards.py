@@ -374,7 +374,7 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
             prepared = prepare_code_tests(code, example["tests"], fixed=fixed) if code else None
         else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode):
             # its own program prefix and unit tests
-            prepared = (code_prep.benchmark_program(example["program_prefix"], code),
+            prepared = (code_prep.benchmark_program(example, code),
                         list(example["unit_tests"])) if code else None
         if not prepared or not prepared[1]:
             # no fence / no target: 0; not run (no def, blocklist) or nothing to test: bonus only
@@ -386,6 +386,10 @@ def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
     for (i, bonus, n), passed in zip(where, run_batch(jobs) if jobs else []):
         scores[i] = sum(map(bool, passed)) / n + bonus
     return scores
+
+
+# it runs programs: grpo.py decides the sandbox's mode up front (ops/checks.py)
+coding_reward.runs_code = True
 
 
 # -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def ok(passed):
 def strict_check(task, path, full=False, workers=2):
     """The reference solutions of one benchmark in both modes -> a dict of counts, names and seconds."""
     items = load_items(task, path, full)
-    jobs = [(benchmark_program(ex["program_prefix"], ex["solution"]), list(ex["unit_tests"])) for _, ex in items]
+    jobs = [(benchmark_program(ex, ex["solution"]), list(ex["unit_tests"])) for _, ex in items]
     (plain, s_plain), (strict, s_strict) = run_mode(jobs, False, workers), run_mode(jobs, True, workers)
     names = [ex["task_id"] for _, ex in items]
     n_tests = sum(len(p) for p, _ in strict)

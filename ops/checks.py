@@ -33,6 +33,7 @@ from modelio.checkpoint import verify
 from modelio.hub import ModelSource, resolve_model
 from modelio.tokenizer import check_tokenizer_files
 from ops.ddp import train_precision
+from sandbox import contain
 from taskdata.records import is_hub_dataset
 from taskdata.splits import check_protocol_flags
 
@@ -63,7 +64,7 @@ def upfront(script=None):
     torchrun every rank runs the same checks, so every rank exits; each says which rank it is."""
     try:
         yield
-    except (ValueError, FileNotFoundError, NotADirectoryError) as e:
+    except (ValueError, FileNotFoundError, NotADirectoryError, contain.NoIsolation) as e:
         if "ops.lock" in sys.modules:  # a refused run writes nothing: the out-dir locks it took go back
             sys.modules["ops.lock"].give_back_all()
         script = script or os.path.basename(sys.argv[0])
@@ -195,6 +196,9 @@ def check_grpo_args(args, world_size, registry, check_schedule, objective_check=
     rl_tasks = [name for name, t in registry.items() if t.rewards]
     for name in args.task.split(","):
         require(name in rl_tasks, f"--task: unknown task {name!r}; one of {', '.join(rl_tasks)}")
+    # code rewards: how they are isolated, decided now (train_args.json and every metrics line say it)
+    rewards = [f for name in args.task.split(",") for f in registry[name].rewards]
+    args.sandbox_mode = sandbox_mode(args.sandbox, runs_code(rewards))
     # G = 1: every completion is its group's mean, every advantage 0: the run would learn nothing, silently
     require(args.num_generations >= 2, f"--num-generations must be >= 2 (GRPO compares completions of one prompt; "
                                        f"G = {args.num_generations} gives every advantage 0)")
@@ -232,6 +236,24 @@ def check_grpo_args(args, world_size, registry, check_schedule, objective_check=
     check_data_paths([args.sudoku_test] if args.sudoku_test else [], "--sudoku-test")
 
 
+def sandbox_mode(choice, runs_code):
+    """--sandbox: the mode the run's code rewards will run in (sandbox/contain.py), decided before any
+    model loads and recorded with the run; None when the run scores no code. Nothing isolates here and
+    plain not chosen: one line naming why and --sandbox plain (contain.NoIsolation), never a silent fallback."""
+    if not runs_code:
+        return None
+    contain.choose(choice)
+    try:
+        return contain.mode()
+    except contain.NoIsolation as e:
+        raise InputError(str(e)) from None
+
+
+def runs_code(functions):
+    """Whether any of these rewards or scorers runs programs in the sandbox (marked `runs_code`)."""
+    return any(getattr(f, "runs_code", False) for f in functions)
+
+
 def check_sft_args(args, world_size, task_names):
     """sft.py's flags (--task one of `task_names`, the registry's), then its data file."""
     # every task is known here; load_sft_data then checks that its examples have completions
@@ -250,9 +272,12 @@ def check_sft_args(args, world_size, task_names):
     check_data_paths([args.data] if args.data else [])
 
 
-def check_eval_args(args, orders):
-    """eval.py's flags that cannot work, as one InputError (`orders`: the sampler's remasking orders). The
-    items, the schedules, the model directory and the result directories are checked after it."""
+def check_eval_args(args, orders, registry):
+    """eval.py's flags that cannot work, as one InputError (`orders`: the sampler's remasking orders), and
+    --sandbox's mode for a task of `registry` that scores code (args.sandbox_mode). The items, the
+    schedules, the model directory and the result directories are checked after it."""
+    task = registry.get(args.task)
+    args.sandbox_mode = sandbox_mode(args.sandbox, task is not None and runs_code([task.score]))
     require(args.seeds >= 1, f"--seeds must be >= 1, got {args.seeds}")
     require(args.temperature >= 0, f"--temperature must be >= 0 (0 = greedy), got {args.temperature}")
     require(args.seeds == 1 or args.temperature > 0, f"--seeds {args.seeds} at --temperature 0: greedy decoding "

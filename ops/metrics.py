@@ -23,6 +23,8 @@ import os
 import torch
 from tqdm import tqdm
 
+from sandbox import contain
+
 METRICS_FILE = "metrics.jsonl"
 ARGS_FILE = "train_args.json"
 
@@ -82,6 +84,8 @@ def report_round(bar, f, step, metrics, timing, curve, elapsed, n_cut=0):
               " | s/phase " + " ".join(f"{k} {v:.1f}" for k, v in timing.items()))
     bar.set_postfix(reward=f"{metrics['reward']:.3f}")
     record = {"step": step, "elapsed_s": elapsed, **metrics, **{f"s_{k}": v for k, v in timing.items()}}
+    if contain.decided() is not None:  # the code rewards' isolation (sandbox/contain.py), on every line
+        record["sandbox"] = contain.decided()
     if curve and curve.due(step):  # `elapsed` was read before it: elapsed_s stays training time
         record.update(curve())
         bar.write(f"round {step}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))

@@ -287,7 +287,7 @@ def clear_run_files(out):
 # the manifest fields a --resume may see change: when and how long it ran, whether it finished, and the
 # paths of the model and data as typed or resolved (their contents are compared: model_fingerprint and the hub
 # commit model_revision, data_sha256)
-RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file")
+RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file", "sandbox")
 
 
 def result_dir_state(out, settings, resume, force):

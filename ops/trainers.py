@@ -21,6 +21,7 @@ from ops.metrics import log_metrics
 from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
                         restore_optimizer, resume_weights)
 from ops.stop import Stopper
+from sandbox import contain
 
 
 def auto_only(value):
@@ -54,6 +55,9 @@ def add_training_flags(parser, registry, start_model, out_dir, published):
     d.add_argument("--data-seed", type=int, default=0, help="toy / pbe / countdown_toy: seed of the train/test split "
                    "(grids / function classes / number multisets), the same in sft.py, grpo.py and eval.py")
     g = parser.add_argument_group("model, saves and system (shared by sft.py and grpo.py)")
+    g.add_argument("--sandbox", type=str, default="auto", choices=contain.CHOICES, help="grpo.py's code rewards: auto "
+                   "= the strongest isolation that works here (namespaces, else Landlock + seccomp; neither: the run "
+                   "refuses to start); plain = accept unisolated rewards (programs can read the repository and data)")
     g.add_argument("--lora-dropout", type=float, default=0.05, help="LoRA dropout (training passes only)")
     g.add_argument("--lora-targets", type=str, help=f"comma list of {BLOCK_LINEARS}")
     g.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, default=False,

@@ -39,18 +39,22 @@ ATTACKS = [
      "RLIMIT_NPROC (EAGAIN); the children die with the pid namespace"),
     ("setsid orphan", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)",
      "pass", True, "killed with the pid namespace when the sandbox ends"),
-    ("kill the parent", "import os, signal\nppid = os.getppid()\nos.kill(ppid, signal.SIGKILL)\n"
-     "got = f'getppid() = {ppid}'",
-     "assert got == 'getppid() = 0', got", True, "the parent is outside its pid namespace (getppid() = 0)"),
+    ("kill the parent", "import errno, os, signal\nppid = os.getppid()\ntry:\n    os.kill(ppid, signal.SIGKILL)\n"
+     "    got = f'getppid() = {ppid}'\nexcept OSError as e:\n    got = errno.errorcode[e.errno]",
+     "assert got in ('getppid() = 0', 'EPERM'), got", True,
+     "the parent is outside its pid namespace (getppid() = 0); landlock: EPERM, signals scoped to the domain"),
     ("kill every process", "import errno, os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\n    got = 'sent'\n"
-     "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got == 'ESRCH', got", True,
-     "ESRCH: alone in its pid namespace"),
+     "except OSError as e:\n    got = errno.errorcode[e.errno]", "assert got in ('ESRCH', 'sent'), got", True,
+     "ESRCH: alone in its pid namespace; landlock: the kernel skips every process outside the domain "
+     "(kill(-1) still returns 0), and the table checks that a process of ours survived"),
     ("network", "import errno, socket\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=2)\n"
      "    got = 'connected'\nexcept OSError as e:\n    got = errno.errorcode.get(e.errno, str(e))",
-     "assert got == 'ENETUNREACH', got", True, "ENETUNREACH: empty network namespace"),
+     "assert got in ('ENETUNREACH', 'EPERM'), got", True, "ENETUNREACH: empty network namespace; landlock: EPERM "
+     "(seccomp refuses socket())"),
     ("parent's environment", "import os\nkeys = set(os.environ)\ngot = sorted(keys)",
      "assert keys == {'PATH', 'LANG', 'HOME', 'TMPDIR'}, sorted(keys)", True, "scrubbed environment"),
-    ("other processes' /proc", "import os\nseen = []\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    ("other processes' /proc", "import os\nseen = []\ntry:\n    pids = os.listdir('/proc')\nexcept OSError:\n"
+     "    pids = []  # landlock: /proc is not readable at all\nfor pid in filter(str.isdigit, pids):\n"
      "    try:\n        seen.append(open(f'/proc/{pid}/environ', 'rb').read())\n    except OSError:\n        pass\n"
      "got = f'{len(seen)} readable environ files'",
      "assert not any(b'hunter2' in e for e in seen), 'read the secret'", True, "a pid namespace with its own /proc"),
@@ -133,6 +137,7 @@ def containment_table(timeout_s=3.0):
                                     test_timeout_s=test_timeout_s, outcome=outcome)[0]
             seconds = time.monotonic() - t0  # the whole call, clean-up included
             after = sandbox.run_tests("def f(x):\n    return x + 1", ["assert f(1) == 2"])
+            res = res if holder.poll() is None else "killed a process outside"  # observed, not claimed
             print(f"| {name} | {'yes' if res == expected else 'NO'} | {describe(outcome, timeout_s)} | {by} | "
                   f"{seconds:.2f} | {'ok' if after == [True] else 'BROKEN'} |")
     finally:

@@ -7,16 +7,21 @@ objects. A proxy has no remote __eq__, __hash__ or __bool__: an object the progr
 comparison and no truth test.
 
 check_job() is one program's tests on an open connection to its server: the trusted prefix (HumanEval's
-prompt, MBPP's imports, LeetCode's helpers) runs here first and keeps its own names, except the stubs
-the program is asked to complete (a function whose body is only a docstring); the program's other names
-become proxies (its standard-library modules: the checker's own import); KodCode's test source runs
-after that, so its test functions are the checker's. sandbox/worker.py runs it in a process of its own
-(worker.run_checked: one program, its server and a pooled checker).
+prompt, MBPP's imports, LeetCode's helpers) runs here first, in globals of its own (its helpers never see
+a program name), and the test's namespace starts as a copy of it. The test's namespace is the test's
+(issue 46): of the program's names, only those the item declares are bound (test_targets: the item's
+targets, the prefix's stubs, and the names the tests use but define nowhere), never over a builtin, a
+module or a name the prefix or the tests define (a declared target may shadow a builtin: MBPP 126's
+`sum`); a module the program imported is the checker's own, from a list imported at start, and only
+under its own name. KodCode's test source runs after that, so its test functions are the checker's.
+sandbox/worker.py runs it in a process of its own (worker.run_checked: one program, its server and a
+pooled checker).
 """
 import ast
 import builtins
 import importlib
 import signal
+import socket
 import sys
 import threading
 
@@ -24,8 +29,17 @@ from sandbox import server, wire
 
 # exceptions a program may not raise into the test: they would steer its control flow
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
-NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}  # side effects on import
+# the modules a test may take from the program's imports (MBPP+ 120's tests use `math` only the program
+# imports): imported once when the checker starts (MODULES_LOADED), never on a reply, and bound only under
+# their own name. Anything else the tests need they import themselves
+TEST_MODULES = ("math", "cmath", "re", "string", "collections", "itertools", "functools", "operator", "heapq",
+                "bisect", "statistics", "fractions", "decimal", "random", "datetime", "copy", "json", "typing")
 MAX_WHY_CHARS = 80
+
+
+def import_test_modules():
+    """TEST_MODULES, imported before any job (worker.main); -> {name: module}."""
+    return {name: importlib.import_module(name) for name in TEST_MODULES}
 
 
 class RemoteError(Exception):
@@ -92,7 +106,10 @@ class Remote:
 
 
 def write_back(sent, new):
-    """Mutable arguments take the state the call left them in (the server sent them back)."""
+    """Mutable arguments take the state the call left them in (the server sent them back). Only after a
+    call that returned None, the in-place form (`rotate(matrix)`, `lst.sort()`): a call whose result the
+    test compares leaves its arguments as they were, so a program cannot empty the test's `expected`
+    it was handed (`assert f(xs) == xs`)."""
     for a, b in zip(sent, new):
         if type(a) is list and type(b) is list:
             a[:] = b
@@ -114,6 +131,7 @@ class Connection:
 
     def __init__(self, sock, timeout_s=5.0):
         self.sock, self.handles, self.exceptions, self.dead = sock, {}, {}, None
+        self.number = 0  # every frame carries the number of the request it belongs to (issue 46)
         self.trusted = {}  # class name -> the checker's own class, whose instances travel as records
         self.callbacks = []  # the test's callables passed to the program (K on the wire), by id
         sock.settimeout(timeout_s)
@@ -142,21 +160,40 @@ class Connection:
     def _encode(self, msg):
         return wire.encode(msg, handle_of=self._own, callback_of=self._callback, trusted=tuple(self.trusted.values()))
 
-    def _receive(self):
+    def _receive(self, number):
+        """The next frame, which must belong to request `number`: a reply to another request, or a second
+        reply to one already answered, is a server out of step (a forked one, a patched one)."""
         data = server.recv_frame(self.sock)
         if data is None:
             raise RemoteError("the program server is gone")
-        return wire.decode(data, make_handle=self.handle, trusted=self.trusted)
+        frame = wire.decode(data, make_handle=self.handle, trusted=self.trusted)
+        if not (type(frame) is tuple and len(frame) == 2 and frame[0] == number):
+            raise RemoteError("a reply to another request")
+        return frame[1]
+
+    def unasked(self):
+        """Whether a frame nobody asked for is waiting on the socket (checked after the last test)."""
+        timeout = self.sock.gettimeout()
+        self.sock.settimeout(0)  # with a timeout set, recv would first wait for data that never comes
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK))
+        except OSError:  # BlockingIOError: nothing there
+            return False
+        finally:
+            self.sock.settimeout(timeout)
 
     def request(self, msg, args=(), stop=False):
         if self.dead:
             raise RemoteError(f"the connection is dead: {self.dead}")
+        self.number += 1
+        number = self.number
         try:
-            server.send_frame(self.sock, self._encode(msg))
-            reply = self._receive()
+            server.send_frame(self.sock, self._encode((number, msg)))
+            reply = self._receive(number)
             while type(reply) is tuple and len(reply) == 4 and reply[0] == "callback":
-                server.send_frame(self.sock, self._encode(self._run_callback(*reply[1:])))
-                reply = self._receive()
+                answer = self._run_callback(*reply[1:])
+                server.send_frame(self.sock, self._encode((number, answer)))
+                reply = self._receive(number)
         except BaseException as e:  # a timeout, EOF, a garbled frame, a timer mid-frame: out of step
             self.dead = type(e).__name__
             raise RemoteError(f"no reply: {type(e).__name__}") from None
@@ -176,7 +213,7 @@ class Connection:
             if stop and mro[:1] == ["StopIteration"]:
                 raise StopIteration
             raise self.exception_class(mro)(str(message))
-        if type(reply[2]) is list:
+        if type(reply[2]) is list and reply[1] is None:
             write_back(args, reply[2])
         return reply[1]
 
@@ -254,35 +291,81 @@ def _timed(fn, limit_s):
     return None
 
 
-def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=None):
+def _names_in(source):
+    """(names the code reads, names it binds anywhere: assignments, defs, classes, imports, parameters,
+    loop and comprehension targets), or two empty sets when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set(), set()
+    read, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return read, bound
+
+
+def test_targets(tests, test_source="", prefix="", targets=()):
+    """(the program names the test may see, the module names it may take from the program's imports):
+    the item's declared `targets` and the prefix's stubs, which may shadow a builtin (MBPP 126 asks for
+    `sum`), and the names the tests read but nothing of theirs defines, which may not: a program that
+    defines `set`, `abs` or a class `math` rewrites no test. A name the prefix or the tests define is
+    never the program's (the prefix's stubs excepted)."""
+    read, bound = set(), set()
+    for code in (test_source, *tests):
+        r, b = _names_in(code)
+        read |= r
+        bound |= b
+    free = read - bound - set(_names_in(prefix)[1])
+    modules = {n for n in free if n in TEST_MODULES}
+    named = {n for n in free if not hasattr(builtins, n) and n not in sys.stdlib_module_names}
+    declared = {n for n in (*targets, *stubs(prefix)) if n in read - bound}  # only what the tests use
+    return {n for n in named | declared if type(n) is str and not n.startswith("__")}, modules
+
+
+def check_job(conn, program, tests, prefix="", test_source="", test_timeout_s=None, targets=(), modules=None):
     """[None (passed) or why it failed] per test snippet: `program` runs in conn's server; `prefix` and
-    `test_source` (trusted) and each snippet run here, with the program's names bound as proxies."""
-    # __main__, as the tests see it in d1's one program (KodCode's `if __name__ == "__main__": pytest.main(
-    # [__file__])` runs there and fails: every test fails, in either verdict)
-    base = {"__name__": "__main__"}
-    failed = _timed(lambda: exec(compile(prefix, "<prefix>", "exec"), base), test_timeout_s)
+    `test_source` (trusted) and each snippet run here, with the program's declared names bound as
+    proxies (test_targets). `modules`: import_test_modules()'s, imported by the caller before any job."""
+    # the prefix in globals of its own: its helpers (HumanEval/32's poly, /38's encode_cyclic) call the
+    # builtins, never a program name. __main__, as the tests see it in d1's one program (KodCode's `if
+    # __name__ == "__main__": pytest.main([__file__])` runs there and fails, no __file__ being defined:
+    # every test fails, in either verdict, as in d1)
+    trusted_ns = {"__name__": "__main__"}
+    failed = _timed(lambda: exec(compile(prefix, "<prefix>", "exec"), trusted_ns), test_timeout_s)
     if failed:
         return ["prefix: " + failed] * len(tests)
+    base = dict(trusted_ns)
     conn.trusted = {k: v for k, v in base.items() if isinstance(v, type) and v.__module__ == "__main__"}
     replaceable = stubs(prefix)
+    bindable, module_names = test_targets(tests, test_source, prefix, targets)
     try:
-        names, modules = conn.request(("exec", program, sorted(conn.trusted)))
+        names, imported = conn.request(("exec", program, sorted(conn.trusted)))
     except BaseException as e:  # noqa: BLE001 (the program failed to run: every test fails)
         return ["program: " + _why(e)] * len(tests)
-    for k, v in names.items():
-        if type(k) is str and (k not in base or k in replaceable):
-            base[k] = v
-    for k, v in modules.items():
-        top = v.split(".")[0] if type(v) is str else ""
-        if type(k) is str and k not in base and top in sys.stdlib_module_names and top not in NO_IMPORT:
-            try:
-                base[k] = importlib.import_module(v)
-            except ImportError:
-                pass
+    for k in bindable:
+        if k in names and (k not in base or k in replaceable):
+            base[k] = names[k]
+    loaded = modules if modules is not None else {}
+    for k in module_names:  # `import math` in the program, `math.isclose` in the test: the checker's math
+        if k not in base and imported.get(k) == k and k in loaded:
+            base[k] = loaded[k]
     if test_source:
         failed = _timed(lambda: exec(compile(test_source, "<tests>", "exec"), base), test_timeout_s)
         if failed:
             return ["tests: " + failed] * len(tests)
     # one namespace for all snippets, as d1's runner has (MBPP+'s `import math` is a test of its own)
-    return [_timed(lambda: exec(compile(test, "<test>", "exec"), base), test_timeout_s) for test in tests]
-
+    why = [_timed(lambda: exec(compile(test, "<test>", "exec"), base), test_timeout_s) for test in tests]
+    if conn.unasked():  # a reply after the last one asked for: the server is not the one we talk to
+        return ["a reply nobody asked for"] * len(tests)
+    return why

@@ -13,6 +13,7 @@ inside <answer>); rewards.prepare_code_tests is this under rewards.D1_BUGS. Pure
     prepare_code_tests(code, "assert add(1, 2) == 3")
     # -> ("def add(a, b):\\n    return a + b\\n\\ndef test_case_0():\\n    assert add(1, 2) == 3", ["test_case_0()"])
 """
+import ast
 import re
 
 _CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
@@ -32,19 +33,38 @@ class SplitProgram(str):
     """A program as d1 runs it (one text: the prefix, the model's code, the test functions, in one
     namespace), which also carries its parts for the two-process check (sandbox/run.py with
     STRICT_ASSERTS): `untrusted`, what the program server runs; `prefix`, trusted code the checker runs
-    first (a benchmark's prompt or imports: the program may replace only its stub functions); and
-    `test_source`, trusted test code the checker runs after binding the program's names."""
+    first (a benchmark's prompt or imports: the program may replace only its stub functions);
+    `test_source`, trusted test code the checker runs after binding the program's names; and `targets`,
+    the names the item asks the program to define (sandbox/checker.py binds no other name of the
+    program that would shadow a builtin, a module or a name of the test's)."""
 
-    def __new__(cls, text, untrusted, prefix="", test_source=""):
+    def __new__(cls, text, untrusted, prefix="", test_source="", targets=()):
         self = super().__new__(cls, text)
-        self.untrusted, self.prefix, self.test_source = untrusted, prefix, test_source
+        self.untrusted, self.prefix, self.test_source, self.targets = untrusted, prefix, test_source, tuple(targets)
         return self
 
 
-def benchmark_program(prefix, code):
-    """A benchmark item's program: its prefix (HumanEval's prompt, MBPP's imports) and the model's code."""
+def item_targets(example):
+    """The names a benchmark item asks the program to define: its entry point's name (LeetCode's
+    `Solution().m`: Solution), else the top-level functions and classes of its reference solution
+    (MBPP names no entry point; MBPP 126's is `sum`)."""
+    entry = example.get("entry_point")
+    if entry:
+        m = re.match(r"\w+", entry)
+        return (m.group(0),) if m else ()
+    try:
+        tree = ast.parse(example.get("solution") or "")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    return tuple(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+
+def benchmark_program(example, code):
+    """A benchmark item's program: its program_prefix (HumanEval's prompt, MBPP's imports) and the
+    model's code, with the item's targets."""
+    prefix = example["program_prefix"]
     program = prefix + "\n" + code
-    return SplitProgram(program, untrusted=program, prefix=prefix)
+    return SplitProgram(program, untrusted=program, prefix=prefix, targets=item_targets(example))
 
 
 def extract_code(completion):
@@ -70,6 +90,9 @@ def prepare_code_tests(code, tests, *, fixed=False):
     if target is None:
         return None
     target, import_style = target.group(1), target.re is _IMPORT_TARGET
+    # the names the tests take from the solution: every name of their `from solution import` lines
+    targets = [target] + [n.strip().split(" ")[0] for line in _IMPORT_LINE.findall(tests)
+                          for n in line[len("from solution import "):].strip("() ").split(",")]
     defined = _FIRST_DEF.search(code)
     if defined is None:
         return ""
@@ -95,4 +118,4 @@ def prepare_code_tests(code, tests, *, fixed=False):
     else:
         program = solution + "\n" + tests
         untrusted, test_source = solution, tests
-    return SplitProgram(program, untrusted, test_source=test_source), [f"{n}()" for n in names]
+    return SplitProgram(program, untrusted, test_source=test_source, targets=targets), [f"{n}()" for n in names]

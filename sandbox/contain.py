@@ -24,15 +24,22 @@ and execs argv (which sets its own resource limits: sandbox/server.py, sandbox/r
 caller's pipes and pass_fds go straight through; the shim's own copies are closed. A setup step that
 fails exits 125 with one line "contain: ..." on stderr.
 
-Where namespaces are unavailable (no Linux, unshare refused, NANO_D1_SANDBOX=plain or plain=True),
-the command runs as a plain subprocess and this says so once per process, loudly, on stderr; the mode
-is on the Popen (`proc.contain_mode`) and from mode(), for the run's manifest.
+Where namespaces are unavailable (no unprivileged user namespaces, as on many clusters; root without
+CAP_SYS_ADMIN, as in a default Docker container) the mode is "landlock" (issue 46): the command starts as
+a plain subprocess in its own working directory, and the server, the runner and the checker contain
+THEMSELVES before any program code runs (sandbox/confine.py, called with confine_config(): Landlock
+file rules, seccomp, the uid drop when root; no privileges needed). Only when neither works is there
+no mode: mode() raises NoIsolation, naming why and `--sandbox plain` (NANO_D1_SANDBOX=plain, choose()),
+the one way to accept unisolated rewards, which then runs the command as a plain subprocess with a loud
+banner. Never silently. The mode is on the Popen (`proc.contain_mode`) and from mode(), for the run's
+records (train_args.json, metrics, eval manifests).
 
     from sandbox.contain import contained_popen, PYTHON
     proc = contained_popen([PYTHON, "-I", "-c", src], readable=["/path/of/server"], stdin=PIPE, stdout=PIPE)
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,9 +47,16 @@ import tempfile
 import threading
 import weakref
 
+from sandbox import confine
+
 SANDBOX_UID = 65534         # nobody: the uid a contained command runs as when we are root
 SETUP_FAILED = 125          # the shim's exit status when a namespace or mount step fails
-MODES = ("isolated", "userns", "plain")  # as root (uid dropped), as a user (user namespace), neither
+# as root (uid dropped), as a user (user namespace), self-confined (Landlock + seccomp), not isolated
+MODES = ("isolated", "userns", "landlock", "plain")
+CHOICES = ("auto", "plain")  # --sandbox: the strongest mode that works here, or plain accepted explicitly
+MAX_FILE_BYTES = 8 << 20    # RLIMIT_FSIZE: no single file larger than 8 MiB
+MAX_PROCESSES = 32          # RLIMIT_NPROC, where it binds (see rlimits)
+MAX_OPEN_FILES = 64         # RLIMIT_NOFILE
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR
 WARNING = ("REWARD NOT ISOLATED ({why}): programs run as a plain subprocess and can read the "
            "repository, the data and any answer file")
@@ -55,6 +69,12 @@ BASE_PYTHON = os.path.realpath(sys.executable)  # the installation's own binary,
 _probe = None               # (available, reason), decided once by isolation_available()
 _probe_lock = threading.Lock()
 _warned = False             # the plain-mode banner is printed once per process
+_chosen = "auto"            # choose(): "plain" accepts unisolated rewards explicitly
+_decided = None             # the mode mode() last answered (decided(): for the run's records)
+
+
+class NoIsolation(RuntimeError):
+    """Neither namespaces nor Landlock work here, and plain mode was not chosen."""
 
 # The setup, run by the host interpreter with -I -S (no site, nothing of the environment). argv[1]: the
 # config as JSON, argv[2:]: the command. Standard library only; every step either works or exits 125.
@@ -227,9 +247,10 @@ def _config(readable, venv, uid, userns, tmp_mb, cwd):
 
 
 def isolation_available():
-    """(True, mode) where contained_popen can contain here ('isolated' as root, 'userns' otherwise),
-    else (False, why). Decided once per process, by starting a contained interpreter that must be
-    pid 1 and must not see the repository."""
+    """(True, mode) where contained_popen can contain here ('isolated' as root, 'userns' otherwise,
+    'landlock' without namespaces), else (False, why). Decided once per process, by starting a contained
+    interpreter that must be pid 1 and must not see the repository (then, failing that, a self-confined
+    one that must not see it: confine.confine_available)."""
     global _probe
     with _probe_lock:
         if _probe is None:
@@ -238,8 +259,14 @@ def isolation_available():
 
 
 def _check():
-    if os.environ.get("NANO_D1_SANDBOX") == "plain":
-        return False, "forced by NANO_D1_SANDBOX=plain"
+    ok, why = _check_namespaces()
+    if ok:
+        return ok, why
+    landlock, how = confine.confine_available(read=confine.default_read_paths())
+    return (True, "landlock") if landlock else (False, f"namespaces: {why}; Landlock: {how}")
+
+
+def _check_namespaces():
     if not sys.platform.startswith("linux"):
         return False, f"no Linux namespaces on {sys.platform}"
     # this file's folder (the repository) exists outside and must not inside
@@ -261,10 +288,77 @@ def _check():
     return True, "isolated" if os.geteuid() == 0 else "userns"
 
 
+def choose(name):
+    """--sandbox: "auto" (the strongest mode that works here, or NoIsolation) or "plain" (unisolated
+    rewards, accepted explicitly)."""
+    global _chosen
+    if name not in CHOICES:
+        raise ValueError(f"--sandbox must be one of {CHOICES}, got {name!r}")
+    _chosen = name
+
+
+def plain_chosen():
+    return _chosen == "plain" or os.environ.get("NANO_D1_SANDBOX") == "plain"
+
+
 def mode():
-    """The mode contained_popen runs in here: 'isolated', 'userns' or 'plain' (for the run's manifest)."""
+    """The mode contained_popen runs in here: 'isolated', 'userns' or 'landlock', or 'plain' when chosen
+    (for the run's records). Nothing works and plain not chosen: NoIsolation, one line naming why."""
+    global _decided
+    if plain_chosen():
+        _decided = "plain"
+        return _decided
     ok, what = isolation_available()
-    return what if ok else "plain"
+    if not ok:
+        raise NoIsolation(f"code rewards cannot be isolated here ({what}); pass --sandbox plain (or set "
+                          "NANO_D1_SANDBOX=plain) to accept rewards from programs that can read the repository "
+                          "and the data")
+    _decided = what
+    return what
+
+
+def decided():
+    """The mode this process's code runs in, once mode() has answered; None before (no code has run)."""
+    return _decided
+
+
+def _nproc_counts_per_userns():
+    """Linux >= 5.14 counts RLIMIT_NPROC per user namespace (ucounts); older kernels per real uid."""
+    release = [int(x) for x in re.findall(r"\d+", os.uname().release)[:2]]
+    return release >= [5, 14]
+
+
+def rlimits(mode, cpu_s, memory_mb):
+    """The resource limits a contained process sets on itself before untrusted code runs (the server,
+    the runner, the checker). Not in a preexec_fn: that makes subprocess fork() the whole trainer instead
+    of vfork() (measured: 163 ms per program from a 4 GiB process vs 0.8 ms), and Python code between
+    fork and exec is unsafe with threads."""
+    cpu = int(cpu_s) + 1  # CPU seconds can't exceed the wall clock anyway; SIGXCPU kills a spinning loop
+    limits = {"RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20, memory_mb << 20),
+              "RLIMIT_FSIZE": (MAX_FILE_BYTES, MAX_FILE_BYTES), "RLIMIT_NOFILE": (MAX_OPEN_FILES, MAX_OPEN_FILES),
+              "RLIMIT_CORE": (0, 0)}
+    # NPROC counts a uid's processes. isolated, and landlock as root: each running sandbox has a uid of
+    # its own (65534 - slot), so it counts this sandbox's processes only (charged to one shared uid, a
+    # fork bomb holding its 30 children made a concurrent job's subprocess.run fail 5/5). userns: per
+    # user namespace on Linux >= 5.14; older kernels would count the trainer's own processes and threads
+    # and fail innocent forks. plain, and landlock as a user: a user's count would include the trainer's
+    # threads; there a fork bomb is bounded by the wall clock and the session kill (seccomp refuses
+    # setsid in landlock mode, so no child leaves the session)
+    if mode == "isolated" or (mode == "landlock" and os.geteuid() == 0) or (
+            mode == "userns" and _nproc_counts_per_userns()):
+        limits["RLIMIT_NPROC"] = (MAX_PROCESSES, MAX_PROCESSES)
+    return limits
+
+
+def confine_config(mode, workdir, uid, readable=()):
+    """What a process started in `mode` passes to confine.confine on itself: in "landlock" mode, read the
+    interpreter (and `readable`), write `workdir`, run as `uid` when root; else None (the namespaces
+    contain it)."""
+    if mode != "landlock":
+        return None
+    # /dev/null writable (open(os.devnull, "w"), subprocess.DEVNULL); confine never chowns a device
+    return {"read": [*confine.default_read_paths(), *readable], "write": [workdir, os.devnull],
+            "uid": uid if os.geteuid() == 0 else None}
 
 
 def _warn_plain(why):
@@ -284,37 +378,39 @@ def _contained(argv, readable, venv, uid, userns, tmp_mb, cwd, popen_kwargs):
     return subprocess.Popen(shim, env=env, **popen_kwargs)
 
 
-def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, userns=False, tmp_mb=64, cwd=None,
-                    plain=None, **popen_kwargs):
+def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, tmp_mb=64, cwd=None, force=None,
+                    **popen_kwargs):
     """subprocess.Popen(argv) in the namespaces, on the whitelist root described above: only the
     interpreter (with `venv`, its virtualenv too) and `readable` (paths, bound read-only at their real
     paths) are in reach. argv[0] must be an absolute path that exists inside: PYTHON, BASE_PYTHON
-    (venv=False) or a program under /usr/bin. `uid`: who runs it when we are root; `userns`: a user
-    namespace even as root (it keeps root's rights over what it can see; the mode of a non-root
-    machine, forced for tests). `tmp_mb`: the private /tmp's size; `cwd`: the working directory inside
-    (under /tmp; default /tmp). popen_kwargs go to Popen (stdin, stdout, stderr, pass_fds,
-    start_new_session, env: default PATH, LANG, HOME = TMPDIR = cwd), except preexec_fn: the command
-    sets its own resource limits (a preexec_fn would fork the whole caller). plain=True (or
-    NANO_D1_SANDBOX=plain, or no namespaces here): a plain Popen, with the banner once per process;
-    cwd then is a host directory, the caller's (if not given: a fresh temporary one, removed with the
-    Popen object). The mode is proc.contain_mode."""
+    (venv=False) or a program under /usr/bin. `uid`: who runs it when we are root. `tmp_mb`: the private
+    /tmp's size; `cwd`: the working directory inside (under /tmp; default /tmp). popen_kwargs go to
+    Popen (stdin, stdout, stderr, pass_fds, start_new_session, env: default PATH, LANG, HOME = TMPDIR =
+    cwd), except preexec_fn: the command sets its own resource limits (a preexec_fn would fork the
+    whole caller). `force`: one of MODES, forced by a caller (default: mode(), plain when chosen); "userns"
+    as root keeps root's rights over what it can see (the mode of a non-root machine, forced for tests).
+    "plain": a plain Popen, with the banner once per process; "landlock": a plain Popen too, which the
+    command must confine itself (confine_config). cwd then is a host directory, the caller's (if not
+    given: a fresh temporary one, removed with the Popen object). No mode works and plain not chosen:
+    NoIsolation. The mode is proc.contain_mode."""
     if "preexec_fn" in popen_kwargs:
         raise TypeError("contain: no preexec_fn (it would fork the whole caller)")
     argv = [os.fspath(a) for a in argv]
-    if plain is None and os.environ.get("NANO_D1_SANDBOX") == "plain":
-        plain = True
-    ok, what = (False, "forced by plain=True") if plain else isolation_available()
-    if ok:
-        proc = _contained(argv, readable, venv, uid, userns, tmp_mb, cwd or "/tmp", popen_kwargs)
-        proc.contain_mode = "userns" if userns else what
+    what = force or mode()  # NoIsolation when nothing works and plain was not chosen
+    if what not in MODES:
+        raise ValueError(f"contain: mode must be one of {MODES}, got {what!r}")
+    if what in ("isolated", "userns"):
+        proc = _contained(argv, readable, venv, uid, what == "userns", tmp_mb, cwd or "/tmp", popen_kwargs)
+        proc.contain_mode = what
         return proc
-    _warn_plain(what)
+    if what == "plain":
+        _warn_plain("chosen with --sandbox plain or NANO_D1_SANDBOX=plain" if plain_chosen() else "forced")
     kwargs = dict(popen_kwargs)
     workdir = cwd or tempfile.mkdtemp(prefix="nano-d1-plain-")
     if kwargs.get("env") is None:
         kwargs["env"] = {**ENV, "HOME": workdir, "TMPDIR": workdir}
     proc = subprocess.Popen(argv, cwd=workdir, **kwargs)
-    proc.contain_mode = "plain"
+    proc.contain_mode = what  # "landlock": the command confines itself (confine_config)
     if cwd is None:
         weakref.finalize(proc, shutil.rmtree, workdir, True)
     return proc

@@ -15,7 +15,10 @@ program runs in its OWN interpreter process, contained by the operating system, 
      and a private /tmp: the repository, the data, /work and any answer file are not in it at all. As
      root the program runs as an unprivileged uid (65534 - slot: each running sandbox's process budget
      is its own), "isolated"; not root (a cluster account), in a user namespace as that user, "userns".
-     Neither: "plain", layers 1-3, and contain's REWARD NOT ISOLATED banner, once per process.
+     No namespaces: "landlock", the process contains itself before the program runs (sandbox/confine.py:
+     Landlock file rules, seccomp, the uid drop when root). None of these: the run refuses to start
+     (contain.NoIsolation) unless "plain" was chosen (--sandbox plain): layers 1-3 only, with contain's
+     REWARD NOT ISOLATED banner.
 With STRICT_ASSERTS (the default) the verdict takes two processes (issue 36, sandbox/worker.py): the
 program runs in a program server inside these layers, and the tests run in a checker process that never
 executes program code, with the program's names bound to proxies: every comparison is the checker's, on
@@ -40,7 +43,6 @@ import functools
 import itertools
 import json
 import os
-import re
 import secrets
 import select
 import shutil
@@ -55,10 +57,7 @@ from sandbox import contain, worker
 DEFAULT_TIMEOUT_S = 10.0    # wall clock for the whole program (d1: 1 s per test function; KodCode's
                             # pytest files have ~6 tests, and importing pytest alone takes ~0.1 s)
 DEFAULT_TEST_TIMEOUT_S = 3.0  # each test's own timer inside the runner, so one hang fails only itself
-DEFAULT_MEMORY_MB = 1024    # address space (d1: 1 GB RLIMIT_AS)
-MAX_FILE_BYTES = 8 << 20    # RLIMIT_FSIZE: no single file larger than 8 MiB
-MAX_PROCESSES = 32          # RLIMIT_NPROC, where it binds (see _rlimits)
-MAX_OPEN_FILES = 64         # RLIMIT_NOFILE
+DEFAULT_MEMORY_MB = 1024    # address space (d1: 1 GB RLIMIT_AS); file size, processes, open files: contain.rlimits
 MAX_RESULT_BYTES = 1 << 20  # what we read back from the result pipe at most
 EXIT_GRACE_S = 0.5          # a runner that has reported (or died) gets this long to exit by itself
 MAX_WHY_CHARS = 80          # a failed test's reason ("AssertionError: ...") is cut here: ~8k tests fit
@@ -71,50 +70,32 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The runner, sandbox/runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
 # sandbox (read once, _source). It must not trust the program; its docstring says how it doesn't.
-MODES = contain.MODES     # "isolated", "userns", "plain": strongest first
+MODES = contain.MODES     # "isolated", "userns", "landlock", "plain": strongest first
 _mode = None              # forced by a caller (tests, `python -m sandbox.attacks --mode`); else contain's
 _slots_in_use, _slots_lock = set(), threading.Lock()
 
 
 def isolation_mode():
-    """The strongest of MODES that works here (sandbox/contain.py decides, once: NANO_D1_SANDBOX=plain
-    forces the fallback), unless a caller forced one: 'isolated' (as root: namespaces and a uid drop),
-    'userns' (a user namespace; as root it keeps root's rights over what it can see), 'plain'."""
+    """The strongest of MODES that works here (sandbox/contain.py decides, once; --sandbox plain or
+    NANO_D1_SANDBOX=plain chooses the unisolated one; nothing works: contain.NoIsolation), unless a caller
+    forced one: 'isolated' (as root: namespaces and a uid drop), 'userns' (a user namespace; as root it
+    keeps root's rights over what it can see), 'landlock' (self-confined), 'plain'."""
     return _mode or contain.mode()
 
 
 def _launch(argv, workdir, *, mode, slot, **popen_kwargs):
     """argv in `mode`'s containment (sandbox/contain.py, the one launcher), as the slot's uid when root;
     the plain fallback in `workdir`."""
-    # plain forced here, or None: contain decides (the same answer as mode, with its own reason in the banner)
-    return contain.contained_popen(argv, uid=SANDBOX_UID - slot, plain=(_mode == "plain") or None,
-                                   userns=mode == "userns", cwd=workdir if mode == "plain" else None,
+    return contain.contained_popen(argv, uid=SANDBOX_UID - slot, force=mode,
+                                   cwd=workdir if mode in ("plain", "landlock") else None,
                                    start_new_session=True, **popen_kwargs)
 
 
-def _nproc_counts_per_userns():
-    """Linux >= 5.14 counts RLIMIT_NPROC per user namespace (ucounts); older kernels per real uid."""
-    release = [int(x) for x in re.findall(r"\d+", os.uname().release)[:2]]
-    return release >= [5, 14]
-
-
-def _rlimits(mode, timeout_s, memory_mb):
-    """The sandbox's resource limits, set by the server or runner itself before the program runs. Not in a
-    preexec_fn: that makes subprocess fork() the whole trainer instead of vfork() (measured: 163 ms per
-    program from a 4 GiB process vs 0.8 ms), and Python code between fork and exec is unsafe with threads."""
-    cpu = int(timeout_s) + 1  # CPU seconds can't exceed the wall clock anyway; SIGXCPU kills a spinning loop
-    limits = {"RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20, memory_mb << 20),
-              "RLIMIT_FSIZE": (MAX_FILE_BYTES, MAX_FILE_BYTES), "RLIMIT_NOFILE": (MAX_OPEN_FILES, MAX_OPEN_FILES),
-              "RLIMIT_CORE": (0, 0)}
-    # NPROC counts a uid's processes. isolated: each running sandbox has a uid of its own (65534 - slot,
-    # _slot), so it counts this sandbox's processes only (charged to one shared uid, a fork bomb holding
-    # its 30 children made a concurrent job's subprocess.run fail 5/5). userns: per user namespace on
-    # Linux >= 5.14; older kernels would count the trainer's own processes and threads and fail innocent
-    # forks. plain: root ignores it, and a user's count would include the trainer's threads; there a
-    # fork bomb is bounded by the wall clock and the session kill only.
-    if mode == "isolated" or (mode == "userns" and _nproc_counts_per_userns()):
-        limits["RLIMIT_NPROC"] = (MAX_PROCESSES, MAX_PROCESSES)
-    return limits
+def _limits(mode, timeout_s, memory_mb, slot, workdir):
+    """What the server or runner applies to itself before the program runs: resource limits, and in
+    "landlock" mode its own confinement (sandbox/contain.py)."""
+    return {"rlimits": contain.rlimits(mode, timeout_s, memory_mb),
+            "confine": contain.confine_config(mode, workdir, SANDBOX_UID - slot)}
 
 
 class _slot:
@@ -152,13 +133,13 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
     status, the seconds."""
     t0 = time.monotonic()
     nonce = secrets.token_hex(16)
-    job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s,
-                      "rlimits": _rlimits(mode, timeout_s, memory_mb), "max_why_chars": MAX_WHY_CHARS})
     workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")  # plain mode's cwd (namespaces: their private /tmp)
+    job = json.dumps({"program": program, "tests": tests, "nonce": nonce, "test_timeout_s": test_timeout_s,
+                      **_limits(mode, timeout_s, memory_mb, slot, workdir), "max_why_chars": MAX_WHY_CHARS})
     read_fd, write_fd = os.pipe()
     proc = None
     try:
-        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _source("runner.py"), str(write_fd)], workdir, mode=mode,
+        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _runner_source(), str(write_fd)], workdir, mode=mode,
                        slot=slot,
                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        pass_fds=(write_fd,))
@@ -205,10 +186,13 @@ def _check(program, tests, timeout_s, memory_mb):
 
 
 @functools.cache
-def _source(name):
-    """The text of sandbox/<name> (the runner), read once: what the sandbox executes."""
-    with open(os.path.join(_HERE, name)) as f:
-        return f.read()
+def _runner_source():
+    """The runner's text, confine.py's in front (landlock mode), read once: what the sandbox executes."""
+    texts = []
+    for name in ("confine.py", "runner.py"):
+        with open(os.path.join(_HERE, name)) as f:
+            texts.append(f.read())
+    return "\n".join(texts)
 
 
 def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):
@@ -216,8 +200,9 @@ def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mod
     checker beside it. A program's parts come with it (code_prep.SplitProgram); a plain string is all
     program, no trusted code."""
     why = worker.run_checked(getattr(program, "untrusted", program), tests, prefix=getattr(program, "prefix", ""),
-                             test_source=getattr(program, "test_source", ""), timeout_s=timeout_s,
-                             test_timeout_s=test_timeout_s, rlimits=_rlimits(mode, timeout_s, memory_mb),
+                             test_source=getattr(program, "test_source", ""), targets=getattr(program, "targets", ()),
+                             timeout_s=timeout_s, test_timeout_s=test_timeout_s, mode=mode,
+                             limits=lambda workdir: _limits(mode, timeout_s, memory_mb, slot, workdir),
                              launch=functools.partial(_launch, mode=mode, slot=slot), outcome=outcome)
     return [w is None for w in why]
 

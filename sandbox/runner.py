@@ -1,7 +1,7 @@
 """
 The runner of d1's plain asserts (sandbox/run.py with STRICT_ASSERTS = False): the script that runs inside
-the sandbox, as `python -I -B -c <this file's source> <result fd>` (sandbox/run.py reads it and starts it;
-it is never imported). It reads its job as JSON on stdin (the program, the test snippets, the limits, a
+the sandbox, as `python -I -B -c <confine.py's source + this file's> <result fd>` (sandbox/run.py reads
+them and starts it; it is never imported). It reads its job as JSON on stdin (the program, the test snippets, the limits, a
 nonce), sets the limits, runs the program once, then each test in the program's namespace under its own
 timer; a test passes if it raises nothing, as in d1.
 
@@ -55,6 +55,8 @@ def _main():
     os.umask(0o077)
     for name, (soft, hard) in job["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
+    if job.get("confine") is not None:  # landlock mode: sandbox/confine.py's source runs in front of this one
+        confine(**job["confine"])  # noqa: F821 (an error ends the runner: no verdict, every test fails)
     signal.signal(signal.SIGALRM, alarm)
     ns = {"__name__": "__main__"}
     program, tests, limit_s, max_chars = job["program"], job["tests"], job["test_timeout_s"], job["max_why_chars"]

@@ -6,10 +6,12 @@ only the arguments of the calls the test makes. Nothing it sends is trusted by t
 builtin value": the program may patch or replace all of this, and gain nothing.
 
 Started by sandbox/worker.py's start_server inside sandbox/contain.py's containment, as `python -I -B -c
-<read the code from stdin> <socket fd> <per-call timer> <resource limits>`: its code (wire.py's + this
-file's) arrives compiled on stdin, and it sets the limits itself before the program runs. Requests and
-replies (a reply to a request that runs program code ends with what it printed, for a test that
-captures sys.stdout):
+<read the code from stdin> <socket fd> <per-call timer> <limits>`: its code (wire.py's, confine.py's and
+this file's) arrives compiled on stdin, and it sets the limits itself before the program runs (resource
+limits; in "landlock" mode also confine.confine: Landlock, seccomp, the uid drop). Every frame is
+(number, message): a request's number, echoed by its reply and by the callbacks made while it runs (the
+checker refuses a frame of another number). Requests and replies (a reply to a request that runs program
+code ends with what it printed, for a test that captures sys.stdout):
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})
                                       trusted: the class names whose instances travel as records
     ("call", h, args, kwargs)      -> ("ok", result, args after the call, printed)
@@ -28,6 +30,7 @@ import os
 import sys
 
 if "encode" not in globals():  # imported (tests), not started with wire.py's source in front
+    from sandbox.confine import confine
     from sandbox.wire import decode, encode
 
 MAX_FRAME = 16 << 20
@@ -150,17 +153,22 @@ def _values_or_handles(names, trusted):
     return out
 
 
-def serve(fd, test_timeout_s=3.0, rlimits=None):
+def serve(fd, test_timeout_s=3.0, limits=None):
+    """Serve the checker on fd until EOF. `limits`: {"rlimits": {name: (soft, hard)}, "confine": None or
+    confine()'s keyword arguments}, all applied before any program code runs and never undone."""
     try:  # a group of its own: kill(0) (what getppid() = 0 in a pid namespace makes of kill(getppid())) hits only it
         os.setsid()
     except OSError:
-        pass  # already a session leader (plain mode)
-    if rlimits:  # lowered before any program code runs, never raised again
+        pass  # already a session leader (plain and landlock modes)
+    limits = limits or {}
+    if limits.get("rlimits"):
         import resource
-        for name, (soft, hard) in rlimits.items():
+        for name, (soft, hard) in limits["rlimits"].items():
             resource.setrlimit(getattr(resource, name), (soft, hard))
+    if limits.get("confine") is not None:  # no namespaces here: contained in place (an error ends the server)
+        confine(**limits["confine"])
     sock = FdSocket(fd)
-    table, trusted = [], {}
+    table, trusted, current = [], {}, [0]  # current: the numbers of the requests being served, innermost last
 
     def handle_of(obj):
         if type(obj) is _ByHandle:  # a program value too large to send as a value
@@ -171,30 +179,39 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
 
     def send(msg):
         try:
-            payload = encode(msg, handle_of=handle_of, trusted=tuple(trusted.values()))
+            payload = encode((current[-1], msg), handle_of=handle_of, trusted=tuple(trusted.values()))
         except BaseException as e:  # a value the wire cannot carry and no handle for it
-            payload = encode(("raise", ["TypeError"], f"the reply does not encode: {e}"[:MAX_MESSAGE_CHARS], ""))
+            payload = encode((current[-1], ("raise", ["TypeError"],
+                                            f"the reply does not encode: {e}"[:MAX_MESSAGE_CHARS], "")))
         send_frame(sock, payload)
 
     def receive():
+        """The next frame's (number, message)."""
         data = recv_frame(sock)
         if data is None:  # the checker is done with us
             os._exit(0)
         return decode(data, make_handle=lambda k, kind: table[k], make_callback=callback, trusted=trusted)
+
+    def serve_one(number, msg):
+        current.append(number)
+        try:
+            send(handle(msg))
+        finally:
+            current.pop()
 
     def callback(k):
         """A callable of the test's (a key function, a lambda): calling it asks the checker to run it."""
         def call(*args, **kwargs):
             send(("callback", k, list(args), kwargs))
             while True:  # the checker's answer; the requests its callable makes meanwhile are served
-                msg = receive()
+                number, msg = receive()
                 if msg[0] == "ok":
                     return msg[1]
                 if msg[0] == "raise":
                     cls = next((c for c in (getattr(builtins, n, None) for n in msg[1]) if isinstance(c, type)
                                 and issubclass(c, Exception)), Exception)
                     raise cls(msg[2])
-                send(handle(msg))
+                serve_one(number, msg)
         return call
 
     def alarm(signum, frame):
@@ -241,9 +258,9 @@ def serve(fd, test_timeout_s=3.0, rlimits=None):
     signal.signal(signal.SIGALRM, alarm)
     ns = {"__name__": "__main__"}
     while True:
-        send(handle(receive()))
+        serve_one(*receive())
 
 
-if __name__ == "__main__":  # argv: the socket's fd, the per-call timer, marshal.dumps(rlimits).hex()
+if __name__ == "__main__":  # argv: the socket's fd, the per-call timer, marshal.dumps(limits).hex()
     import marshal
     serve(int(sys.argv[1]), float(sys.argv[2]), marshal.loads(bytes.fromhex(sys.argv[3])))

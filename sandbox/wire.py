@@ -15,7 +15,8 @@ A value is a graph, written depth first as tagged nodes:
     m a regular-expression match, as its span and group(0), rebuilt as a Match of this file
     y a builtin class by name (int, str, ValueError: `remove_datatype(xs, int)`), the receiver's own
 Counts and lengths are unsigned LEB128. decode() is iterative (no recursion limit to hit), bounded in
-nodes and in the digits of an int, and builds builtin types only (plus Match, the receiver's trusted
+nodes, depth, range length and the digits of an int (refused before the value is built), and builds
+builtin types only (plus Match, the receiver's trusted
 classes and whatever its handle / callback makers return). encode() reads values by exact type,
 through builtin methods only (dict.items, list iteration), so an object's own methods never run.
 
@@ -26,7 +27,11 @@ import builtins
 import struct
 import sys
 
-MAX_NODES = 1_000_000   # nodes per message
+MAX_NODES = 1_000_000   # nodes per message; also the longest range (a range(3 * 10**7) reply took the
+                        # checker to 1.16 GB once a test listed it: refused before it is built)
+MAX_DEPTH = 10_000      # nesting: a 900,000-deep tuple in a set segfaulted the checker (tuple hashing
+                        # recurses in C; 100,000 deep already crashes CPython 3.11 here). LeetCode's
+                        # deepest honest value, a linked list of records, is a few dozen deep
 MAX_INT_DIGITS = 4300   # CPython's own limit on int <-> str conversion
 _F, _C = struct.Struct(">d"), struct.Struct(">dd")
 _NoneType = type(None)
@@ -248,7 +253,7 @@ def decode(data, *, trusted=None, make_handle=None, make_callback=None, max_node
             _put(frame, r.take(r.uint()))
         elif tag in (b"U", b"Z", b"r", b"m"):  # immutable: built when its items are in
             n = {b"r": 3, b"m": 2}.get(tag) or r.uint()
-            frames.append([None, n, tag.decode(), []])
+            _push(frames, [None, n, tag.decode(), []])
         elif tag in (b"L", b"S", b"D", b"O"):  # mutable: opened now, so that later R can point here
             kind = tag.decode()
             if kind == "O":
@@ -261,7 +266,7 @@ def decode(data, *, trusted=None, make_handle=None, make_callback=None, max_node
                 obj = {"L": list, "S": set, "D": dict}[kind]()
             opened.append(obj)
             n = r.uint()
-            frames.append([obj, 2 * n if kind in ("D", "O") else n, kind, []])
+            _push(frames, [obj, 2 * n if kind in ("D", "O") else n, kind, []])
         elif tag == b"R":
             k = r.uint()
             if k >= len(opened):
@@ -276,6 +281,13 @@ def decode(data, *, trusted=None, make_handle=None, make_callback=None, max_node
     if r.pos != len(r.data):
         raise WireError("trailing bytes")
     return root[0]
+
+
+def _push(frames, frame):
+    """A container opened one level deeper, refused past MAX_DEPTH (the root frame is not a level)."""
+    if len(frames) > MAX_DEPTH:
+        raise WireError("a value nested too deeply")
+    frames.append(frame)
 
 
 def _put(frame, item):
@@ -318,10 +330,12 @@ def _close(frame):
             if not all(type(x) is int for x in items):
                 raise WireError("a range of non-ints")
             frame[0] = range(*items)
+            if len(frame[0]) > MAX_NODES:  # OverflowError past sys.maxsize: caught below, refused too
+                raise WireError("a range too long")
         elif kind == "m":
             span, text = items
             if not (type(span) is tuple and len(span) == 2 and all(type(x) is int for x in span) and type(text) is str):
                 raise WireError("a malformed match")
             frame[0] = Match(span, text)
-    except (TypeError, ValueError) as e:  # an unhashable frozenset element, a zero range step
+    except (TypeError, ValueError, OverflowError) as e:  # an unhashable frozenset element, a zero range step
         raise WireError(f"a malformed {kind}: {e}") from None

@@ -6,37 +6,48 @@ checker process (main() below, which never executes program code) runs the tests
 one end of a fresh socketpair per job (SCM_RIGHTS) and the server the other.
 
 Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
-not once per program), kept in a pool of idle ones, and replaced after MAX_JOBS jobs or when a job does not
-come back in time. The server is started through a launcher, by default contained() below:
-sandbox/contain.py's contained_popen (the whitelist root, the uid drop; the plain fallback says so
-loudly); sandbox/run.py passes its own with the mode and the slot's uid. Everything else is independent
-of how the server is contained.
+not once per program), kept in a pool of idle ones per mode, and replaced after MAX_JOBS jobs or when a
+job does not come back in time. A checker is contained as a server is (issue 46): through contain's
+launcher, as an unprivileged uid of its own when root, with resource limits it sets itself (memory, CPU
+per job, file size, processes; in "landlock" mode confine.confine too), writing only its private /tmp;
+it reads sandbox/ and the interpreter, and imports only the standard library's TEST_MODULES (at start)
+and what the tests themselves import. The server is started through a launcher, by default contained()
+below: sandbox/contain.py's contained_popen; sandbox/run.py passes its own with the mode and the slot's
+uid. Everything else is independent of how the server is contained.
 
     from sandbox.worker import run_checked
     run_checked("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [None] (None: passed)
 """
 import atexit
 import functools
+import itertools
 import marshal
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-from sandbox import checker, contain, server, wire
+from sandbox import checker, confine, contain, server, wire
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.dirname(_HERE)
 MAX_JOBS = 500          # a checker is replaced after this many jobs (tests may leave state behind)
 EXIT_GRACE_S = 0.5      # after the wall clock: how long the checker gets to report the tests it has left
-_pool, _pool_lock = [], threading.Lock()
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[2]); sys.dont_write_bytecode = True\n"
-         "from sandbox.worker import main; main(int(sys.argv[1]))")
+CHECKER_MEMORY_MB = 2048  # the checker's address space (pytest and the test's own values; 1.16 GB of a
+                          # listed range reply is refused on the wire already)
+CHECKER_UID = contain.SANDBOX_UID - 1024  # as root, checker k runs as CHECKER_UID - k (program slots: 65534 - k)
+CHECKER_CPU_S = 3600    # the hard CPU limit of a checker's life; each job's soft limit is set per job
+_pool, _pool_lock, _checker_ids = {}, threading.Lock(), set()  # idle checkers per mode; the ids in use
+# the checker starts with its code's folder as the package `sandbox` (loaded by path: in the contained
+# root the repository's folder above it is bound only on the way, not listable)
+_BOOT = ("import importlib.util, sys; sys.dont_write_bytecode = True\n"
+         "spec = importlib.util.spec_from_file_location('sandbox', sys.argv[2] + '/__init__.py', "
+         "submodule_search_locations=[sys.argv[2]])\n"
+         "sys.modules['sandbox'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(sys.modules['sandbox'])\n"
+         "from sandbox.worker import main; main(int(sys.argv[1]), sys.argv[3])")
 
 
 # The server's interpreter reads its code from stdin: wire.py + server.py compiled once here and marshalled
@@ -46,25 +57,30 @@ _SERVER_BOOT = "import marshal, sys; exec(marshal.loads(sys.stdin.buffer.read())
 
 @functools.cache
 def _server_code():
-    with open(os.path.join(_HERE, "wire.py")) as f, open(os.path.join(_HERE, "server.py")) as g:
-        return marshal.dumps(compile(f.read() + "\n" + g.read(), "<sandbox server>", "exec"))
+    texts = []
+    for name in ("wire.py", "confine.py", "server.py"):
+        with open(os.path.join(_HERE, name)) as f:
+            texts.append(f.read())
+    return marshal.dumps(compile("\n".join(texts), "<sandbox server>", "exec"))
 
 
 def contained(argv, workdir, **popen_kwargs):
     """The default launcher: sandbox/contain.py's contained_popen, the whitelist root where this machine
-    allows it (no repository, data, /work or /root in reach), else the plain fallback in `workdir` with
-    contain's REWARD NOT ISOLATED banner. sandbox/run.py passes its own (the mode a caller forced, the
-    slot's uid)."""
-    ok = contain.isolation_available()[0]
-    return contain.contained_popen(argv, cwd=None if ok else workdir, start_new_session=True, **popen_kwargs)
+    allows it (no repository, data, /work or /root in reach), else a plain Popen in `workdir` (landlock:
+    the command confines itself; plain, when chosen: contain's REWARD NOT ISOLATED banner). sandbox/run.py
+    passes its own (the mode a caller forced, the slot's uid)."""
+    mode = contain.mode()
+    return contain.contained_popen(argv, cwd=workdir if mode in ("plain", "landlock") else None, force=mode,
+                                   start_new_session=True, **popen_kwargs)
 
 
-def start_server(sock, *, launch=contained, workdir, test_timeout_s, rlimits=None):
+def start_server(sock, *, launch=contained, workdir, test_timeout_s, limits=None):
     """Start the program server on `sock` (its end of the socketpair) -> the Popen, through `launch`
     (argv, workdir, **popen_kwargs). Its code comes on stdin (nothing of the repository need be readable);
-    it sets `rlimits` itself before the program runs, in a new session (ended by end_server)."""
+    it applies `limits` ({"rlimits", "confine"}: server.serve) itself before the program runs, in a new
+    session (ended by end_server)."""
     argv = [contain.PYTHON, "-I", "-B", "-c", _SERVER_BOOT, str(sock.fileno()), repr(float(test_timeout_s)),
-            marshal.dumps(dict(rlimits or {})).hex()]
+            marshal.dumps(dict(limits or {})).hex()]
     proc = launch(argv, workdir, pass_fds=(sock.fileno(),), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                   stderr=subprocess.DEVNULL)
     try:
@@ -81,8 +97,9 @@ def start_server(sock, *, launch=contained, workdir, test_timeout_s, rlimits=Non
 def end_server(proc):
     """End the server and reap it. Contained: SIGTERM to contain's shim, which SIGKILLs the pid namespace's
     init (the server: the kernel then kills everything in the namespace) and reaps it, so that nothing is
-    orphaned to PID 1; SIGKILL after EXIT_GRACE_S. Plain: the server's whole session."""
-    if getattr(proc, "contain_mode", "plain") != "plain" and proc.poll() is None:
+    orphaned to PID 1; SIGKILL after EXIT_GRACE_S. Plain and landlock: the server's whole process group
+    (in landlock mode seccomp refuses setsid and setpgid, so no child leaves it)."""
+    if getattr(proc, "contain_mode", "plain") in ("isolated", "userns") and proc.poll() is None:
         try:
             proc.terminate()
             proc.wait(EXIT_GRACE_S)
@@ -121,16 +138,26 @@ def peek_status(pid, wait_s=0.0):
 
 
 class Checker:
-    """A checker process and the trainer's end of its socket."""
+    """A checker process, contained in `mode`, and the trainer's end of its socket."""
 
-    def __init__(self):
-        self.jobs = 0
-        self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # KodCode tests write files
+    def __init__(self, mode):
+        self.jobs, self.mode = 0, mode
+        with _pool_lock:
+            self.id = next(k for k in itertools.count() if k not in _checker_ids)
+            _checker_ids.add(self.id)
+        uid = CHECKER_UID - self.id
+        self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # plain / landlock: its cwd (KodCode writes files)
+        limits = {"rlimits": contain.rlimits(mode, CHECKER_CPU_S, CHECKER_MEMORY_MB),
+                  "confine": contain.confine_config(mode, self.workdir, uid, readable=(_HERE,))}
         self.sock, theirs = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _REPO],
-                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd=self.workdir,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        theirs.close()
+        try:
+            self.proc = contain.contained_popen(
+                [contain.PYTHON, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _HERE, marshal.dumps(limits).hex()],
+                readable=(_HERE,), uid=uid, force=mode, cwd=self.workdir if mode in ("plain", "landlock") else None, pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        finally:
+            theirs.close()
 
     def run(self, job, server_sock, deadline, on_late):
         """Send the job and its server's socket; -> the checker's verdicts, or None (late or gone)."""
@@ -157,18 +184,21 @@ class Checker:
 
     def close(self):
         self.sock.close()
-        _kill_group(self.proc)
+        end_server(self.proc)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        with _pool_lock:
+            _checker_ids.discard(self.id)
 
 
-def _take():
+def _take(mode):
     with _pool_lock:
-        while _pool:
-            c = _pool.pop()
+        idle = _pool.setdefault(mode, [])
+        while idle:
+            c = idle.pop()
             if c.proc.poll() is None:
                 return c
             c.close()
-    return Checker()
+    return Checker(mode)
 
 
 def _give(c):
@@ -176,29 +206,38 @@ def _give(c):
         c.close()
         return
     with _pool_lock:
-        _pool.append(c)
+        _pool.setdefault(c.mode, []).append(c)
 
 
 @atexit.register
 def close_all():
     with _pool_lock:
-        while _pool:
-            _pool.pop().close()
+        idle = [c for cs in _pool.values() for c in cs]
+        _pool.clear()
+    for c in idle:
+        c.close()
 
 
-def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, test_timeout_s=3.0, rlimits=None,
-                launch=contained, end=end_server, outcome=None):
+def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeout_s=10.0, test_timeout_s=3.0,
+                mode=None, limits=None, launch=contained, end=end_server, outcome=None):
     """[None (passed) or why it failed] per test: `program` in a new server, the tests (after the trusted
-    `prefix` and `test_source`) in a pooled checker. Late or garbled: every test not reported fails."""
+    `prefix` and `test_source`) in a pooled checker, binding only the program names the item declares
+    (`targets`, checker.test_targets). `mode`: contain's (default: contain.mode()); `limits(workdir)`: the
+    server's (default: contain's for the mode, 1 GiB). Late or garbled: every test not reported fails."""
     t0 = time.monotonic()
+    mode = mode or contain.mode()
     workdir = tempfile.mkdtemp(prefix="nano-d1-sandbox-")
     ours, theirs = socket.socketpair()
     proc = status = None
     try:
-        proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s, rlimits=rlimits)
+        server_limits = limits(workdir) if limits is not None else {
+            "rlimits": contain.rlimits(mode, timeout_s, 1024),
+            "confine": contain.confine_config(mode, workdir, contain.SANDBOX_UID)}
+        proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s,
+                            limits=server_limits)
         theirs.close()
-        checker = _take()
-        job = ("job", program, list(tests), prefix, test_source, test_timeout_s)
+        checker = _take(mode)
+        job = ("job", program, list(tests), prefix, test_source, test_timeout_s, list(targets))
         why = checker.run(job, ours, t0 + timeout_s, on_late=lambda: end(proc))
         _give(checker)
         ours.close()  # the checker has closed its copy: a server still serving sees EOF and exits (0)
@@ -218,9 +257,18 @@ def run_checked(program, tests, *, prefix="", test_source="", timeout_s=10.0, te
     return why
 
 
-def main(fd):
-    """The checker process: jobs from the trainer, each with its server's socket, until EOF."""
+def main(fd, limits_hex):
+    """The checker process: jobs from the trainer, each with its server's socket, until EOF. Before the
+    first job it imports the test modules, then applies its limits (and in landlock mode confines
+    itself); each job gets its own CPU budget."""
+    import resource
     sock = socket.socket(fileno=fd)
+    modules = checker.import_test_modules()
+    limits = marshal.loads(bytes.fromhex(limits_hex))
+    for name, (soft, hard) in limits["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    if limits["confine"] is not None:
+        confine.confine(**limits["confine"])
     while True:
         try:
             _, fds, _, _ = socket.recv_fds(sock, 1, 1)
@@ -231,11 +279,16 @@ def main(fd):
         data = server.recv_frame(sock)
         if data is None:
             return
-        _, program, tests, prefix, test_source, test_timeout_s = wire.decode(data)
+        _, program, tests, prefix, test_source, test_timeout_s, targets = wire.decode(data)
         server_sock = socket.socket(fileno=fds[0])
         conn = checker.Connection(server_sock, timeout_s=test_timeout_s + 0.5)
+        used = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # this job's CPU: SIGXCPU past its budget
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        budget = int(used + (len(tests) + 2) * (test_timeout_s + 1)) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (budget if hard == resource.RLIM_INFINITY else min(budget, hard), hard))
         try:
-            why = checker.check_job(conn, program, tests, prefix, test_source, test_timeout_s + 1.0)
+            why = checker.check_job(conn, program, tests, prefix, test_source, test_timeout_s + 1.0, targets,
+                                    modules)
         finally:
             server_sock.close()
         server.send_frame(sock, wire.encode(("done", why)))

@@ -285,7 +285,7 @@ def score_code_batch(generations, examples, run_batch=None):
         run_batch = partial(sandbox_run_batch, test_timeout_s=EVAL_TEST_TIMEOUT_S, timeout_s=EVAL_TIMEOUT_S)
     codes = [parse_code_eval(g) for g in generations]
     # no code: nothing to run, every test failed
-    jobs = [(benchmark_program(ex["program_prefix"], code), list(ex["unit_tests"])) for code, ex in zip(codes, examples)
+    jobs = [(benchmark_program(ex, code), list(ex["unit_tests"])) for code, ex in zip(codes, examples)
             if code]
     results = iter(run_batch(jobs) if jobs else [])
     out = []
@@ -304,6 +304,10 @@ def score_pbe_batch(generations, examples):
     shares = coding_rewards(generations, examples)
     return [{"pred": extract_code(g)[0], "correct": s >= 1.0, "score": float(s >= 1.0), "tests_share": s}
             for g, s in zip(generations, shares)]
+
+
+# they run programs: eval.py decides the sandbox up front (ops/checks.py sandbox_mode)
+score_code_batch.runs_code = score_pbe_batch.runs_code = True
 
 
 def _correct(pred, correct):

@@ -155,10 +155,10 @@ def test_the_fallback_says_so_once(monkeypatch, capfd):
     monkeypatch.setattr(contain, "_warned", False)
     for _ in range(2):
         proc = contain.contained_popen([sys.executable, "-I", "-c", "import os; print(os.getpid() > 1)"],
-                                       plain=True, stdout=subprocess.PIPE)
+                                       force="plain", stdout=subprocess.PIPE)
         assert proc.communicate()[0] == b"True\n" and proc.contain_mode == "plain"
     monkeypatch.setenv("NANO_D1_SANDBOX", "plain")
-    assert contain._check() == (False, "forced by NANO_D1_SANDBOX=plain")
+    assert contain.mode() == "plain" and contain.plain_chosen()  # chosen explicitly: the only way to plain
     before = set(os.listdir(tempfile.gettempdir()))
     proc = contain.contained_popen([sys.executable, "-I", "-c", "open('x', 'w').write('y')"])
     assert proc.wait() == 0 and proc.contain_mode == "plain"

@@ -266,16 +266,23 @@ def test_plain_fallback_still_contains_the_basics(name, program, probe, containe
     assert run_tests(ADD, ["assert add(1, 2) == 3"]) == [True]
 
 
-def test_fallback_is_chosen_once_with_one_banner(monkeypatch, capfd):
-    # no namespaces here (contain's probe failed): plain, said loudly once per process, in both verdicts
+def test_no_isolation_refuses_unless_plain_is_chosen(monkeypatch, capfd):
+    # neither namespaces nor Landlock here (contain's probe failed): no silent plain mode (issue 46). The
+    # run refuses, naming why and --sandbox plain; chosen, plain runs, said loudly once per process
     monkeypatch.setattr(sandbox, "_mode", None)
-    monkeypatch.setattr(sandbox.contain, "_probe", (False, "no namespaces (a test)"))
+    monkeypatch.setattr(sandbox.contain, "_probe", (False, "namespaces: none (a test); Landlock: none (a test)"))
     monkeypatch.setattr(sandbox.contain, "_warned", False)
+    monkeypatch.setattr(sandbox.contain, "_chosen", "auto")
+    monkeypatch.delenv("NANO_D1_SANDBOX", raising=False)
+    for strict in (True, False):
+        with pytest.raises(sandbox.contain.NoIsolation, match=r"\(namespaces: none .*--sandbox plain"):
+            run_batch([(ADD, ["assert add(1, 2) == 3"])], strict=strict)
+    sandbox.contain.choose("plain")
     assert sandbox.isolation_mode() == "plain"
     for strict in (True, False):
         assert run_batch([(ADD, ["assert add(1, 2) == 3"])] * 2, strict=strict) == [[True], [True]]
     err = capfd.readouterr().err
-    assert err.count("REWARD NOT ISOLATED (no namespaces (a test))") == 1, err
+    assert err.count("REWARD NOT ISOLATED (chosen with --sandbox plain") == 1, err
 
 
 @pytest.mark.parametrize("strict", [True, False])

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from sandbox import wire
 from sandbox.wire import Match, WireError, decode, encode
 
 VALUES = [None, True, False, 0, -1, 2**100, -(10**4000), 0.1, -0.0, float("inf"), 1e-310, 1 + 2j, "", "héllo",
@@ -144,15 +145,28 @@ def test_node_limit():
         decode(data, max_nodes=1000)
 
 
-def test_deep_nesting_needs_no_recursion():
+def test_deep_nesting_needs_no_recursion_and_has_a_floor():
+    # 10,000 levels, ten times the recursion limit, decode; one more is refused before it is built (a
+    # 900,000-deep tuple in a set segfaulted the checker when it hashed it: issue 46)
     v = []
-    for _ in range(100_000):
+    for _ in range(wire.MAX_DEPTH - 1):  # MAX_DEPTH lists
         v = [v]
-    data = encode(v)
-    got = decode(data)
-    for _ in range(100_000):
+    got = decode(encode(v))
+    for _ in range(wire.MAX_DEPTH - 1):
         (got,) = got
     assert got == []
+    t = ()
+    for _ in range(wire.MAX_DEPTH):
+        t = (t,)
+    with pytest.raises(WireError, match="nested too deeply"):
+        decode(encode({t}))
+
+
+def test_a_long_range_is_refused_before_it_is_built():
+    assert decode(encode(range(wire.MAX_NODES))) == range(wire.MAX_NODES)
+    for r in (range(wire.MAX_NODES + 1), range(3 * 10**7), range(-10**30, 10**30)):
+        with pytest.raises(WireError, match="range too long|malformed r"):
+            decode(encode(r))
 
 
 def test_random_bytes_decode_to_builtins_or_fail_cleanly():
