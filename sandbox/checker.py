@@ -30,10 +30,11 @@ from sandbox import server, wire
 # exceptions a program may not raise into the test: they would steer its control flow
 STEERING = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
 # the modules a test may take from the program's imports (MBPP+ 120's tests use `math` only the program
-# imports): imported once when the checker starts (MODULES_LOADED), never on a reply, and bound only under
+# imports): imported once when the checker starts (import_test_modules), never on a reply, and bound only under
 # their own name. Anything else the tests need they import themselves
 TEST_MODULES = ("math", "cmath", "re", "string", "collections", "itertools", "functools", "operator", "heapq",
-                "bisect", "statistics", "fractions", "decimal", "random", "datetime", "copy", "json", "typing")
+                "bisect", "statistics", "fractions", "decimal", "random", "datetime", "copy", "json", "typing",
+                "sys")  # MBPP+ 596: sys.getsizeof
 MAX_WHY_CHARS = 80
 
 
