@@ -37,6 +37,7 @@ from collections import Counter
 
 from ops.checks import require
 from ops.stop import EXIT_STOPPED
+from sandbox import contain
 from taskdata import parsers
 
 # d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
@@ -387,7 +388,7 @@ def canonical(task, items, full, data_identity, out_dir, registry):
     write_manifest(out, {"task": task, "data_file": data_identity[0], "data_sha256": data_identity[1],
                          "full": full, "items": len(items), "item_ids": [i for i, _ in items],
                          "gen_length": "canonical", "model_dir": None, "world_size": 1,
-                         "parser_version": parsers.PARSER_VERSION, "complete": True})
+                         "parser_version": parsers.PARSER_VERSION, "sandbox": contain.mode(), "complete": True})
     (recs,) = load_results([out], registry).values()  # parsed and run from the files: what --rescore reports
     failed = [r["id"] for r in recs if not r["correct"]]
     task_ids = dict(items)

@@ -19,6 +19,7 @@ from taskdata.parsers import parse_code_eval, score_code_batch
 from ops.metrics import read_metrics
 from ops.results import canonical
 from rewards import coding_reward
+from sandbox import contain
 from tasks import total_reward, total_rewards
 
 HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
@@ -107,6 +108,8 @@ def test_reference_solutions_pass_through_the_eval_path(tmp_path, task, path, ex
     items = evaluation.load_items(task, str(path))
     passed, n, failed = canonical(task, items, False, evaluation.data_identity(str(path)), tmp_path, tasks.TASKS)
     assert (passed, n, failed) == (expected, expected, [])
+    # the manifest says how the code was isolated (issue 46)
+    assert json.loads((tmp_path / f"{task}_canonical" / "manifest.json").read_text())["sandbox"] == contain.mode()
 
 
 @needs_data
@@ -138,5 +141,7 @@ def test_grpo_round_on_a_code_mixture_logs_both_reward_lists(tmp_path):
          "--diffusion-steps", "4", "--rounds", "1", "--preset", "tiny"], REPO)  # a real task's default is 8b
     (m,) = read_metrics(str(out))
     assert {"r/coding_reward", "r/xmlcount"} <= set(m) and 0.0 <= m["r/coding_reward"] <= 1.5
+    # the code rewards' isolation, decided before the model loaded, in train_args.json and on the metrics line
+    assert m["sandbox"] == json.loads((out / "train_args.json").read_text())["sandbox_mode"] == contain.mode()
     # each r/<name> is a sum over the completions that have it, divided by all: they add up to the reward
     assert m["reward"] == pytest.approx(m["r/coding_reward"] + m["r/xmlcount"])
