@@ -23,6 +23,7 @@ import functools
 import itertools
 import marshal
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -40,13 +41,15 @@ CHECKER_MEMORY_MB = 2048  # the checker's address space (pytest and the test's o
                           # listed range reply is refused on the wire already)
 CHECKER_UID = contain.SANDBOX_UID - 1024  # as root, checker k runs as CHECKER_UID - k (program slots: 65534 - k)
 CHECKER_CPU_S = 3600    # the hard CPU limit of a checker's life; each job's soft limit is set per job
+SERVER_MEMORY_MB = 1024  # run_checked's default for the server (sandbox/run.py passes its own)
 _pool, _pool_lock, _checker_ids = {}, threading.Lock(), set()  # idle checkers per mode; the ids in use
 # the checker starts with its code's folder as the package `sandbox` (loaded by path: in the contained
 # root the repository's folder above it is bound only on the way, not listable)
 _BOOT = ("import importlib.util, sys; sys.dont_write_bytecode = True\n"
          "spec = importlib.util.spec_from_file_location('sandbox', sys.argv[2] + '/__init__.py', "
          "submodule_search_locations=[sys.argv[2]])\n"
-         "sys.modules['sandbox'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(sys.modules['sandbox'])\n"
+         "sys.modules['sandbox'] = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(sys.modules['sandbox'])\n"
          "from sandbox.worker import main; main(int(sys.argv[1]), sys.argv[3])")
 
 
@@ -153,9 +156,9 @@ class Checker:
         try:
             self.proc = contain.contained_popen(
                 [contain.PYTHON, "-I", "-B", "-c", _BOOT, str(theirs.fileno()), _HERE, marshal.dumps(limits).hex()],
-                readable=(_HERE,), uid=uid, force=mode, cwd=self.workdir if mode in ("plain", "landlock") else None, pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+                readable=(_HERE,), uid=uid, force=mode, cwd=self.workdir if mode in ("plain", "landlock") else None,
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
         finally:
             theirs.close()
 
@@ -231,7 +234,7 @@ def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeou
     proc = status = None
     try:
         server_limits = limits(workdir) if limits is not None else {
-            "rlimits": contain.rlimits(mode, timeout_s, 1024),
+            "rlimits": contain.rlimits(mode, timeout_s, SERVER_MEMORY_MB),
             "confine": contain.confine_config(mode, workdir, contain.SANDBOX_UID)}
         proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s,
                             limits=server_limits)
@@ -261,7 +264,6 @@ def main(fd, limits_hex):
     """The checker process: jobs from the trainer, each with its server's socket, until EOF. Before the
     first job it imports the test modules, then applies its limits (and in landlock mode confines
     itself); each job gets its own CPU budget."""
-    import resource
     sock = socket.socket(fileno=fd)
     modules = checker.import_test_modules()
     limits = marshal.loads(bytes.fromhex(limits_hex))

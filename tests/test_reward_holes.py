@@ -74,7 +74,8 @@ BUILTIN_HACKS = [  # (task, file, item, the program: a stub plus a program-defin
     ("humaneval", "humaneval/HumanEval.jsonl.gz", "HumanEval/38",
      "def decode_cyclic(s):\n    return s\ndef range(*args):\n    return []\n"),  # a vacuous loop
     ("humaneval", "humaneval/HumanEval.jsonl.gz", "HumanEval/38", LEAK_LEN),  # encode_cyclic hands s to len
-    ("mbpp", "mbpp/sanitized-mbpp.json", 2, "def similar_elements(a, b):\n    return None\ndef set(*a):\n    return 0\n"),
+    ("mbpp", "mbpp/sanitized-mbpp.json", 2,
+     "def similar_elements(a, b):\n    return None\ndef set(*a):\n    return 0\n"),
     ("mbpp_plus", "mbpp_plus/MbppPlus.jsonl.gz", "Mbpp/293",
      "def otherside_rightangle(w, h):\n    return 0\nclass math:\n    def isclose(*a, **k):\n        return True\n"),
 ]
@@ -128,10 +129,12 @@ def test_a_patched_reply_cannot_make_the_checker_import(mode, tmp_path):
 def test_a_patched_reply_cannot_name_the_tests_file(mode, tmp_path):
     target = tmp_path / "junit.xml"
     forge = ("import __main__\n_real = __main__._values_or_handles\n"
-             f"__main__._values_or_handles = lambda names, t: {{**_real(names, t), '__file__': '--junitxml={target}'}}\n"
+             "__main__._values_or_handles = lambda names, t: "
+             f"{{**_real(names, t), '__file__': '--junitxml={target}'}}\n"
              "def add(a, b):\n    return a + b\n")
     source = ("from solution import add\n\ndef test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n"
-              "    assert add(2, 2) == 4\n\nif __name__ == '__main__':\n    import pytest\n    pytest.main([__file__])\n")
+              "    assert add(2, 2) == 4\n\nif __name__ == '__main__':\n    import pytest\n"
+              "    pytest.main([__file__])\n")
     rewards.coding_rewards([fenced(forge)], [{"tests": source}], fixed=True)
     assert not target.exists()
 
@@ -229,7 +232,8 @@ def _simulated(argv):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"), reason="needs root and /usr/bin/python3")
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root and /usr/bin/python3")
 def test_no_user_namespaces_falls_back_to_landlock():
     if subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "/usr/bin/python3", "-c",
                        f"import os; os.listdir({str(REPO / 'sandbox')!r})"], capture_output=True).returncode:
