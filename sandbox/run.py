@@ -42,6 +42,7 @@ ended, time to return) is sandbox/attacks.py: `python -m sandbox.attacks`, and w
 import functools
 import itertools
 import json
+import marshal
 import os
 import secrets
 import select
@@ -68,8 +69,9 @@ SANDBOX_UID = contain.SANDBOX_UID  # "nobody"; the sandbox in slot k runs as 655
 STRICT_ASSERTS = True
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The runner, sandbox/runner.py, is started as `python -I -B -c <its source> <result fd>` inside the
-# sandbox (read once, _source). It must not trust the program; its docstring says how it doesn't.
+# The runner, sandbox/runner.py, is started as `python -I -B -c <_RUNNER_BOOT> <its code> <result fd>` inside
+# the sandbox (compiled once, _runner_code). It must not trust the program; its docstring says how it doesn't.
+_RUNNER_BOOT = "import marshal, sys; exec(marshal.loads(bytes.fromhex(sys.argv.pop(1))))"  # argv[1]: the fd
 MODES = contain.MODES     # "isolated", "userns", "landlock", "plain": strongest first
 _mode = None              # forced by a caller (tests, `python -m sandbox.attacks --mode`); else contain's
 _slots_in_use, _slots_lock = set(), threading.Lock()
@@ -139,7 +141,8 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
     read_fd, write_fd = os.pipe()
     proc = None
     try:
-        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _runner_source(mode == "landlock"), str(write_fd)], workdir, mode=mode,
+        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _RUNNER_BOOT, _runner_code(mode == "landlock"), str(write_fd)],
+                       workdir, mode=mode,
                        slot=slot,
                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        pass_fds=(write_fd,))
@@ -186,14 +189,14 @@ def _check(program, tests, timeout_s, memory_mb):
 
 
 @functools.cache
-def _runner_source(confined):
-    """The runner's text, read once: what the sandbox executes; `confined` (landlock mode): confine.py's
-    in front (only then: compiling it costs every run ~5 ms)."""
+def _runner_code(confined):
+    """What the sandbox executes, read and compiled once, marshalled as hex for its command line (compiling
+    per run cost ~5 ms with confine.py): the runner, and in landlock mode (`confined`) confine.py in front."""
     texts = []
     for name in ("confine.py", "runner.py")[0 if confined else 1:]:
         with open(os.path.join(_HERE, name)) as f:
             texts.append(f.read())
-    return "\n".join(texts)
+    return marshal.dumps(compile("\n".join(texts), "<sandbox runner>", "exec")).hex()
 
 
 def _run_checked(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, outcome=None):

@@ -1,7 +1,7 @@
 """
 The runner of d1's plain asserts (sandbox/run.py with STRICT_ASSERTS = False): the script that runs inside
-the sandbox, as `python -I -B -c <confine.py's source + this file's> <result fd>` (sandbox/run.py reads
-them and starts it; it is never imported). It reads its job as JSON on stdin (the program, the test
+the sandbox, as `python -I -B -c <boot> <this file compiled, with confine.py's in front in landlock mode>
+<result fd>` (sandbox/run.py compiles and starts it; it is never imported). It reads its job as JSON on stdin (the program, the test
 snippets, the limits, a nonce), sets the limits (in landlock mode: confine.confine too), runs the program
 once, then each test in the program's namespace under its own timer; a test passes if it raises
 nothing, as in d1.
