@@ -291,6 +291,7 @@ def parse_args(argv=None):
     g.add_argument("--warmup-rounds", type=int, default=0, help="lr rises over N rounds (d1: ~0)")
     g.add_argument("--weight-decay", type=float, help="AdamW weight decay (d1: 0.1)")
     g.add_argument("--grad-clip", type=float, help="max gradient norm (d1: 0.2; 0: no clipping)")
+    g.add_argument("--adam-beta2", type=float, default=0.99, help="AdamW β2 (d1: 0.99)")
     g.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning (d1: 128)")
     g.add_argument("--lora-alpha", type=float, help="LoRA alpha (d1: 64)")
     g.add_argument("--gen-length", type=int, help="completion canvas length (d1: 256)")
@@ -303,8 +304,7 @@ def parse_args(argv=None):
                    help="per-token log-probs: one_step (d1's), or methods/estimators.py's")
     sampling.add_rollout_flags(parser)  # Fast-dLLM's rollouts, off by default: d1's exact sampler
     add_protocol_flags(parser)  # --sudoku-split, --val-size, --eval-every, ... (taskdata/splits.py)
-    # the start model (d1: the merged SFT model), the run's directory, the data, the model set-up,
-    # saves and resume, the system (ops/trainers.py)
+    # start model (d1: the merged SFT), run dir, data, set-up, saves, system: ops/trainers.py
     add_training_flags(parser, tasks.TASKS, (TOY_START, "which `python sft.py` writes"), "out/grpo",
                        "the latest save")
     for add in dict.fromkeys(o.flags for o in OBJECTIVES.values() if o.flags):  # each objective's
@@ -348,8 +348,8 @@ if __name__ == "__main__":
     model = wrap_for_training(raw_model, run, args.fsdp)
     ref_model = load_reference(args, run)  # full fine-tuning with β > 0: a frozen copy
     params = [p for p in raw_model.parameters() if p.requires_grad]  # after sharding: DTensors
-    # AdamW with d1's betas (docs/d1.md §4.3); --resume puts its state back (0: a fresh run)
-    optimizer = torch.optim.AdamW(params, args.lr, (0.9, 0.99), weight_decay=args.weight_decay)
+    # AdamW: d1's betas, eps 1e-8 (docs/d1.md §4.3); --resume puts its state back (0: a fresh run)
+    optimizer = torch.optim.AdamW(params, args.lr, (0.9, args.adam_beta2), 1e-8, args.weight_decay)
     start_round = start_run(args, run, raw_model, optimizer, resumed, "round")[0]
     # LLaDA: mask 126336, EOS 126081 (also the pad), which ends the completion mask
     mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id

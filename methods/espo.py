@@ -21,8 +21,9 @@ padding included) and A_i = r_i - mean_G r:
     L = (1/b) Σ_i -min(ρ_i A_i, clip(ρ_i, 1-ε, 1+ε) A_i) + β (1/b) Σ_i ½ (S_θ(o_i) - S_ref(o_i))² / N
 
 Deviations, from their code: advantages are mean-centred as in the paper (their code uses leave-one-
-out, G/(G-1) times larger); θ_old is scored in eval mode (theirs keeps LoRA dropout on, so ρ != 1 at
-the first inner step); counts are rounded half up (theirs: torch.round, ties to even).
+out, G/(G-1) times larger); counts are rounded half up (theirs: torch.round, ties to even). θ_old and
+θ_ref are scored in eval mode, the policy in train mode, here as in theirs: with LoRA dropout on (every
+LoRA preset) ρ is not exactly 1 at the first inner step, in either code; it is with --lora-dropout 0.
 
 Cost per round, per micro-batch: rollout; then per inner step, old and ref 2M no-grad rows per
 sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (d1: 1).
@@ -35,10 +36,12 @@ from methods.common import Objective, clipped_surrogate, k2
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
 # G 6 x 16 prompts, μ 8, M 2, ε 0.2, β 1e-3 (MATH 1e-3, Countdown 3e-3 with ε 0, Sudoku 1e-2), constant lr 3e-6,
-# gen 256 / block 32 / 256 steps at temperature 1. Not 4-bit. Their step count is not published: d1's 700 rounds
+# gen 256 / block 32 / 256 steps at temperature 1, prompts up to 400 tokens (d1: 200). Not 4-bit. Their step count
+# is not published: d1's 700 rounds. Not matched: their LoRA on all seven linears (train.yaml; d1's four here, as
+# for every objective: --lora-targets)
 PRESET = dict(objective="espo", num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=8,
               epsilon=0.2, beta=1e-3, p_mask=0.0, lr=3e-6, weight_decay=0.01, grad_clip=0.2, gen_length=256,
-              block_length=32, diffusion_steps=256, temperature=1.0, max_prompt_length=200, lora_r=128,
+              block_length=32, diffusion_steps=256, temperature=1.0, max_prompt_length=400, lora_r=128,
               lora_alpha=64.0, load_in_4bit=False, rounds=700, espo_draws=2)
 
 

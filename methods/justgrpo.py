@@ -17,8 +17,11 @@ Loss (their logprob_loss): token-level PPO with the group-normalised advantage, 
     L = Σ_i Σ_{t<N} -min(ρ_it A_i, clip(ρ_it, 1-ε, 1+ε) A_i) / (N · V̄),   ε = 0.2
 
 summed over EVERY position of the canvas, the EOS padding after the answer included (their code has
-no completion mask), and divided by the constant N times V̄, the number of completions of the
-micro-batch whose advantage is not 0 (their `valid_samples`).
+no completion mask), and divided by the constant N times (V̄ + 1e-5), V̄ the number of completions of
+the micro-batch whose advantage is not 0, averaged over the ranks (their `valid_samples`, gathered and
+meaned). As in their train.py the micro-batches' gradients are SUMMED (their 8 accumulation steps; d1's
+HF Trainer and grpo.py average them), so their max_grad_norm 1.0 clips the same gradient here, and
+AdamW's β2 is theirs, 0.999 (grpo.py --adam-beta2; d1: 0.99). Both in PRESET.
 
 θ_old: the sampler records each token's log-prob as it writes it (sample.generate, record=True), which
 IS log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs. Deviation: their code trains with μ = 1
@@ -37,17 +40,19 @@ write one token per step left to right (a cache or a threshold, blocks > 1), and
 import math
 
 import torch
+import torch.distributed as dist
 
 from logprob import token_logprobs
 from methods.common import Objective, clipped_surrogate
 
 # LeapLabTHU/JustGRPO's run (train.py: TrainConfig), for LLaDA-8B-Instruct on GSM8K / MATH-500 / code:
-# 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6. Their prompts are the bare
-# question (no d1 system prompt) and their math reward is ±1; nano-d1 keeps d1's prompts and rewards
+# 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6, AdamW (0.9, 0.999), max grad
+# norm 1.0 on the summed gradient. Their prompts are the bare question (no d1 system prompt) and their math
+# reward is ±1; nano-d1 keeps d1's prompts and rewards
 PRESET = dict(objective="justgrpo", num_generations=16, prompts_per_step=64, groups_per_micro=1, num_iterations=1,
               epsilon=0.2, beta=0.0, scale_std=True, p_mask=0.0, lr=5e-6, weight_decay=0.0, grad_clip=1.0,
               gen_length=256, block_length=1, diffusion_steps=256, temperature=1.0, max_prompt_length=200,
-              lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=125)
+              lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=125, adam_beta2=0.999)
 
 
 def ar_logprobs(model, prompt, completion, positions=None, mask_id=None):
@@ -67,15 +72,27 @@ def ar_logprobs(model, prompt, completion, positions=None, mask_id=None):
     return token_logprobs(logits, targets).view(len(pos), b).T  # (b, C)
 
 
-def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None):
-    """Σ over the given positions of -min(ρA, clip(ρ)A), / (N · V̄). logp, old_logp (b, C) for positions
-    (default: all N of the canvas); advantages (b,). Additive over chunks of positions. -> (loss, stats)."""
+def valid_samples(advantages):
+    """V̄: the completions of the micro-batch whose advantage is not 0 (they carry the signal), averaged
+    over the ranks as their accelerator.gather(valid_samples).mean() does (a collective: every rank calls it
+    once per micro-batch, as every rank runs the same number of them)."""
+    valid = (advantages != 0).sum().float()
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(valid)
+        valid = valid / dist.get_world_size()
+    return valid
+
+
+def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None, valid=None):
+    """Σ over the given positions of -min(ρA, clip(ρ)A), / (N · (V̄ + 1e-5)). logp, old_logp (b, C) for
+    positions (default: all N of the canvas); advantages (b,); valid: V̄ (default: valid_samples).
+    Additive over chunks of positions. -> (loss, stats)."""
     n_total = old_logp.shape[1]  # N: the constant per-sequence normaliser
-    valid = (advantages != 0).sum().clamp(min=1)  # V̄: completions that carry a signal
+    valid = valid_samples(advantages) if valid is None else valid  # their `valid_samples`
     old = old_logp if positions is None else old_logp[:, positions]
     ratio = torch.exp(logp - old)  # (b, C)
     per_token, clipped = clipped_surrogate(ratio, advantages[:, None], epsilon)
-    loss = per_token.sum() / (n_total * valid)
+    loss = per_token.sum() / (n_total * (valid + 1e-5))  # their scale: gain / gen_length / (V̄ + 1e-5)
     with torch.no_grad():
         share = logp.numel() / (old_logp.numel())  # this part's share of the positions, for the means below
         stats = {"clip_frac": clipped.float().mean().item() * share, "ratio_mean": ratio.mean().item() * share,
@@ -86,15 +103,16 @@ def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None):
 def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss=None):
     """The policy's forwards and backwards for micro-batch b: --ar-chunk positions at a time, each chunk's
     share of the loss (justgrpo_loss, additive over positions) backpropagated at once, so memory stays
-    flat in N. -> the stats of the whole pass."""
+    flat in N. Not divided by `accum`: their micro-batches' gradients add up. -> the stats of the whole pass."""
     N, stats = b.completion.shape[1], {}
     chunk = hp.own["ar_chunk"]
+    valid = valid_samples(b.adv)  # once per micro-batch: a collective under torchrun
     for t0 in range(0, N, chunk):
         positions = list(range(t0, min(N, t0 + chunk)))
         with amp():
             logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id)  # (b, C)
-        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon, positions)
-        (loss / accum).backward()
+        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon, positions, valid)
+        loss.backward()  # summed over micro-batches, as their gradient accumulation
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v
     return stats

@@ -22,9 +22,11 @@ order β of the masked conditionals, ≥ the exact ELBO and (the paper's claim, 
 Block-wise masks that look like semi-AR inference (their forward_process, "block_random"): a view
 picks a block of the sampler's --block-length among those holding completion tokens (their randperm,
 then mod: uniform only when the count divides the canvas' blocks), leaves the blocks before it clean,
-masks k ~ U{1..len} random tokens of it and everything after it; every position it left visible, the
-prompt and the clean blocks, is then masked with probability --p-mask (0.15), and those masks are
-scored too. Positions after the first EOS are masked and never scored.
+masks k ~ U{1..len} random tokens of it and everything after it; the prompt and the clean blocks before
+it are then masked with probability --p-mask (0.15), and those masks are scored too; the chosen block's
+visible tokens never are (their is_mask_prompt = ~is_mask & (rand < p), with is_mask the whole chosen
+block; until issue 47 ours lightly masked them too, ~2.3 extra masked, scored tokens a view at block 32).
+Positions after the first EOS are masked and never scored.
 
 Cost per round, per micro-batch: rollout; then μ × (m rows forward + backward per sequence), nothing
 else (d1: μ × 1 row, plus μ old and μ reference rows).
@@ -63,9 +65,11 @@ def block_views(prompt, completion, lengths, block, draws, p_mask, mask_id, gene
             inner = torch.randperm(size, generator=generator, device=gen_device).cpu()[:k] + block * idx
             masked = pos >= block * idx + size  # everything after the chosen block's completion tokens
             masked[inner] = True  # k random tokens of the block
-            # the rest, prompt included, lightly perturbed as in d1 (scored where it is completion)
+            # what the view keeps clean, the prompt and the blocks BEFORE the chosen one, is lightly masked at
+            # p_mask and scored where it is completion; never the chosen block's visible tokens (their
+            # forward_process: is_mask_prompt = ~is_mask & (rand < p), is_mask covering the chosen block)
             light = prompt_mask((1, P + N), p_mask, generator)[0]
-            full = torch.cat([light[:P], masked | light[P:]])  # (P+N,)
+            full = torch.cat([light[:P], masked | (light[P:] & (pos < block * idx))])  # (P+N,)
             rows.append(torch.where(full.to(completion.device), mask_id, torch.cat([prompt[i], completion[i]])))
             marks.append(full[P:] & (pos < L))
         inputs.append(torch.stack(rows))

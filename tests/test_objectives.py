@@ -119,7 +119,7 @@ def test_justgrpo_loss_matches_hand_computation():
             r = math.exp(logp[i, t].item() - old[i, t].item())
             a = adv[i].item()
             total += -min(r * a, min(max(r, 0.8), 1.2) * a)
-    assert abs(loss.item() - total / (3 * 2)) < 1e-6  # N = 3 positions, V̄ = 2 completions with A != 0
+    assert abs(loss.item() - total / (3 * (2 + 1e-5))) < 1e-6  # N = 3 positions, V̄ = 2 completions with A != 0
     # additive over chunks of positions: the parts sum to the whole
     parts = [justgrpo.justgrpo_loss(logp[:, c], old, adv, 0.2, c)[0].item() for c in ([0, 1], [2])]
     assert abs(sum(parts) - loss.item()) < 1e-6
@@ -136,6 +136,16 @@ def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
     model.zero_grad()
     st = justgrpo.policy_pass(model, b, 0, None, r.hp, MASK, 1, nullcontext)
     assert torch.allclose(flat_grad(model), whole, atol=1e-6) and abs(st["loss"] - loss.item()) < 1e-6
+    # issue 47: their micro-batches' gradients add up (train.py's accumulation), so `accum` divides nothing
+    model.zero_grad()
+    justgrpo.policy_pass(model, b, 0, None, r.hp, MASK, 8, nullcontext)
+    assert torch.allclose(flat_grad(model), whole, atol=1e-6)
+
+
+def test_justgrpo_presets_their_optimizer():
+    args = grpo.parse_args(["--preset", "justgrpo"])
+    assert (args.adam_beta2, args.grad_clip) == (0.999, 1.0)  # AdamW (0.9, 0.999), max norm 1.0 on the sum
+    assert grpo.parse_args([]).adam_beta2 == 0.99  # d1's
 
 
 def test_justgrpo_refuses_a_sampler_that_is_not_left_to_right():
@@ -195,6 +205,28 @@ def test_spg_block_views_follow_the_semi_ar_blocks():
                                 MASK, g)
     rate = (x[:, :, :5] == MASK).float().mean().item()
     assert abs(rate - 0.15) < 0.02
+
+
+def test_spg_light_masks_fall_only_before_the_chosen_block():
+    # issue 47: SPG's forward process lightly masks the prompt and the clean blocks, never the chosen block's
+    # visible tokens. The draws are the same at any p_mask (the light mask is drawn whole), so from the chosen
+    # block on a view at p 0.9 must equal the view at p 0, and before it only light masks may differ
+    prompt, completion = torch.randint(0, 48, (50, 5)), torch.randint(0, 48, (50, 12))
+    lengths = torch.randint(1, 13, (50,))
+    x0, _ = spg.block_views(prompt, completion, lengths, 4, 2, 0.0, MASK, torch.Generator().manual_seed(3))
+    x9, _ = spg.block_views(prompt, completion, lengths, 4, 2, 0.9, MASK, torch.Generator().manual_seed(3))
+    for i in range(50):
+        for j in range(2):
+            start = int((x0[i, j, 5:] == MASK).nonzero()[0]) // 4 * 4  # the chosen block's first position
+            assert torch.equal(x9[i, j, 5 + start:], x0[i, j, 5 + start:])
+    # the count of masked, scored tokens a view against its exact expectation: L 12, block 4, p 0.5. The chosen
+    # block is uniform over the 3 (start s = 0, 4, 8), k ~ U{1..4} of it (mean 2.5), the 8 - s after it, and
+    # Binomial(s, 0.5) of the clean ones: 2.5 + 4 + 0.5 * 4 = 8.5 (the old light masks on the chosen block's
+    # 4 - k visible tokens added 0.75: 9.25). 4,000 views: standard error ~0.05
+    n = 2000
+    _, scored = spg.block_views(torch.zeros(n, 5, dtype=torch.long), torch.ones(n, 12, dtype=torch.long),
+                                torch.full((n,), 12), 4, 2, 0.5, MASK, torch.Generator().manual_seed(4))
+    assert abs(scored.sum(-1).float().mean().item() - 8.5) < 0.25
 
 
 @pytest.mark.parametrize("scale", [1.0, 5.0, 20.0])
