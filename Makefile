@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny lab-estimators lab-ablations code-toy testbed gpu-check clean
+.PHONY: install test run tiny lab-estimators lab-ablations code-toy testbed rank-objectives gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -31,6 +31,9 @@ code-toy: install              ## the CPU code toy, 3 seeds: SFT -> diffu-GRPO o
 
 testbed: install               ## the testbed (docs/testbed.md), 5 seeds: SFT alone vs SFT + diffu-GRPO, paired 95% CI
 	$(PY) -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4
+
+rank-objectives: install       ## every objective on make run's toy, 5 seeds, paired against diffu-GRPO: the table
+	$(PY) -m lab.rank_objectives
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) -m modelio.checkpoint

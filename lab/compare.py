@@ -183,14 +183,14 @@ def update_stats(eval_dirs):
     clipping, and the share of groups with no reward spread. None for SFT alone (no run)."""
     runs = [ev.rsplit("_eval-", 1)[0] for ev in eval_dirs]
     runs = [d for d in runs if os.path.exists(os.path.join(d, METRICS_FILE))]
-    rows = [r for d in runs for r in read_metrics(d) if "ratio_dev" in r]  # sft.py's rows (SFT alone) have none
+    rows = [r for d in runs for r in read_metrics(d) if "s_rollout" in r]  # grpo.py's rounds (sft.py's: no rollout)
     if not rows:
         return None
     out = {"rounds": len(rows)}
     for k in ("ratio_dev", "grad_norm", "clip_frac"):  # medians: one exploding round must not hide the rest
-        v = sorted(r[k] for r in rows)
-        out.update({f"{k}_median": v[len(v) // 2], f"{k}_max": v[-1]})
-    out["ratio_mean_max"] = max(r["ratio_mean"] for r in rows)
+        v = sorted(r[k] for r in rows if k in r)  # a ratio-free objective (wd1, SPG) logs no ratio: NaN
+        out.update({f"{k}_median": v[len(v) // 2] if v else math.nan, f"{k}_max": v[-1] if v else math.nan})
+    out["ratio_mean_max"] = max((r["ratio_mean"] for r in rows if "ratio_mean" in r), default=math.nan)
     mean = lambda k: sum(r[k] for r in rows if k in r) / max(1, sum(k in r for r in rows))
     # what the rollouts were: group diversity, length, sampler calls, and their cost; older runs' metrics lack
     # the newer keys, which read as NaN

@@ -277,6 +277,14 @@ def test_update_stats_from_metrics_by_hand(tmp_path):
                                 "completion_len": 11.0, "rollout_calls": 7.0, "s_rollout": 3.0,
                                 "train_s": 30.0})
     assert compare.update_stats([str(tmp_path / "seed0" / "sft") + "_eval-xyz"]) is None  # SFT alone: no run
+    # a ratio-free objective (wd1, SPG) logs no ratio or clip: its rounds still count, those figures are NaN
+    wd1 = tmp_path / "seed0" / "rl-wd1"
+    wd1.mkdir()
+    (wd1 / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k not in (
+        "ratio_dev", "ratio_mean", "clip_frac")}) + "\n" for r in rows))
+    free = compare.update_stats([str(wd1) + "_eval-xyz"])
+    assert free["rounds"] == 3 and free["train_s"] == 30.0 and free["grad_norm_median"] == 0.6
+    assert math.isnan(free["ratio_dev_median"]) and math.isnan(free["ratio_mean_max"])
     line = compare.stats_line("B", st)
     assert "|ratio - 1| 0.050 / 40.000" in line and "distinct 75 %, length 11.0, model calls 7.0" in line
     assert "model calls 7.0; 3.00 s a rollout, 30 s a run" in line
