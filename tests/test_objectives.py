@@ -207,6 +207,49 @@ def test_spg_block_views_follow_the_semi_ar_blocks():
     assert abs(rate - 0.15) < 0.02
 
 
+def released_spg_loss(per_token_logps, perturb, completion_mask, advantages, beta, omega):
+    """SPG's loss as its released code computes it (facebookresearch/SPG spg_trainer.py: _get_per_seq_logps with
+    logp_estimation "mix", then compute_loss), written here from that code for one inner step: per view the
+    mean log-prob of its masked completion tokens, averaged over views (A > 0); for A <= 0, ω times the mean
+    over covered tokens of (1/β) log of the views' mean of p^β / t (t: the view's masked share, zero where
+    the view keeps the token) plus (1 - ω) times the former; the loss -A * that * L summed over the batch, / Σ L.
+    per_token_logps (b, m, N), perturb (b, m, N) bool, completion_mask (b, N), advantages (b,)."""
+    b, m, n = per_token_logps.shape
+    cm = completion_mask[:, None, :].expand(b, m, n).float()  # (b, m, N)
+    pm = perturb.float()
+    per_view = (per_token_logps * cm * pm).sum(-1) / (cm * pm).sum(-1)  # (b, m)
+    positive = per_view.mean(1)  # (b,)
+    t = (cm * pm).sum(-1) / cm.sum(-1)  # (b, m) the empirical t
+    avg_p = (per_token_logps.exp() ** beta * pm * cm / t[..., None]).mean(1)  # (b, N): zeros where no view masks
+    covered = avg_p > 0
+    logs = torch.where(covered, avg_p, torch.ones_like(avg_p)).log()
+    eubo = (logs * covered).sum(-1) / covered.sum(-1) / beta  # (b,)
+    negative = omega * eubo + (1 - omega) * positive
+    per_seq = torch.where(advantages > 0, positive, negative)
+    length = completion_mask.sum(-1).float()
+    return (-advantages * per_seq * length).sum() / length.sum()
+
+
+def test_spg_loss_equals_its_released_code():
+    # issue 47: the same masks and log-probs through the released code's arithmetic and through spg_loss: the
+    # loss and its gradient with respect to every log-prob agree (our bounds carry L inside, theirs outside)
+    g = torch.Generator().manual_seed(7)
+    b, m, n = 6, 2, 12
+    lengths = torch.tensor([12, 9, 4, 12, 1, 7])
+    cm = (torch.arange(n)[None] < lengths[:, None]).float()  # (b, N) up to and including the first EOS
+    perturb = torch.rand(b, m, n, generator=g) < 0.5
+    perturb[..., 0] = True  # every view masks at least one completion token
+    adv = torch.tensor([0.8, -0.4, 0.0, -0.4, 0.5, -0.5])
+    for beta, omega in ((1.5, 0.5), (1.0, 1.0), (2.0, 0.0)):
+        lp = (-torch.rand(b, m, n, generator=g) * 3).requires_grad_()
+        ours, _ = spg.spg_loss(lp, perturb & cm.bool()[:, None, :], lengths, adv, beta, omega)
+        (g_ours,) = torch.autograd.grad(ours, lp)
+        theirs = released_spg_loss(lp, perturb, cm, adv, beta, omega)
+        (g_theirs,) = torch.autograd.grad(theirs, lp)
+        assert abs(ours.item() - theirs.item()) < 1e-5
+        assert torch.allclose(g_ours, g_theirs, atol=1e-6)
+
+
 def test_spg_light_masks_fall_only_before_the_chosen_block():
     # issue 47: SPG's forward process lightly masks the prompt and the clean blocks, never the chosen block's
     # visible tokens. The draws are the same at any p_mask (the light mask is drawn whole), so from the chosen
