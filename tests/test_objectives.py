@@ -250,6 +250,32 @@ def test_spg_loss_equals_its_released_code():
         assert torch.allclose(g_ours, g_theirs, atol=1e-6)
 
 
+def released_espo_loss(seq, old, ref, advantages, n_canvas, epsilon, beta):
+    """ESPO's loss as its released code computes it (ML-GSAI/ESPO espo_trainer.py compute_loss), written here
+    from that code: coef_1 = exp((S - S_old) / logits_to_keep), coef_2 its clamp to [1 - ε, 1 + ε], the loss
+    -Σ min(coef_1 A, coef_2 A) / batch_size, plus β Σ ½ (S - S_ref)² / (batch_size · logits_to_keep)."""
+    coef_1 = torch.exp((seq - old) / n_canvas)
+    coef_2 = torch.clamp(coef_1, 1 - epsilon, 1 + epsilon)
+    loss = -torch.min(coef_1 * advantages, coef_2 * advantages).sum() / seq.shape[0]
+    return loss + beta * ((seq - ref) ** 2 / 2).sum() / (seq.shape[0] * n_canvas)
+
+
+def test_espo_loss_equals_its_released_code():
+    # issue 47: the same sequence ELBOs through the released code's arithmetic and through espo_loss, ratios
+    # inside and outside the clip range, both signs of A: the loss and its gradient agree
+    g = torch.Generator().manual_seed(11)
+    for beta in (0.0, 1e-3, 0.5):
+        seq = (torch.randn(8, generator=g) * 20 - 60).requires_grad_()
+        old = seq.detach() + torch.randn(8, generator=g) * 8  # ratios up to ~exp(8 / 16): some clipped
+        ref = seq.detach() + torch.randn(8, generator=g) * 5
+        adv = torch.randn(8, generator=g)
+        ours, _ = espo.espo_loss(seq, old, ref, adv, 16, 0.2, beta)
+        (g_ours,) = torch.autograd.grad(ours, seq)
+        theirs = released_espo_loss(seq, old, ref, adv, 16, 0.2, beta)
+        (g_theirs,) = torch.autograd.grad(theirs, seq)
+        assert abs(ours.item() - theirs.item()) < 1e-6 and torch.allclose(g_ours, g_theirs, atol=1e-7)
+
+
 def test_spg_light_masks_fall_only_before_the_chosen_block():
     # issue 47: SPG's forward process lightly masks the prompt and the clean blocks, never the chosen block's
     # visible tokens. The draws are the same at any p_mask (the light mask is drawn whole), so from the chosen
