@@ -207,6 +207,30 @@ def test_spg_block_views_follow_the_semi_ar_blocks():
     assert abs(rate - 0.15) < 0.02
 
 
+def released_wd1_loss(per_token_logps, completion_mask, advantages):
+    """wd1's loss as its released code computes it (xiaohangt/wd1 rev_grpo_trainer.py compute_loss), written
+    here from that code for one micro-batch (one group in their runs): the completions' summed log-probs
+    weighted by softmax(A) raised, by softmax(-A) lowered."""
+    seq = (per_token_logps * completion_mask).sum(-1)
+    return -(seq * torch.softmax(advantages, dim=0)).sum() + (seq * torch.softmax(-advantages, dim=0)).sum()
+
+
+def test_wd1_loss_equals_its_released_code():
+    # issue 47: one group of G = 6, then two groups in one micro-batch (theirs: one group per micro-batch, so
+    # ours is their loss per group, averaged over the micro-batch's groups)
+    g = torch.Generator().manual_seed(5)
+    lp = (-torch.rand(12, 10, generator=g) * 4).requires_grad_()
+    mask = (torch.arange(10)[None] < torch.randint(1, 11, (12, 1), generator=g)).float()
+    adv = torch.randn(12, generator=g)
+    ours, _ = wd1_loss(lp[:6], adv[:6], mask[:6], 6)
+    theirs = released_wd1_loss(lp[:6], mask[:6], adv[:6])
+    assert abs(ours.item() - theirs.item()) < 1e-5
+    assert torch.allclose(*(torch.autograd.grad(x, lp)[0] for x in (ours, theirs)), atol=1e-6)
+    both, _ = wd1_loss(lp, adv, mask, 6)
+    halves = (released_wd1_loss(lp[:6], mask[:6], adv[:6]) + released_wd1_loss(lp[6:], mask[6:], adv[6:])) / 2
+    assert abs(both.item() - halves.item()) < 1e-5
+
+
 def released_spg_loss(per_token_logps, perturb, completion_mask, advantages, beta, omega):
     """SPG's loss as its released code computes it (facebookresearch/SPG spg_trainer.py: _get_per_seq_logps with
     logp_estimation "mix", then compute_loss), written here from that code for one inner step: per view the
