@@ -207,6 +207,33 @@ def test_spg_block_views_follow_the_semi_ar_blocks():
     assert abs(rate - 0.15) < 0.02
 
 
+def released_diffu_grpo_loss(per_token_logps, old, ref, advantages, completion_mask, epsilon, beta):
+    """d1's diffu-GRPO loss as its trainer computes it (diffu_grpo_trainer.py compute_loss; read in the copy
+    kuleshov-group/d2 keeps of d1's trainer, diffu-grpo/diffu_grpo_trainer.py), written here from that code:
+    coef_1 = exp(logp - old), coef_2 its clamp, -min(coef_1 A, coef_2 A) + β k3 per token, summed over the
+    completion mask and divided by its total."""
+    coef_1 = torch.exp(per_token_logps - old)
+    coef_2 = torch.clamp(coef_1, 1 - epsilon, 1 + epsilon)
+    per_token = -torch.min(coef_1 * advantages[:, None], coef_2 * advantages[:, None])
+    if beta:
+        per_token = per_token + beta * (torch.exp(ref - per_token_logps) - (ref - per_token_logps) - 1)
+    return (per_token * completion_mask).sum() / completion_mask.sum()
+
+
+def test_diffu_grpo_loss_equals_d1s_released_code():
+    g = torch.Generator().manual_seed(9)
+    for beta in (0.0, 0.04):
+        lp = (-torch.rand(6, 10, generator=g) * 4).requires_grad_()
+        old = lp.detach() + torch.randn(6, 10, generator=g) * 0.6  # ratios inside and outside [0.5, 1.5]
+        ref = lp.detach() + torch.randn(6, 10, generator=g) * 0.3
+        mask = (torch.arange(10)[None] < torch.randint(1, 11, (6, 1), generator=g)).float()
+        adv = torch.randn(6, generator=g)
+        ours, _ = grpo.grpo_loss(lp, old, ref, adv, mask, 0.5, beta)
+        theirs = released_diffu_grpo_loss(lp, old, ref, adv, mask, 0.5, beta)
+        assert abs(ours.item() - theirs.item()) < 1e-6
+        assert torch.allclose(*(torch.autograd.grad(x, lp)[0] for x in (ours, theirs)), atol=1e-7)
+
+
 def released_wd1_loss(per_token_logps, completion_mask, advantages):
     """wd1's loss as its released code computes it (xiaohangt/wd1 rev_grpo_trainer.py compute_loss), written
     here from that code for one micro-batch (one group in their runs): the completions' summed log-probs
