@@ -27,9 +27,10 @@ import pytest
 import rewards
 from conftest import REPO, SHARED_DATA
 from eval import load_items
-from sandbox import contain, run as sandbox, worker
+from sandbox import confine, contain, run as sandbox, worker
 
 DATA = SHARED_DATA
+LANDLOCK = confine.confine_available(read=confine.default_read_paths())[0]  # the fallback can work here
 needs_data = pytest.mark.skipif(not (DATA / "humaneval").exists(), reason="needs ../shared/data")
 
 
@@ -48,6 +49,8 @@ def mode(request, monkeypatch):
     """Every verdict below holds in each mode: the namespace hole is the checker's, not the sandbox's."""
     if request.param != "plain" and not contain.isolation_available()[0]:
         pytest.skip("no containment here")
+    if request.param == "landlock" and not LANDLOCK:
+        pytest.skip("no Landlock here")
     if request.param == "isolated" and os.geteuid() != 0:
         pytest.skip("isolated needs root")
     monkeypatch.setattr(sandbox, "_mode", request.param)
@@ -232,8 +235,8 @@ def _simulated(argv):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
-                    reason="needs root and /usr/bin/python3")
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3") or not LANDLOCK,
+                    reason="needs root, /usr/bin/python3 and Landlock")
 def test_no_user_namespaces_falls_back_to_landlock():
     if subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "/usr/bin/python3", "-c",
                        f"import os; os.listdir({str(REPO / 'sandbox')!r})"], capture_output=True).returncode:
@@ -242,7 +245,8 @@ def test_no_user_namespaces_falls_back_to_landlock():
     assert out == {"mode": "landlock", "thief": [False], "honest": [True], "root": [False]}, out
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not contain.shutil.which("setpriv"), reason="needs root and setpriv")
+@pytest.mark.skipif(os.geteuid() != 0 or not contain.shutil.which("setpriv") or not LANDLOCK,
+                    reason="needs root, setpriv and Landlock")
 def test_root_without_cap_sys_admin_falls_back_to_landlock():
     # a default Docker container: root, no CAP_SYS_ADMIN, so no mount namespace; programs must not run as root
     out = _simulated(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", sys.executable, "-I", "-c",
