@@ -61,21 +61,23 @@ def summary_path(out, name):
 def row(name, s):
     """One table row from lab.compare's summary s (A = diffu-GRPO, B = the objective)."""
     rounds, completions = budget()
-    up = s["updates"]["B"]
+    up, base = s["updates"]["B"], s["updates"]["A"]
     ci = s["ci"] or [math.nan, math.nan]
-    per_round = up["train_s"] / up["rounds"] * len(s["seeds"]) if up else math.nan
+    per_round = lambda u: u["train_s"] / u["rounds"] * len(s["seeds"]) if u else math.nan  # a run's s / its rounds
     return {"objective": name, "acc": s["mean_b"], "acc_seeds": s["acc_b"], "baseline": s["mean_a"], "diff": s["mean"],
-            "ci": ci,
-            "rounds": rounds if up else 0, "completions": completions if up else 0, "s_per_round": per_round}
+            "ci": ci, "baseline_s_per_round": per_round(base),
+            "rounds": rounds if up else 0, "completions": completions if up else 0, "s_per_round": per_round(up)}
 
 
 def table(rows, baseline_acc):
     """The markdown table."""
+    fmt = lambda x: "–" if math.isnan(x) else f"{x:.1f}"
     lines = [f"| objective | held-out accuracy % (mean over seeds) | − diffu-GRPO, points (95 % CI) | rounds | "
              f"completions | s / round |", "|---|---|---|---|---|---|",
-             f"| diffu_grpo | {baseline_acc:.1f} | 0 | {budget()[0]} | {budget()[1]} | – |"]
+             f"| diffu_grpo | {baseline_acc:.1f} | 0 | {budget()[0]} | {budget()[1]} | "
+             f"{fmt(rows[0]['baseline_s_per_round'])} |"]
     for r in rows:
-        per = "–" if math.isnan(r["s_per_round"]) else f"{r['s_per_round']:.1f}"
+        per = fmt(r["s_per_round"])
         lines.append(f"| {r['objective']} | {r['acc']:.1f} | {r['diff']:+.1f} [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}] "
                      f"| {r['rounds']} | {r['completions']} | {per} |")
     return "\n".join(lines)
