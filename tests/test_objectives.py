@@ -208,7 +208,7 @@ def test_spg_block_views_follow_the_semi_ar_blocks():
 
 
 def released_diffu_grpo_loss(per_token_logps, old, ref, advantages, completion_mask, epsilon, beta):
-    """d1's diffu-GRPO loss as its trainer computes it (diffu_grpo_trainer.py compute_loss; read in the copy
+    """d1's diffu-GRPO loss as its trainer computes it (its compute_loss; read in the copy
     kuleshov-group/d2 keeps of d1's trainer, diffu-grpo/diffu_grpo_trainer.py), written here from that code:
     coef_1 = exp(logp - old), coef_2 its clamp, -min(coef_1 A, coef_2 A) + β k3 per token, summed over the
     completion mask and divided by its total."""
@@ -235,7 +235,7 @@ def test_diffu_grpo_loss_equals_d1s_released_code():
 
 
 def released_wd1_loss(per_token_logps, completion_mask, advantages):
-    """wd1's loss as its released code computes it (xiaohangt/wd1 rev_grpo_trainer.py compute_loss), written
+    """wd1's loss as its released code computes it (xiaohangt/wd1 wd1/trainers/rev_grpo_trainer.py compute_loss), written
     here from that code for one micro-batch (one group in their runs): the completions' summed log-probs
     weighted by softmax(A) raised, by softmax(-A) lowered."""
     seq = (per_token_logps * completion_mask).sum(-1)
@@ -259,7 +259,7 @@ def test_wd1_loss_equals_its_released_code():
 
 
 def released_spg_loss(per_token_logps, perturb, completion_mask, advantages, beta, omega):
-    """SPG's loss as its released code computes it (facebookresearch/SPG spg_trainer.py: _get_per_seq_logps with
+    """SPG's loss as its released code computes it (facebookresearch/SPG spg/spg_trainer.py: _get_per_seq_logps with
     logp_estimation "mix", then compute_loss), written here from that code for one inner step: per view the
     mean log-prob of its masked completion tokens, averaged over views (A > 0); for A <= 0, ω times the mean
     over covered tokens of (1/β) log of the views' mean of p^β / t (t: the view's masked share, zero where
@@ -302,7 +302,7 @@ def test_spg_loss_equals_its_released_code():
 
 
 def released_espo_loss(seq, old, ref, advantages, n_canvas, epsilon, beta):
-    """ESPO's loss as its released code computes it (ML-GSAI/ESPO espo_trainer.py compute_loss), written here
+    """ESPO's loss as its released code computes it (ML-GSAI/ESPO espo/espo_trainer.py compute_loss), written here
     from that code: coef_1 = exp((S - S_old) / logits_to_keep), coef_2 its clamp to [1 - ε, 1 + ε], the loss
     -Σ min(coef_1 A, coef_2 A) / batch_size, plus β Σ ½ (S - S_ref)² / (batch_size · logits_to_keep)."""
     coef_1 = torch.exp((seq - old) / n_canvas)
