@@ -350,6 +350,12 @@ def rlimits(mode, cpu_s, memory_mb):
     return limits
 
 
+def self_limits(mode, cpu_s, memory_mb, workdir, uid, readable=()):
+    """What a contained process (server, runner, checker) applies to itself before untrusted code runs:
+    {"rlimits": rlimits(...), "confine": confine_config(...)}."""
+    return {"rlimits": rlimits(mode, cpu_s, memory_mb), "confine": confine_config(mode, workdir, uid, readable)}
+
+
 def confine_config(mode, workdir, uid, readable=()):
     """What a process started in `mode` passes to confine.confine on itself: in "landlock" mode, read the
     interpreter (and `readable`), write `workdir`, run as `uid` when root; else None (the namespaces

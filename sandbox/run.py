@@ -96,8 +96,7 @@ def _launch(argv, workdir, *, mode, slot, **popen_kwargs):
 def _limits(mode, timeout_s, memory_mb, slot, workdir):
     """What the server or runner applies to itself before the program runs: resource limits, and in
     "landlock" mode its own confinement (sandbox/contain.py)."""
-    return {"rlimits": contain.rlimits(mode, timeout_s, memory_mb),
-            "confine": contain.confine_config(mode, workdir, SANDBOX_UID - slot)}
+    return contain.self_limits(mode, timeout_s, memory_mb, workdir, SANDBOX_UID - slot)
 
 
 class _slot:

@@ -150,8 +150,7 @@ class Checker:
             _checker_ids.add(self.id)
         uid = CHECKER_UID - self.id
         self.workdir = tempfile.mkdtemp(prefix="nano-d1-checker-")  # plain / landlock: its cwd (KodCode writes files)
-        limits = {"rlimits": contain.rlimits(mode, CHECKER_CPU_S, CHECKER_MEMORY_MB),
-                  "confine": contain.confine_config(mode, self.workdir, uid, readable=(_HERE,))}
+        limits = contain.self_limits(mode, CHECKER_CPU_S, CHECKER_MEMORY_MB, self.workdir, uid, readable=(_HERE,))
         self.sock, theirs = socket.socketpair()
         try:
             self.proc = contain.contained_popen(
@@ -233,9 +232,8 @@ def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeou
     ours, theirs = socket.socketpair()
     proc = status = None
     try:
-        server_limits = limits(workdir) if limits is not None else {
-            "rlimits": contain.rlimits(mode, timeout_s, SERVER_MEMORY_MB),
-            "confine": contain.confine_config(mode, workdir, contain.SANDBOX_UID)}
+        server_limits = limits(workdir) if limits is not None else contain.self_limits(
+            mode, timeout_s, SERVER_MEMORY_MB, workdir, contain.SANDBOX_UID)
         proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s,
                             limits=server_limits)
         theirs.close()
