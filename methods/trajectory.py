@@ -6,6 +6,7 @@ at once from a fully masked canvas; the sampler wrote it over S steps, each toke
 step. These score each token on the canvas the sampler actually wrote it on, merged into N segments:
 
     segment n holds the steps b_n <= s < b_{n+1},  b_n = floor(n S / N)   (d2's boundaries; S = --diffusion-steps)
+    (d2 computes b_n in floats, int(n * (S / N)): the same at its settings, docs/differences.md)
     log π(o | q) ≈ Σ_n Σ_{k written in segment n} log p_θ(o_k | q', o_<segment n, the rest masked)
 
 one forward per segment, on [q' | the tokens written before the segment's first step, the others

@@ -17,7 +17,7 @@ import grpo
 from conftest import tiny_model
 from grpo import MicroBatch, completion_mask, group_advantages, policy_step, score_old_ref
 from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
-from logprob import one_step_logprobs
+from logprob import noisy_prompt, one_step_logprobs
 from methods import espo, justgrpo, spg, trajectory
 from methods.wd1 import wd1_loss
 from methods.sampling import generate
@@ -465,6 +465,92 @@ def test_one_segment_per_step_is_the_samplers_own_conditionals():
             lp = torch.log_softmax(model(x)[:, 5:].double(), -1).gather(-1, b.completion[..., None])[..., 0]
             loop = torch.where(commit == s, lp.float(), loop)
     assert torch.allclose(ours, loop, atol=1e-5) and torch.allclose(ours, b.trace["token_logp"], atol=1e-5)
+
+
+def released_stepmerge(model, q, completion, commit_step, steps, n_segments):
+    """d2's StepMerge as its released code computes it (kuleshov-group/d2 diffu-grpo/diffu_grpo_trainer.py,
+    d2StepMergeTrainer), written here from that code: generate's bookkeeping replayed from the sampler's
+    commit steps (boundaries int(n · (S / N)) in floats; a snapshot of the canvas each time the step count
+    reaches the next one; each step's tokens marked in the mask of the snapshot being written), then
+    _get_per_token_logps_oldandref (each snapshot's completion after the masked prompt q', its log-probs
+    kept on its own tokens, summed). -> ((b, N) log-probs, the snapshots' canvases, their token masks)."""
+    boundaries = [int(n * (steps / n_segments)) for n in range(1, n_segments)]
+    canvas = torch.full_like(completion, MASK)
+    snapshots, masks = [canvas.clone()], [torch.zeros_like(completion, dtype=torch.bool) for _ in range(n_segments)]
+    for total, s in enumerate(range(steps), start=1):
+        written = commit_step == s
+        canvas[written] = completion[written]
+        masks[len(snapshots) - 1] |= written
+        if len(snapshots) < n_segments and total == boundaries[len(snapshots) - 1]:
+            snapshots.append(canvas.clone())
+    P = q.shape[1]
+    logp = torch.zeros(completion.shape)
+    for snap, m in zip(snapshots, masks):
+        logits = model(torch.cat([q, snap], dim=1))[:, P:]
+        lp = -torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), completion.reshape(-1),
+                                                reduction="none").view(completion.shape)
+        logp = logp + lp * m
+    return logp, snapshots, masks
+
+
+def released_stepmerge_loss(model, q, completion, completion_mask, snapshots, masks, old, ref, adv, epsilon, beta):
+    """d2StepMergeTrainer.compute_loss, one micro-step per segment j: d1's clipped token loss (+ β k3) on the
+    tokens of segment j, scored on snapshot j, summed and scaled by N / (the micro-batch's completion
+    tokens); the trainer accumulates the N micro-steps of a batch, each divided by the accumulation steps
+    (N when one batch's segments make one optimizer step, as here). Returns that accumulated loss."""
+    P, N = q.shape[1], len(snapshots)
+    total = 0.0
+    for snap, m in zip(snapshots, masks):
+        logits = model(torch.cat([q, snap], dim=1))[:, P:]
+        lp = -torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), completion.reshape(-1),
+                                                reduction="none").view(completion.shape)
+        coef_1 = torch.exp(lp - old)
+        coef_2 = torch.clamp(coef_1, 1 - epsilon, 1 + epsilon)
+        per_token = -torch.min(coef_1 * adv[:, None], coef_2 * adv[:, None])
+        per_token = per_token + beta * (torch.exp(ref - lp) - (ref - lp) - 1)
+        total = total + (per_token * (m & completion_mask.bool())).sum() * N / completion_mask.sum() / N
+    return total
+
+
+@pytest.mark.parametrize("steps,n_segments", [(4, 3), (8, 3), (8, 8)])
+def test_trajectory_equals_d2s_released_stepmerge(steps, n_segments):
+    # issue 47: the same rollout, the same masked prompt q', through d2's bookkeeping and loss and through
+    # methods/trajectory.py: each token's log-prob, the snapshots (each = the canvas before its segment), and the
+    # loss's gradient (old and ref perturbed so that the clip binds on some tokens, β 0.04) agree
+    model = tiny_model(12)
+    b, r = rollout_batch(model, ["--objective", "trajectory", "--gen-length", "8", "--block-length", "4",
+                                 "--diffusion-steps", str(steps), "--trajectory-segments", str(n_segments),
+                                 "--beta", "0.04"])
+    commit = b.trace["commit_step"]
+    q = noisy_prompt(b.prompt, r.hp.p_mask, torch.Generator().manual_seed(5), MASK)
+    model.eval()
+    with torch.no_grad():
+        ours = trajectory.trajectory_logprobs(model, b, torch.Generator().manual_seed(5), r.hp, MASK)
+        theirs, snapshots, masks = released_stepmerge(model, q, b.completion, commit, steps, n_segments)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    seg = trajectory.segments(commit, steps, n_segments)
+    for n, (snap, m) in enumerate(zip(snapshots, masks)):
+        assert torch.equal(m, seg == n) and torch.equal(snap, torch.where(seg < n, b.completion, MASK))
+    g = torch.Generator().manual_seed(6)
+    b.old = [ours + torch.randn(ours.shape, generator=g) * 0.5]
+    b.ref = [ours + torch.randn(ours.shape, generator=g) * 0.3]
+    model.zero_grad()
+    trajectory.policy_pass(model, b, 0, torch.Generator().manual_seed(5), r.hp, MASK, 1, nullcontext, r.obj.loss)
+    mine = flat_grad(model)
+    model.zero_grad()
+    released_stepmerge_loss(model, q, b.completion, b.mask, snapshots, masks, b.old[0], b.ref[0], b.adv,
+                            r.hp.epsilon, r.hp.beta).backward()
+    assert torch.allclose(mine, flat_grad(model), atol=1e-6)
+
+
+def test_d2s_float_boundaries_equal_ours_at_d2s_settings():
+    # d2 computes its boundaries as int(n * (S / N)) in floats; ours are floor(n S / N) in integers. They agree at
+    # every setting d2 runs (S 128 or 256, N a power of two up to 64) and differ only where the float product
+    # falls just below an integer (e.g. S 30, N 22): docs/differences.md says so
+    for steps in (128, 256):
+        for n in (1, 2, 4, 8, 16, 32, 64):
+            assert [int(k * (steps / n)) for k in range(1, n)] == [k * steps // n for k in range(1, n)]
+    assert [int(k * (30 / 22)) for k in range(1, 22)] != [k * 30 // 22 for k in range(1, 22)]
 
 
 @pytest.mark.parametrize("flags", [TRAJ + ["--trajectory-segments", "3", "--beta", "0.04"],
