@@ -140,12 +140,13 @@ def sample_pairs(model, tok, exs, G, N, seed):
     return pairs
 
 
-def study(model, pairs, draws, seed):
-    """Per estimator: the metrics described at the top, and the exact values themselves."""
+def study(model, pairs, draws, seed, names=tuple(ESTIMATORS)):
+    """Per estimator in `names`: the metrics described at the top, and the exact values themselves. Each
+    estimator draws from its own generator (seeded per pair), so a row is the same whichever others run."""
     params = [p for p in model.parameters() if p.requires_grad]
     exact, elbo, eubo, ar_gap = [], [], [], 0.0
-    est = {name: [] for name in ESTIMATORS}  # name -> per pair (draws,) values
-    cos_seq = {name: [] for name in ESTIMATORS}
+    est = {name: [] for name in names}  # name -> per pair (draws,) values
+    cos_seq = {name: [] for name in names}
     group_grads = {}  # group -> {name or "exact": Σ_i A_i ∇ℓ_i}
     for p in tqdm(pairs, desc="pairs", mininterval=5):
         table = conditional_table(model, p.q[0], p.o[0])  # (2^N, N) fp64, with the graph
@@ -158,7 +159,8 @@ def study(model, pairs, draws, seed):
         gg["exact"] = gg.get("exact", 0) + p.a * g_exact
         with torch.no_grad():  # JustGRPO's likelihood is exact for its own (AR) policy: against a plain loop
             ar_gap = max(ar_gap, abs(ESTIMATORS["AR order (JustGRPO)"][0](model, p, None).item() - ar_loop(model, p)))
-        for name, (fn, _) in ESTIMATORS.items():
+        for name in names:
+            fn = ESTIMATORS[name][0]
             g = torch.Generator().manual_seed(seed)
             # draw 0 keeps the graph (the gradient a training step would use); the rest only values
             v0 = fn(model, p, g)
@@ -173,7 +175,8 @@ def study(model, pairs, draws, seed):
     informative = [gg for gi, gg in group_grads.items() if any(p.a != 0 for p in pairs if p.gi == gi)]
     N = pairs[0].o.shape[1]
     rows = {}
-    for name, (_, cost) in ESTIMATORS.items():
+    for name in names:
+        cost = ESTIMATORS[name][1]
         e = torch.stack(est[name])  # (pairs, draws)
         err = e - exact_t[:, None]
         rows[name] = {
@@ -243,9 +246,14 @@ if __name__ == "__main__":
     parser.add_argument("--draws", type=int, default=16, help="independent draws of each stochastic estimator per pair")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, rollouts and estimator draws")
     parser.add_argument("--out", type=str, default="out/study/estimators.json", help="results (JSON)")
+    parser.add_argument("--only", type=str, default="", help="comma list: only the estimators whose name contains "
+                        "one of these (e.g. SPG); the exact references always run. Default: every estimator")
     args = parser.parse_args()
     if not 1 <= args.n <= 12:
         parser.error("--n must be in 1..12: the exact values need 2^n - 1 forward rows per pair")
+    names = [n for n in ESTIMATORS if not args.only or any(w.strip() and w.strip() in n for w in args.only.split(","))]
+    if not names:
+        parser.error(f"--only {args.only!r} matches no estimator; names: {', '.join(ESTIMATORS)}")
     if not os.path.exists(os.path.join(args.trained, "config.json")):
         raise SystemExit(f"no trained toy model in {args.trained}: run `bash lab/runs/toy.sh 0` (a few minutes) "
                          f"or pass --trained")
@@ -259,7 +267,7 @@ if __name__ == "__main__":
         model, tok = load(path)
         model.eval()  # no dropout; gradients still flow
         pairs = sample_pairs(model, tok, exs, args.group, args.n, args.seed)
-        rows, exact, elbo, ar_gap = study(model, pairs, args.draws, args.seed)
+        rows, exact, elbo, ar_gap = study(model, pairs, args.draws, args.seed, names)
         results[model_name] = {"checkpoint": path, "pairs": len(pairs), "exact_logp": exact, "exact_elbo": elbo,
                                "mean_reward": sum(p.r for p in pairs) / len(pairs), "estimators": rows,
                                "ar_vs_loop_max_abs": ar_gap}

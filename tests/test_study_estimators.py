@@ -44,6 +44,10 @@ def test_context_free_model_exact_estimators_and_unbiased_elbo():
         commit = torch.randperm(8, generator=g)[:4].sort().values[None]  # the sampler's steps, in order
         pairs.append(SimpleNamespace(q=q, o=o, commit=commit, r=float(i % 2), gi=i // 2, a=float(i % 2) - 0.5))
     rows, exact, elbo, ar_gap = study(ContextFree(), pairs, draws=24, seed=0)
+    # --only: a subset's rows are the full run's (each estimator draws from its own generator)
+    some, *_ = study(ContextFree(), pairs, draws=24, seed=0, names=("MC ELBO, k = 4", "SPG EUBO, β 1.5"))
+    assert set(some) == {"MC ELBO, k = 4", "SPG EUBO, β 1.5", "exact ELBO (reference)", "exact EUBO, β 1.5 (reference)"}
+    assert all(some[n] == rows[n] for n in some)
     assert ar_gap < 1e-5  # fp32 against the loop's fp64
     exact_names = ["one-step, p_mask 0", "one-step, p_mask 0.15 (d1)", "coupled (DiffuCoder), p_mask 0",
                    "AR order (JustGRPO)", *(f"trajectory, N = {n}" for n in (1, 2, 4, 8))]
