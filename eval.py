@@ -41,14 +41,15 @@ import torch
 import tasks
 from methods import sampling
 from modelio.checkpoint import TINY_DIR, load
+from modelio.provenance import start_record
 from modelio.tokenizer import prompt_ids
 from ops import lock
 from ops.checks import (ShowDefaults, check_data_paths, check_eval_args, check_model, require,
                         sandbox_mode, upfront)
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.metrics import progress
-from ops.results import (SCORING_FIELDS, canonical, clear_run_files, fill_result_dir, load_results,
-                         model_fingerprint, rescore, result_dir_state)
+from ops.results import (SCORING_FIELDS, canonical, clear_run_files, data_identity, fill_result_dir,
+                         load_results, model_fingerprint, rescore, result_dir_state)
 from ops.results import accuracy as accuracy_of
 from ops.select import select
 from ops.stats import compare, mean_and_spread, summarize
@@ -57,7 +58,7 @@ from ops.validation import ValCurve
 from sample import REMASKING_STRATEGIES, check_schedule, generate
 from taskdata import parsers
 from taskdata.data import toy_blanks
-from taskdata.records import records_sha256
+from taskdata.records import data_record
 from taskdata.splits import recorded_split
 
 CURVE_SEED = 54_321  # --test-curve's training-side items: a stream apart from SFT's and RL's
@@ -214,16 +215,6 @@ def result_dir(args, gen, seed):
     """One result dir per (task, gen length[, seed]): what --rescore and --compare read back."""
     return os.path.join(args.out_dir,
                         f"{args.task}_{gen}" + (f"_seed{seed}" if args.seeds > 1 else ""))
-
-
-@functools.cache  # a hub data set is read once, not once per result dir
-def data_identity(data):
-    """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes,
-    or a hub dataset id as typed and the sha256 of its records (taskdata/records.records_sha256);
-    (None, None) without."""
-    if not data:
-        return None, None
-    return (os.path.abspath(data) if os.path.isfile(data) else data), records_sha256(data)
 
 
 def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
@@ -401,8 +392,11 @@ if __name__ == "__main__":
     # d1 evaluates bf16 weights, unquantized, even for adapters from a 4-bit base (docs/d1.md §8.1)
     with upfront():  # a weight that is NaN or inf: one line naming it (checkpoint.from_pretrained)
         model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
-    # again after loading: on first use load() has just created the default tiny model
+    # again after loading: on first use load() has just created the default tiny model; with it
+    # where the weights and the data came from (modelio/provenance.py)
     fingerprint = model_fingerprint(args.model_dir)
+    provenance = start_record(args.model_spec, args.model_dir, args.model_revision,
+                              [data_record(args.data)] if args.data else [])
     # d1's DistributedSampler(shuffle=False), unpadded: rank r gets r, r + W, ... (docs/d1.md §8.1)
     my_items = all_items[rank::world]
     rows = []  # one summary row per gen length (the mean over seeds)
@@ -411,7 +405,7 @@ if __name__ == "__main__":
         accs = []
         for seed in seeds:
             out, settings, state = runs[gen, seed]
-            manifest = {**settings, "model_fingerprint": fingerprint}
+            manifest = {**settings, "model_fingerprint": fingerprint, "provenance": provenance}
             t0 = time.time()
             if state != "complete":  # generate this rank's items in the result dir (ops/results.py)
                 fill_result_dir(

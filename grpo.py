@@ -357,9 +357,9 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # the loop: one rollout round, then μ optimizer steps on it
     t_start = time.time()
-    # the split's record beside the flags, which stay as typed (--resume auto compares them)
-    metrics_file, elapsed0 = open_metrics(args.out_dir, {**split, **vars(args), "world_size":
-                                          world_size}, start_round) if master else (None, 0.0)
+    # the split and provenance beside the flags, which stay as typed (--resume auto compares them)
+    rec = {**split, **vars(args), "world_size": world_size, "provenance": run.provenance}
+    metrics_file, elapsed0 = open_metrics(args.out_dir, rec, start_round) if master else (None, 0.0)
     # training time: the clock of earlier runs (a resume) plus this one's, validation left out
     elapsed = lambda: elapsed0 + time.time() - t_start - (curve.seconds if curve else 0)
     # --eval-every: val_acc with eval.py's protocol (from the start model), the best round kept

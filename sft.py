@@ -59,8 +59,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import tasks
-from modelio.checkpoint import TINY_DIR
-from modelio.tokenizer import prompt_ids, special_ids
+from modelio.checkpoint import TINY_DIR, write_default
+from modelio.families import read_config
+from modelio.tokenizer import load_tokenizer, prompt_ids, special_ids
 from ops.checks import check_sft_args, require, upfront
 from ops.ddp import (clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite,
                      wrap_for_training)
@@ -121,6 +122,22 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
     # on: this is how the model learns to stop and fill the rest of its fixed-length canvas with
     # EOS (docs/llada.md §7)
     return ids + [eos_id] * (max_length - len(ids)), len(prompt), left_out
+
+
+def encode_all(model_dir, task, examples, max_length, cut, source):
+    """Every example encoded (encode_example) by `model_dir`'s tokenizer, before any weights load: a
+    label that does not fit names `source` (the --data file or the task) and its index."""
+    write_default(model_dir)  # the tiny default, on first use
+    tokenizer, config = load_tokenizer(model_dir), read_config(model_dir)[2]
+    tasks.check_tags(task, tokenizer)
+    eot = special_ids(tokenizer, config).eot  # the end of turn: <|eot_id|>, Dream's <|im_end|>
+    encoded = []
+    for i, ex in enumerate(examples):
+        try:
+            encoded.append(encode_example(tokenizer, ex, max_length, eot, config.eos_token_id, cut))
+        except ValueError as e:
+            raise ValueError(f"{source}, example {i}: {e}") from None
+    return encoded
 
 
 def sft_noise(input_ids, prompt_lengths, mask_id, generator=None, t=None):
@@ -222,6 +239,9 @@ if __name__ == "__main__":
                 f"than the {len(examples) - n_eval} training examples ({len(examples)} minus "
                 f"{n_eval} held out)")
         check_model_and_out_dir(args, TINY_DIR if tasks.generated(args.task) else None)
+        # tokenised once up front (SFT sets are small: s1K is 1000 rows), before the model loads
+        encoded = encode_all(args.model_dir, args.task, examples, args.max_length, args.cut_labels,
+                             args.data or f"--task {args.task}")
 
     # -------------------------------------------------------------------------
     # distributed init (torchrun sets RANK / LOCAL_RANK / WORLD_SIZE), precision, seed (ddp.py)
@@ -235,8 +255,7 @@ if __name__ == "__main__":
     # -------------------------------------------------------------------------
     # model: LoRA (d1's SFT: r 128, alpha 256, dropout 0.05 on q, k, v, docs/d1.md §5.3; the base
     # frozen) or full fine-tuning; --resume puts the newest complete save's weights back
-    raw_model, tokenizer, _, saved = load_policy(args, run,
-                                                 lambda tok: tasks.check_tags(args.task, tok))
+    raw_model, _, _, saved = load_policy(args, run)  # the tokenizer was checked by encode_all
     # DDP: every rank holds the model, and backward averages the trainable gradients over the ranks
     # (nanoGPT's); --fsdp shards weights, gradients and AdamW state instead; one process: the model
     # as is (ops/ddp.py)
@@ -266,18 +285,11 @@ if __name__ == "__main__":
 
     # -------------------------------------------------------------------------
     # data: a fixed held-out split; every rank builds the same lists
-    # the family's end of turn (<|eot_id|>, Dream <|im_end|>)
-    eot_id = special_ids(tokenizer, raw_model.config).eot
-    mask_id, eos_id = raw_model.config.mask_token_id, raw_model.config.eos_token_id
+    mask_id = raw_model.config.mask_token_id
     # shuffled once, then the first eval_fraction is held out (n_eval, at least one item whenever a
     # fraction is asked for): d1 shuffles its 1000 s1K rows (seed 42) and holds out the first 1%,
     # 10 eval and 990 train
-    random.Random(args.seed).shuffle(examples)
-    # tokenised once up front: SFT sets are small (s1K: 1000 rows) and this keeps the loop simple.
-    # A prompt longer than --max-length is bad input too: one line, before any training step
-    with upfront():
-        encoded = [encode_example(tokenizer, ex, args.max_length, eot_id, eos_id, args.cut_labels)
-                   for ex in examples]
+    random.Random(args.seed).shuffle(encoded)  # the permutation depends on the length only
     left_out = Counter(e[2] for e in encoded)
     if master and (left_out["eot"] or left_out["cut"]):  # said, never silent
         print(f"note: of {len(encoded)} labels, {left_out['eot']} fill --max-length "
@@ -330,8 +342,9 @@ if __name__ == "__main__":
     t0 = time.time()
     # one JSON line per step in <out-dir>/metrics.jsonl, rank 0 (metrics.py); a resume rewrites the
     # later steps
-    metrics_file, elapsed0 = open_metrics(args.out_dir, {**vars(args), "world_size": world_size},
-                                          start_step) if master else (None, 0.0)
+    record = {**vars(args), "world_size": world_size, "provenance": run.provenance}
+    metrics_file, elapsed0 = (open_metrics(args.out_dir, record, start_step) if master
+                              else (None, 0.0))
     # optimizer steps skipped in a row (non-finite loss or gradient); --max-bad-steps stops the run
     bad_steps = 0
     bar = progress(range(start_step, max_steps), master, desc="sft", initial=start_step,

@@ -43,6 +43,7 @@ from modelio.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lo
 from modelio.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
 from modelio.hub import resolve_model
 from modelio.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
+from modelio.provenance import WEIGHTS_KEY, WeightsHash
 from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids
 from model import BLOCK_LINEARS, TINY_CONFIG, LLaDA, LLaDAConfig
 
@@ -250,7 +251,8 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
             # t=t binds this iteration's tensor; a plain closure would return the loop's last one
             entries.append((family.key_out(key), t.numel() * t.element_size(), lambda t=t: t))
     shards = _group_shards(entries, max_shard_bytes)
-    n, weight_map, total = len(shards), {}, 0
+    n, weight_map, total, digest = len(shards), {}, 0, WeightsHash()
+    mode = 0o666 & ~_umask()  # safetensors creates files 0600; a shared cluster needs them as readable as the rest
     for i, shard in enumerate(shards):
         # the official naming: model-00001-of-00006.safetensors
         fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
@@ -259,24 +261,33 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
         for k, t in tensors.items():  # every tensor written, as it is written (LoRA merged, cast): none non-finite
             _check_finite(t, path / fname, k, hint="not written (the shard and the save are not made)")
         save_file(tensors, path / (fname + ".tmp"), metadata={"format": "pt"})  # HF wants format=pt
+        os.chmod(path / (fname + ".tmp"), mode)
         # os.replace is atomic: a crash leaves either the old shard or the complete new one
         os.replace(path / (fname + ".tmp"), path / fname)
         # total_size in the index counts the stored bytes, as transformers' own index does
         for k, t in tensors.items():
             weight_map[k] = fname
             total += t.numel() * t.element_size()
+            digest.add(k, t)  # the fingerprint of what was written (modelio/provenance.py)
         # free this shard's host copies before the next one is built
         del tensors
     # config.json records the stored dtype the way transformers does ("torch_dtype": "bfloat16")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     _write_json(path / CONFIG_FILE, local_auto_map({**family.config_to_json(model.config), "torch_dtype": dtype}, path))
     # the index last, so it never names a shard that is not complete on disk
-    _write_json(path / INDEX_FILE, {"metadata": {"total_size": total},
+    _write_json(path / INDEX_FILE, {"metadata": {"total_size": total, WEIGHTS_KEY: digest.hexdigest()},
                                     "weight_map": dict(sorted(weight_map.items()))})
     # remove shards of an earlier save with a different shard count (never anything else)
     for f in path.glob("model*.safetensors"):
         if f.name not in weight_map.values():
             f.unlink()
+
+
+def _umask():
+    """The process's umask (read by setting it, so set back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _group_shards(entries, max_shard_bytes):
@@ -363,14 +374,21 @@ def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, family=
     return path
 
 
+def write_default(path):
+    """Whether `path` is the scripts' default tiny model, written here on first use: a fresh clone runs end
+    to end without downloading anything (no other missing path is ever filled with a random model)."""
+    if str(path) != TINY_DIR:
+        return False
+    if not Path(path).exists():
+        make_tiny(path)
+    return True
+
+
 def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
     """(model, tokenizer) from a checkpoint directory, a hub cache or a hub id. Only the default tiny
     directory is created when missing: a mistyped path to real weights must fail, not silently give
     a random model."""
-    # the scripts' default: a fresh clone runs end to end without downloading anything
-    if str(path) == TINY_DIR and not Path(path).exists():
-        make_tiny(path)
-    else:  # a hub id or a hub cache: its local snapshot (modelio/hub.py); a directory stays as it is
+    if not write_default(path):  # a hub id or a hub cache: its local snapshot (modelio/hub.py); a directory as is
         path = resolve_model(path).path
     model = from_pretrained(path, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
     return model, load_tokenizer(path)

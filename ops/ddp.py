@@ -191,6 +191,7 @@ class Run:
     save_dtype: torch.dtype  # the checkpoint's dtype (bf16 on GPU, as LLaDA ships; fp32 on CPU)
     autocast: bool           # --autocast: every forward under bf16 autocast
     stop: object = None      # ops/stop.Stopper (trainers.load_policy): stop signals and --max-hours
+    provenance: dict = None  # where the start model and data came from (trainers.load_policy; in every save)
 
     @property
     def master(self):

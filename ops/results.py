@@ -26,6 +26,7 @@ A number an eval prints must be the number of the items it names, so:
 Used by eval.py (and ops/stats.py's --compare); nothing here needs a model or a GPU. The task registry
 (tasks.TASKS) comes in as an argument: a record's eval parser scores, its `cells` says Sudoku's average.
 """
+import functools
 import glob
 import hashlib
 import json
@@ -35,10 +36,12 @@ import sys
 import time
 from collections import Counter
 
+from modelio.provenance import fingerprint
 from ops.checks import require
 from ops.stop import EXIT_STOPPED
 from sandbox import contain
 from taskdata import parsers
+from taskdata.records import records_sha256
 
 # d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
 # d1 calls MATH "math500"
@@ -78,12 +81,23 @@ def sha256_file(path):
 
 
 def model_fingerprint(model_dir):
-    """Checksums of config.json and the weights index (cheap, unlike hashing 16 GB of weights)."""
+    """Checksums of config.json and the weights index, and the weights' own fingerprint (modelio/provenance.py:
+    the hash our saves record, and a sampled one): two fine-tunes of one base share the first two."""
     out = {}
     for name in ("config.json", "model.safetensors.index.json"):
         p = os.path.join(model_dir, name)
         out[name] = sha256_file(p) if os.path.exists(p) else None
-    return out
+    return {**out, "weights": fingerprint(model_dir)}
+
+
+@functools.cache  # a hub data set is read once, not once per result dir
+def data_identity(data):
+    """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes,
+    or a hub dataset id as typed and the sha256 of its records (taskdata/records.records_sha256);
+    (None, None) without."""
+    if not data:
+        return None, None
+    return (os.path.abspath(data) if os.path.isfile(data) else data), records_sha256(data)
 
 
 # -----------------------------------------------------------------------------
@@ -288,7 +302,20 @@ def clear_run_files(out):
 # the manifest fields a --resume may see change: when and how long it ran, whether it finished, and the
 # paths of the model and data as typed or resolved (their contents are compared: model_fingerprint and the hub
 # commit model_revision, data_sha256)
-RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file", "sandbox")
+RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file", "sandbox", "provenance")
+
+
+def other_weights(old, new):
+    """Whether two manifests' model_fingerprints are of different weights. A manifest from before the weights
+    were fingerprinted is compared on what it has (config and index), as it was then."""
+    a, b = old.get("model_fingerprint") or {}, new.get("model_fingerprint") or {}
+    return any(a.get(k) != b.get(k) for k in a if k in b)
+
+
+def _weights(manifest):
+    """A manifest's weights fingerprint, short: the save's hash when it has one, else the sampled one."""
+    w = (manifest.get("model_fingerprint") or {}).get("weights") or {}
+    return (w.get("weights_sha256") or w.get("sampled") or "none recorded")[:12]
 
 
 def result_dir_state(out, settings, resume, force):
@@ -307,9 +334,12 @@ def result_dir_state(out, settings, resume, force):
     require(MANIFEST in present, f"--resume: {out} holds rank files but no {MANIFEST} that says what they are; "
                                  f"--force starts over")
     old, new = read_manifest(out), json.loads(json.dumps(settings))  # compared as JSON: tuples are lists
+    require(not other_weights(old, new), f"--resume: {out} holds results of other weights ({old.get('model_dir')}, "
+            f"fingerprint {_weights(old)}) than --model-dir {new.get('model_dir')} ({_weights(new)}); give this "
+            f"model its own --out-dir, or --force to start over")
     short = lambda v: (s if len(s := json.dumps(v)) <= 40 else s[:37] + "...")
     differ = [f"{k} {short(old.get(k))} -> {short(new.get(k))}" for k in sorted(set(old) | set(new))
-              if k not in RESUME_FREE and old.get(k) != new.get(k)]
+              if k not in RESUME_FREE + ("model_fingerprint",) and old.get(k) != new.get(k)]
     require(not differ, f"--resume: {out} was run with other settings ({'; '.join(differ)}); resume with the "
                         f"same flags, or --force to start over")
     if not old.get("complete", True):

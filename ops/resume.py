@@ -249,7 +249,7 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     final = save_dir(args.out_dir, step)
     try:
         _write_save(args, model, to_save, optimizer_state=optim_state, masters=masters, step=step, extras=extras,
-                    final=final)
+                    final=final, provenance=run.provenance)
         if make_public:
             publish(final, args.out_dir)
     except ValueError as e:  # save_pretrained met a NaN or inf in a tensor it was writing (a bug guard)
@@ -263,7 +263,7 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
                        f"the file system) and run the same command with --resume") from None
 
 
-def _write_save(args, model, to_save, optimizer_state, masters, step, extras, final):
+def _write_save(args, model, to_save, optimizer_state, masters, step, extras, final, provenance=None):
     """save_checkpoint's writing, on rank 0: save `final` as one unit (every file into final.partial,
     flushed, then renamed), and the oldest saves beyond --keep-last removed."""
     partial = final + PARTIAL
@@ -281,7 +281,7 @@ def _write_save(args, model, to_save, optimizer_state, masters, step, extras, fi
                os.path.join(partial, STATE_FILE))
     plain = {k: v for k, v in extras.items() if isinstance(v, (int, float, str, bool))}
     with open(os.path.join(partial, INFO_FILE), "w") as f:  # which run and which step this model is
-        json.dump({"step": step, **plain, "args": vars(args)}, f, indent=2)
+        json.dump({"step": step, **plain, "args": vars(args), "provenance": provenance}, f, indent=2)
     _fsync_dir_tree(partial)
     os.rename(partial, final)  # atomic: from here on the save exists, whole
     # keep the newest keep_last saves, and no leftover *.partial of an earlier crash

@@ -76,8 +76,8 @@ def compare(dir_a, dir_b, registry, force=False):
     # settings that may differ without breaking the pairing (dtype, batch size, cache, seed, ...) are
     # only noted; the model and the timing are expected to differ
     other = [k for k in mans[0] if k not in MUST_MATCH and mans[0].get(k) != mans[1].get(k)
-             and k not in ("model_dir", "model_spec", "model_revision", "model_fingerprint", "time", "wall_seconds",
-                           "out_dir")]
+             and k not in ("model_dir", "model_spec", "model_revision", "model_fingerprint", "provenance", "time",
+                           "wall_seconds", "out_dir")]
     if other:
         print(f"note: the runs also differ in {other}")
     task = mans[0]["task"]

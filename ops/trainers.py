@@ -13,6 +13,8 @@ from contextlib import nullcontext
 
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
+from modelio.families import read_config
+from modelio.provenance import start_record
 from model import BLOCK_LINEARS, compile_blocks
 from ops import lock
 from ops.checks import ShowDefaults, check_model, upfront
@@ -22,6 +24,7 @@ from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_s
                         restore_optimizer, resume_weights)
 from ops.stop import Stopper
 from sandbox import contain
+from taskdata.records import data_record
 
 
 def auto_only(value):
@@ -171,6 +174,13 @@ def load_policy(args, run, check_tokenizer=None):
     if getattr(args, "compile", False):  # grpo.py --compile, never with --fsdp (its check_args)
         compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
     src, state = resume_weights(args, run, model)  # before any sharding: wrap_for_training comes next
+    stored = read_config(args.model_dir)[0].get("torch_dtype")  # what the start model's shards hold
+    if run.master and stored and stored != str(run.save_dtype).removeprefix("torch."):  # never silent
+        print(f"note: {args.model_spec} stores {stored}; this run trains and saves "
+              f"{str(run.save_dtype).removeprefix('torch.')} on {run.device_type} (--dtype {stored} keeps the base's)")
+    # where the weights came from (modelio/provenance.py): every save and train_args.json carry it
+    run.provenance = start_record(args.model_spec, args.model_dir, args.model_revision,
+                                  [data_record(d) for d in args.data.split(",") if d]) if run.master else None
     return model, tokenizer, ref_context, {"from": src, "state": state}
 
 

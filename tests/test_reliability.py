@@ -259,10 +259,16 @@ def truncated_copy(src, dst):
     ("sft.py", ["--task", "nosuch"], "unknown task 'nosuch'"),
     ("sft.py", ["--grad-accum", "0"], "--grad-accum must be >= 1"),
     ("sft.py", ["--num-examples", "20", "--batch-size", "32"], "more than the 19 training examples"),
-    ("sft.py", ["--max-length", "8"], "a prompt does not fit --max-length 8"),
+    ("sft.py", ["--max-length", "8"], "--task toy, example 0: a prompt does not fit --max-length 8"),
+    # issue 48: a label that does not fit names its file and example, up front (the model is not loaded)
+    ("sft.py", ["--task", "s1k", "--data", "{long_s1k}", "--max-length", "200", "--no-cut-labels", "--batch-size", "1",
+                "--grad-accum", "1"], "long.jsonl, example 1: a completion does not fit --max-length 200"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script, flags, says):
-    subs = {"{bad_data}": str(malformed_gsm8k(tmp_path / "bad.jsonl")),
+    long_s1k = tmp_path / "long.jsonl"  # example 1's attempt is far longer than the others
+    long_s1k.write_text("".join(json.dumps({"question": "q", "thinking_trajectories": ["t"], "attempt": a}) + "\n"
+                                for a in ("short", "x " * 400, "short")))
+    subs = {"{bad_data}": str(malformed_gsm8k(tmp_path / "bad.jsonl")), "{long_s1k}": str(long_s1k),
             "{truncated}": str(truncated_copy(digit_model, tmp_path / "cut")) if "{truncated}" in flags else ""}
     flags = [subs.get(f, f) for f in flags]
     model = [] if "--model-dir" in flags else ["--model-dir", str(digit_model)]
