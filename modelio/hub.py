@@ -3,7 +3,8 @@
 script resolves it here to one local directory in the official layout (modelio/checkpoint.py reads
 only local files), and records where that directory came from.
 
-    local directory      out/sft, /data/LLaDA-8B-Instruct               (as is)
+    local directory      out/sft, /data/LLaDA-8B-Instruct               (as is; a `hf download --local-dir`
+                                                                          copy keeps its commit)
     hub cache snapshot   ~/.cache/huggingface/hub/models--GSAI-ML--LLaDA-8B-Instruct/snapshots/<commit>
     hub cache repo       ~/.cache/huggingface/hub/models--GSAI-ML--LLaDA-8B-Instruct   (its refs/main)
     hub id               GSAI-ML/LLaDA-8B-Instruct, GSAI-ML/LLaDA-8B-Instruct@<branch, tag or commit>
@@ -16,6 +17,7 @@ it holds. Every failure is one ValueError / FileNotFoundError that says what wou
     from modelio.hub import resolve_model
     src = resolve_model("GSAI-ML/LLaDA-8B-Instruct")   # ModelSource(path=".../snapshots/<commit>", ...)
 """
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ def _local(spec, path):
         repo = REPO_FOLDER.match(path.resolve().parent.parent.name)
         if path.resolve().parent.name == "snapshots" and repo:
             return ModelSource(str(path), spec, f"{repo['owner']}/{repo['name']}", path.name)
-        return ModelSource(str(path), spec)
+        return ModelSource(str(path), spec, revision=_local_dir_commit(path))
     snapshots = path / "snapshots"
     if snapshots.is_dir():  # models--owner--name/: refs/main names the snapshot a download of `main` left
         repo = REPO_FOLDER.match(path.resolve().name)
@@ -84,6 +86,14 @@ def _local(spec, path):
                                 f"(--model-dir {held[0]}, with HF_HUB_CACHE={spec}) or its snapshot folder, "
                                 f"{path / ('models--' + held[0].replace('/', '--'))}/snapshots/<commit>")
     return ModelSource(str(path), spec)
+
+
+def _local_dir_commit(path):
+    """The commit a `hf download --local-dir` copy came from: huggingface_hub notes it on the first line of
+    .cache/huggingface/download/config.json.metadata in that folder. None for any other directory."""
+    note = path / ".cache" / "huggingface" / "download" / "config.json.metadata"
+    first = note.read_text().split("\n", 1)[0].strip() if note.is_file() else ""
+    return first if COMMIT.match(first) else None
 
 
 def _from_hub(spec, repo, revision, cache_dir):
@@ -106,9 +116,27 @@ def _from_hub(spec, repo, revision, cache_dir):
     except RevisionNotFoundError:
         raise FileNotFoundError(f"--model-dir {spec}: the hub model {repo} has no revision {revision!r}") from None
     except LocalEntryNotFoundError:
-        how = ("HF_HUB_OFFLINE=1 forbids downloading: download it where there is network (`hf download "
-               f"{repo}{' --revision ' + revision if revision else ''}`) into this cache" if offline()
-               else "and the hub could not be reached")
-        raise FileNotFoundError(f"--model-dir {spec}: not a local directory, not in the hub cache "
-                                f"({cache_dir or constants.HF_HUB_CACHE}), {how}; or give a local directory") from None
+        cache = Path(cache_dir or constants.HF_HUB_CACHE)
+        raise FileNotFoundError(f"--model-dir {spec}: not a local directory, not in the hub cache ({cache}), "
+                                f"{_not_cached(repo, revision, cache)}") from None
     return ModelSource(path, spec, repo, Path(path).name)
+
+
+def _not_cached(repo, revision, cache):
+    """Why a hub id is not in `cache`, and what would work: the cached revisions of the same id, an id the cache
+    holds that is close to a mistyped one, or (nothing close) how to download it."""
+    held = sorted(f"{m['owner']}/{m['name']}" for p in (cache.iterdir() if cache.is_dir() else [])
+                  if (m := REPO_FOLDER.match(p.name)))
+    if repo in held:  # the model is here, the revision is not
+        folder = cache / f"models--{repo.replace('/', '--')}"
+        refs = sorted(str(p.relative_to(folder / "refs")) for p in (folder / "refs").rglob("*") if p.is_file())
+        snaps = sorted(p.name for p in (folder / "snapshots").glob("*") if p.is_dir())
+        return (f"which holds {repo} at {', '.join(refs + snaps) or 'no snapshot'} but not at {revision}: give one of "
+                f"those as {repo}@<revision>, or download {revision} where there is network")
+    close = difflib.get_close_matches(repo, held, n=1, cutoff=0.8)
+    if close:  # a typo: name the id that is here rather than suggest downloading the typo
+        return f"which holds {close[0]}: did you mean --model-dir {close[0]}?"
+    how = ("HF_HUB_OFFLINE=1 forbids downloading: download it where there is network (`hf download "
+           f"{repo}{' --revision ' + revision if revision else ''}`) into this cache" if offline()
+           else "and the hub could not be reached")
+    return how + (f" (the cache holds {', '.join(held[:4])})" if held else "") + "; or give a local directory"
