@@ -34,7 +34,7 @@ from modelio.hub import ModelSource, resolve_model
 from modelio.tokenizer import check_tokenizer_files
 from ops.ddp import train_precision
 from sandbox import contain
-from taskdata.records import is_hub_dataset
+from taskdata.records import folder_hint, is_hub_dataset
 from taskdata.splits import check_protocol_flags
 
 USAGE_EXIT = 2  # what argparse exits with for a bad flag: our checks are the flags' second line
@@ -135,7 +135,8 @@ def check_data_paths(paths, flag="--data"):
     for p in paths:
         if is_hub_dataset(p):
             continue  # nothing to see before it is read: the loader says what the hub answered
-        require(os.path.isfile(p), f"{flag}: {p} is not a file" if os.path.exists(p) else f"{flag}: {p} does not exist")
+        require(os.path.isfile(p), folder_hint(p, flag) if os.path.isdir(p) else f"{flag}: {p} is not a file"
+                if os.path.exists(p) else f"{flag}: {p} does not exist")
 
 
 def check_out_dir(path, resume, force, run_files):

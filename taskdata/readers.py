@@ -9,6 +9,7 @@ FileNotFoundError naming the file and line (or record).
     read_gsm8k("gsm8k/test.jsonl")[0]   # {"question": ..., "solution": ..., "answer": "18"}
 """
 import math
+import sys
 
 from taskdata.answers import last_boxed
 from taskdata.records import check_text, describe, field, read_records
@@ -79,9 +80,10 @@ def _integer(value):
 
 def read_countdown(path, n_numbers=3):
     """Countdown jsonl: d1's test format {"input": "a,b,c", "output": "T"} or HF rows {"nums": [...],
-    "target": T}. Keeps only rows with n_numbers numbers (d1 filters the 3to4 train set to 3; None keeps all)."""
-    out = []
-    for where, rec in read_records(path):
+    "target": T}. Keeps only rows with n_numbers numbers (d1 filters the 3to4 train set to 3; None keeps all);
+    when that drops rows, one line on stderr says how many were kept, so that a run's data size is no surprise."""
+    out, records = [], read_records(path)
+    for where, rec in records:
         d1_format = isinstance(rec, dict) and "input" in rec  # d1's test file: "30,100,93" and "23", strings
         # d1's file stores the numbers as one string "30,100,93", HF rows as a list of ints
         raw_nums = field(rec, "input" if d1_format else "nums", where, str if d1_format else list)
@@ -95,6 +97,9 @@ def read_countdown(path, n_numbers=3):
         # answer is the target as text, like every task's; the reward checks the expression against nums and target
         ex = {"nums": nums, "target": target, "answer": str(target)}
         out.append(ex)
+    if len(out) < len(records):
+        print(f"Countdown: kept {len(out)} of {len(records)} rows of {path} (d1 trains on {n_numbers}-number "
+              f"problems; the others are dropped)", file=sys.stderr)
     return out
 
 

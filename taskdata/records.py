@@ -15,9 +15,10 @@ What `--data` may name:
   a hub id       owner/name[@revision][:config][:split] when no local file has that name and it is
                  not a mistyped path (is_hub_dataset): ONE field after the id is the split, TWO are
                  config:split, the split defaults to train and may carry a datasets slice
-                 (train[:100]). Read with the optional `datasets` package (its cache, or the
-                 network); where = "spec row i". E.g. openai/gsm8k:main:train, simplescaling/s1K,
-                 Jiayi-Pan/Countdown-Tasks-3to4 (= its train split).
+                 (train[:100]). Read from the hub cache when it holds the repo's data (hf download;
+                 taskdata/hub_data.py finds the files, read here as files are), else with the optional
+                 `datasets` package (its cache, or the network); where = "spec row i". E.g.
+                 openai/gsm8k:main:train, simplescaling/s1K, Jiayi-Pan/Countdown-Tasks-3to4 (its train).
 
 Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row
 where there is one, the field at fault (field(): missing, of the wrong type, not text) and the likely
@@ -38,6 +39,8 @@ import os
 import re
 import zlib
 from pathlib import Path
+
+from taskdata import hub_data
 
 CSV_FIRST_ROW = 2  # a csv's line 1 is its header, so the first record is line 2
 PARQUET_MAGIC = b"PAR1"  # parquet's first (and last) 4 bytes
@@ -66,6 +69,8 @@ def read_records(path):
     the file and line or row, so that a loader's error points at the bad record."""
     if Path(path).is_file():
         return _file_records(Path(path))
+    if Path(path).is_dir():
+        raise FileNotFoundError(folder_hint(path))
     if is_hub_dataset(path):
         return _hub_records(str(path))
     if _hub_shaped(path) and not os.path.exists(path):
@@ -359,18 +364,25 @@ def parse_hub_spec(spec):
 
 
 def _hub_records(spec):
-    """The rows of a hub dataset's split, each with where = "spec row i". The `datasets` package is
-    optional: without it, or when it fails (no such repo, config or split; offline and not cached),
-    one ValueError says so."""
+    """The rows of a hub dataset's split, where = "spec row i": from the hub cache if it holds the repo's data
+    (hub_data.find), else with the optional `datasets` package: without it, or when it fails (no such repo,
+    config or split; offline and not cached), one ValueError says so."""
     repo, config, split, revision = parse_hub_spec(spec)
+    found = hub_data.find(spec, repo, config, split, revision)
+    if found is not None:
+        return _cached_records(spec, found)
     # every message starts the same way: a mistyped local path without a suffix also lands here
     head = f"{spec}: no local file of that name, and"
+    get = f"hf download --repo-type dataset {repo}{' --revision ' + revision if revision else ''}"
+    if revision and hub_data.offline():  # offline, `datasets` reads its latest cached version, whatever revision
+        raise ValueError(f"{head} {repo}@{revision} is not in the hub cache ({hub_data.cache_dir()}); offline, the "
+                         f"`datasets` package would read another cached revision in its place: download it ({get})")
     try:
         import datasets
     except ImportError:
-        raise ValueError(f"{head} reading it as a hub dataset id needs the optional package `datasets`: "
-                         f"pip install datasets (or download the dataset's parquet files and pass them to "
-                         f"--data, which needs nothing more)") from None
+        raise ValueError(f"{head} reading it as a hub dataset id needs it in the hub cache ({get}) or the optional "
+                         f"package `datasets`: pip install datasets (or download the dataset's parquet files "
+                         f"and pass them to --data, which needs nothing more)") from None
     except Exception as e:  # installed but broken (e.g. a pyarrow it does not support)
         raise ValueError(f"{head} the `datasets` package failed to import ({_first_line(e)})") from None
     verbosity = datasets.logging.get_verbosity()
@@ -384,6 +396,40 @@ def _hub_records(spec):
     finally:
         datasets.logging.set_verbosity(verbosity)
     return _nonempty(rows, spec)
+
+
+def _cached_records(spec, found):
+    """The rows of a split found in the hub cache: its files read in order (several shards, one split) and
+    sliced as `datasets` slices; where = "spec row i", i counting across the files."""
+    rows = [rec for path in found.paths for _, rec in _file_records(path)]
+    return _nonempty([(f"{spec} row {i}", rec) for i, rec in enumerate(hub_data.take(rows, found.bounds))], spec)
+
+
+def data_record(spec):
+    """What a manifest keeps of a --data value: a file's typed, path (absolute) and sha256; a hub id's typed, id,
+    config (the one read), split, revision (as typed), commit, snapshot and files (in read order) in the hub
+    cache (None, None, [] when `datasets` read it) and records_sha256."""
+    typed = str(spec)
+    if Path(spec).is_file():
+        return {"typed": typed, "path": os.path.abspath(spec), "sha256": records_sha256(spec)}
+    if not is_hub_dataset(spec):
+        return read_records(spec)  # neither a file nor a hub id: raises its FileNotFoundError
+    repo, config, split, revision = parse_hub_spec(spec)
+    found = hub_data.find(typed, repo, config, split, revision)
+    records = _cached_records(typed, found) if found else _hub_records(typed)
+    return {"typed": typed, "id": repo, "config": found.config if found else config, "split": split,
+            "revision": revision, "commit": found and found.commit, "snapshot": found and found.snapshot,
+            "files": list(found.files) if found else [], "sha256": records_sha256(typed, records)}
+
+
+def folder_hint(path, flag="--data"):
+    """One line for a folder given where a data file belongs: the data files in it, then those one level down
+    (a downloaded repo's main/test-00000-of-00001.parquet), six of them named."""
+    files = [p for p in sorted(Path(path).glob("*")) + sorted(Path(path).glob("*/*"))
+             if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES)]
+    more = f" and {len(files) - 6} more" if len(files) > 6 else ""
+    return (f"{flag} {path} is a folder; give one of its data files: {', '.join(map(str, files[:6]))}{more}" if files
+            else f"{flag} {path} is a folder with no data files (none ends {', '.join(DATA_SUFFIXES)}); give a file")
 
 
 def records_sha256(spec, records=None):

@@ -72,6 +72,15 @@ HUB_SETS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def empty_hub_cache(tmp_path_factory, monkeypatch):
+    """An empty hub cache, online: hub ids go to the stand-in `datasets`, never to a real cache on this machine
+    (tests/test_hub_data.py reads from caches it builds)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty_hub_cache")))
+    for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(flag, raising=False)
+
+
 def write_parquet(path, schema, rows):
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return path
@@ -345,10 +354,16 @@ def test_check_data_paths(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # the check reads nothing from the hub
     (tmp_path / "g.jsonl").write_text("{}\n")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "gsm8k" / "main").mkdir(parents=True)  # a downloaded repo: its data files one level down
+    for name in ("gsm8k/README.md", "gsm8k/main/test-00000-of-00001.parquet", "gsm8k/main/train-00000-of-00001.parquet"):
+        (tmp_path / name).write_text("")
     check_data_paths(["g.jsonl", "openai/gsm8k:main:train", "Jiayi-Pan/Countdown-Tasks-3to4"])
     for path, says in [("nope.jsonl", "--data: nope.jsonl does not exist"),
                        ("folder/tset", "--data: folder/tset does not exist"),
-                       ("folder", "--data: folder is not a file")]:
+                       ("folder", "--data folder is a folder with no data files (none ends .jsonl, .json, .csv, "
+                                  ".parquet, .gz, .tsv, .txt); give a file"),
+                       ("gsm8k", "--data gsm8k is a folder; give one of its data files: "
+                                 "gsm8k/main/test-00000-of-00001.parquet, gsm8k/main/train-00000-of-00001.parquet")]:
         with pytest.raises(InputError) as info:
             check_data_paths(["g.jsonl", path])
         assert str(info.value) == says
