@@ -246,6 +246,8 @@ if __name__ == "__main__":
     parser.add_argument("--draws", type=int, default=16, help="independent draws of each stochastic estimator per pair")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, rollouts and estimator draws")
     parser.add_argument("--out", type=str, default="out/study/estimators.json", help="results (JSON)")
+    parser.add_argument("--models", type=str, default="trained,random", help="comma list: the trained toy, the "
+                        "random tiny model, or both")
     parser.add_argument("--only", type=str, default="", help="comma list: only the estimators whose name contains "
                         "one of these (e.g. SPG); the exact references always run. Default: every estimator")
     args = parser.parse_args()
@@ -263,7 +265,8 @@ if __name__ == "__main__":
     train_grids, _ = split_grids()  # the grids SFT and diffu-GRPO train on (data seed 0)
     exs = make_toy(train_grids, args.prompts, seed=10_000 + args.seed)
     results = {}
-    for model_name, path in (("trained toy", args.trained), ("random", args.random_dir)):
+    models = {"trained toy": args.trained, "random": args.random_dir}
+    for model_name, path in [(n, p) for n, p in models.items() if n.split()[0] in args.models.split(",")]:
         model, tok = load(path)
         model.eval()  # no dropout; gradients still flow
         pairs = sample_pairs(model, tok, exs, args.group, args.n, args.seed)
