@@ -51,6 +51,8 @@ def test_a_save_records_the_hash_of_what_it_wrote_whatever_the_sharding(tmp_path
     # another seed: other weights, other hashes
     b = make_tiny(tmp_path / "b", seed=1, **SMALL)
     assert saved_hash(b) != saved_hash(a) and sampled_hash(b) != sampled_hash(a)
+    # a directory not written yet (eval.py fingerprints the tiny default before load() makes it): no hashes
+    assert fingerprint(tmp_path / "not-yet") == {"weights_sha256": None, "sampled": None}
     # shards readable like every other file of the save (safetensors alone creates them 0600)
     old = os.umask(0o022)
     try:
