@@ -12,7 +12,7 @@ over rounds, rewards and logging included). Printed, and written as JSON (--json
 Every run is lab.compare's, cached by its recipe: a second call reads the finished runs back, and a stopped
 one continues (--resume auto). diffu-GRPO's runs are shared by every comparison.
 
-    python -m lab.rank_objectives                        # 5 seeds, every objective (about an hour on 2 cores)
+    python -m lab.rank_objectives                        # 5 seeds, every objective (about 2.7 hours on 2 cores)
     python -m lab.rank_objectives --seeds 0,1 --objectives wd1,spg --dry-run
 """
 import argparse
