@@ -125,6 +125,35 @@ def test_justgrpo_loss_matches_hand_computation():
     assert abs(sum(parts) - loss.item()) < 1e-6
 
 
+def released_justgrpo_loss(token_logps, advantages, valid_per_rank, gen_length, eps=0.2):
+    """JustGRPO's loss as its released code computes it (LeapLabTHU/JustGRPO at eebe50e, grpo.py
+    logprob_loss, called by train.py with gain 1.0), written here from that code: per position t, the
+    ratio exp(logp - logp.detach()) (their θ_old is the detached current policy, μ = 1), -min(ρA, clip(ρ)A)
+    summed over the batch and scaled by gain / gen_length / (V̄ + 1e-5), V̄ the ranks' mean count of nonzero
+    advantages (accelerator.gather(...).mean()); the positions' backwards add up, so their sum is the loss."""
+    scale = 1.0 / gen_length / (torch.tensor(valid_per_rank, dtype=torch.float).mean().item() + 1e-5)
+    total = 0.0
+    for t in range(gen_length):
+        lp = token_logps[:, t]
+        ratio = (lp - lp.detach()).exp()
+        total = total + (-torch.min(ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages)).mul(scale).sum()
+    return total
+
+
+def test_justgrpo_loss_equals_its_released_code():
+    # issue 47: at their μ = 1 (θ_old = the current policy, detached) the loss and its gradient agree; on one rank
+    # and with V̄ averaged over 2 ranks (ours passes the gathered mean as `valid`)
+    g = torch.Generator().manual_seed(13)
+    lp = (-torch.rand(6, 8, generator=g) * 3).requires_grad_()
+    adv = torch.tensor([1.2, -0.6, 0.0, 0.0, 0.9, -0.5])  # 4 of 6 nonzero; not summing to 0, so the loss is not 0
+    for ranks in ([4], [4, 1]):
+        valid = torch.tensor(sum(ranks) / len(ranks))
+        ours, _ = justgrpo.justgrpo_loss(lp, lp.detach(), adv, 0.2, valid=valid)
+        theirs = released_justgrpo_loss(lp, adv, ranks, 8)
+        assert abs(ours.item() - theirs.item()) < 1e-6
+        assert torch.allclose(*(torch.autograd.grad(x, lp)[0] for x in (ours, theirs)), atol=1e-7)
+
+
 @pytest.mark.parametrize("chunk", [1, 4, 6])
 def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
     model = tiny_model(5)
