@@ -211,12 +211,12 @@ def eightb_checks(py, out, peak_tflops):
     ]
 
 
-# each 8B check's usual seconds (docs/performance.md: one H200 or H100, 2026-11-27; JustGRPO at --ar-chunk 2
-# estimated from its passes, the compiled rollout modes from the eager ones): --budget-s skips a check that no
+# each 8B check's usual seconds (docs/performance.md: one H200 or H100, 2026-11-27; the compiled rollout modes
+# estimated from the eager ones): --budget-s skips a check that no
 # longer fits
 EST_SECONDS = {"8b qlora round": 46, "8b qlora round, dual": 30, "8b qlora round, dual+0.9": 30,
                "8b wd1 round": 35, "8b spg round": 39, "8b espo round": 58, "8b trajectory round": 85,
-               "8b justgrpo round": 170, "8b dream-7b qlora round": 34, "8b bf16 lora round": 47,
+               "8b justgrpo round": 130, "8b dream-7b qlora round": 34, "8b bf16 lora round": 47,
                "8b full-ft round, 8L": 25, "8b policy mfu": 22, "8b samplers gen 256": 75, "8b rollout modes": 148,
                "8b rollout modes, compiled": 160}
 
