@@ -48,7 +48,7 @@ from ops.checks import (ShowDefaults, check_data_paths, check_eval_args, check_m
                         sandbox_mode, upfront)
 from ops.ddp import DIST_TIMEOUT_S, compute_init, default_dtype
 from ops.metrics import progress
-from ops.results import (SCORING_FIELDS, canonical, clear_run_files, data_identity, fill_result_dir,
+from ops.results import (canonical, clear_run_files, data_identity, fill_result_dir,
                          load_results, model_fingerprint, rescore, result_dir_state)
 from ops.results import accuracy as accuracy_of
 from ops.select import select
@@ -56,7 +56,6 @@ from ops.stats import compare, mean_and_spread, summarize
 from ops.stop import Stopper
 from ops.validation import ValCurve
 from sample import REMASKING_STRATEGIES, check_schedule, generate
-from taskdata import parsers
 from taskdata.data import toy_blanks
 from taskdata.records import data_record
 from taskdata.splits import recorded_split
@@ -149,7 +148,7 @@ def score_records(task, items, texts):
     for (item_id, ex), text, scored in zip(
             items, texts, tasks.score_eval_batch(task, texts, [ex for _, ex in items])):
         # the fields the parsers need travel with the record, so --rescore needs no data file
-        gold = {k: ex[k] for k in SCORING_FIELDS if k in ex}
+        gold = tasks.get(task).scoring_example(ex)
         records.append({"id": item_id, "prompt": ex["prompt"], "generation": text, "example": gold,
                         **scored})
     return records
@@ -234,8 +233,9 @@ def run_settings(args, items, gen, seed, world, dtype, device, fingerprint):
         "threshold": args.threshold or None, "seed": seed,
         "dtype": str(dtype).removeprefix("torch."),
         # an item's result depends on its batch (attended left pads), the batches on the ranks
-        "batch_size": batch_size, "world_size": world, "parser_version": parsers.PARSER_VERSION,
-        "device": device, "sandbox": args.sandbox_mode,  # code's isolation (None: no code)
+        "batch_size": batch_size, "world_size": world, "device": device,
+        "parser_version": tasks.get(args.task).parser_version,  # the task's own (its record)
+        "sandbox": args.sandbox_mode,  # code's isolation (None: no code)
         "train_split": recorded_split(args.model_dir)}  # the model's --sudoku-split, --val-size
 
 
@@ -392,6 +392,9 @@ if __name__ == "__main__":
     # d1 evaluates bf16 weights, unquantized, even for adapters from a 4-bit base (docs/d1.md §8.1)
     with upfront():  # a weight that is NaN or inf: one line naming it (checkpoint.from_pretrained)
         model, tokenizer = load(args.model_dir, device=device, dtype=dtype)
+        # the items' labels fit each canvas, as in sft.py and grpo.py
+        tasks.check_canvas(args.task, tokenizer, [ex for _, ex in all_items], min(gens),
+                           "--gen-lengths")
     # again after loading: on first use load() has just created the default tiny model; with it
     # where the weights and the data came from (modelio/provenance.py)
     fingerprint = model_fingerprint(args.model_dir)

@@ -53,20 +53,19 @@ from sample import check_schedule, generate
 from taskdata.data import group_prompts, load_rl_data
 from taskdata.splits import add_protocol_flags, protocol_split
 
-# The presets (a flag given overrides its value): the CPU toy (lr 1e-4: 3e-4 peaked mid-run, then
-# decayed on 3 seeds, docs/findings.md); the testbed (docs/testbed.md); d1's recipe for LLaDA-8B
-# (docs/d1.md §4.3; train.yaml); the other objectives' papers' (methods/)
+# The presets, by the model's size (a flag given overrides): the CPU toy (lr 1e-4: 3e-4 peaked,
+# then decayed on 3 seeds, docs/findings.md); the testbed (docs/testbed.md); d1's recipe for
+# LLaDA-8B (docs/d1.md §4.3); the other objectives' papers' (methods/); lengths: the task's
 TINY = dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
             epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
-            gen_length=16, block_length=16, diffusion_steps=8, temperature=1.0,
-            max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=30)
+            temperature=1.0, max_prompt_length=256, lora_r=0, lora_alpha=64.0, load_in_4bit=False,
+            rounds=30)
 PRESETS = {
-    "tiny": TINY, "testbed": dict(TINY, task="countdown_toy", num_iterations=4, gen_length=48,
-                                  diffusion_steps=24, rounds=40),
+    "tiny": TINY, "testbed": dict(TINY, task="countdown_toy", num_iterations=4, rounds=40),
     "8b": dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,
                epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
-               gen_length=256, block_length=32, diffusion_steps=128, temperature=0.9,
-               max_prompt_length=200, lora_r=128, lora_alpha=64.0, load_in_4bit=True, rounds=700),
+               temperature=0.9, max_prompt_length=200, lora_r=128, lora_alpha=64.0,
+               load_in_4bit=True, rounds=700),
     "justgrpo": justgrpo.PRESET, "spg": spg.PRESET, "espo": espo.PRESET,
 }
 
@@ -270,8 +269,8 @@ def policy_step(model, batches, j, seed, optimizer, params, obj, hp, amp, mask_i
 def parse_args(argv=None):
     """The flags, with a preset's values as defaults (a flag given wins); lab/ measures them too."""
     parser = argparse.ArgumentParser(description="diffu-GRPO (d1 stage 2)")
-    parser.add_argument("--preset", type=str, choices=sorted(PRESETS), help="the defaults: tiny "
-                        "(CPU toys), testbed (countdown_toy), 8b (d1's recipe: a real task)")
+    parser.add_argument("--preset", type=str, choices=sorted(PRESETS), help="the defaults, by the "
+                        "model's size: tiny / testbed (CPU-sized; countdown_toy), 8b (d1's)")
     parser.add_argument("--compile", action="store_true", help="torch.compile each block")
     parser.add_argument("--save-every", type=int, default=10, help="save every N rounds and last")
     # the algorithm (d1's values: docs/d1.md §4.3)
@@ -327,9 +326,11 @@ if __name__ == "__main__":
         examples = load_rl_data(args, tasks.TASKS)  # every task's prompts, shuffled (d1: seed 42)
         # the Sudoku split, and validation carved out (taskdata/splits.py)
         examples, val, split = protocol_split(args, examples, tasks.TASKS)
-        # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8)
-        check_model_and_out_dir(args, TOY_START if tasks.generated(args.task) else None,
-                                "diffu-GRPO starts from the SFT model: run `python sft.py` first")
+        # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8); the labels fit the canvas
+        labels = lambda tok: tasks.check_tokenizer(args.task, tok, examples + val, args.gen_length)
+        hint = "diffu-GRPO starts from the SFT model: run `python sft.py` first"
+        toy = TOY_START if tasks.generated(args.task) else None
+        check_model_and_out_dir(args, toy, hint, labels)
     # one log column per reward function, as d1
     comp_names = sorted({f.__name__ for ex in examples for f in tasks.get(ex["task"]).rewards})
 
@@ -341,8 +342,7 @@ if __name__ == "__main__":
     accum = args.prompts_per_step // args.groups_per_micro // world_size  # micro-batches a rank
 
     # model: the start model with LoRA adapters (the reference: adapters off), --resume's weights
-    check = lambda tok: tasks.check_tags(args.task, tok)
-    raw_model, tokenizer, ref_context, resumed = load_policy(args, run, check)  # ops/trainers.py
+    raw_model, tokenizer, ref_context, resumed = load_policy(args, run)  # ops/trainers.py
     # DDP: every rank holds the model, backward averages the trainable gradients over the ranks
     # (nanoGPT's); --fsdp shards weights, gradients and AdamW state instead (ops/ddp.py)
     model = wrap_for_training(raw_model, run, args.fsdp)

@@ -72,18 +72,18 @@ from ops.trainers import (add_training_flags, check_model_and_out_dir, load_poli
 from taskdata.data import load_sft_data
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
-# The defaults (a flag given on the command line overrides its preset value): the CPU toy's full
-# fine-tuning of the tiny model, and d1's SFT of LLaDA-8B-Instruct on s1K (docs/d1.md §5.3): LoRA
-# r 128 / alpha 256 on q, k, v, lr 1e-5, weight decay 0.1, max grad norm 1.0, 4096 tokens,
-# effective batch 8 (1 x 4 on 2 GPUs), 20 epochs, no warmup. Gradient checkpointing is ours: d1
-# fits 4096 tokens with DeepSpeed's CPU offload instead
+# The defaults, by the model's size (a flag given overrides): the CPU toy's full fine-tuning of the
+# tiny model, and d1's SFT of LLaDA-8B-Instruct on s1K (docs/d1.md §5.3): LoRA r 128 / alpha 256 on
+# q, k, v, lr 1e-5, weight decay 0.1, max grad norm 1.0, effective batch 8 (1 x 4 on 2 GPUs), 20
+# epochs, no warmup; --max-length is the task's (d1's 4096, taskdata/task.py). Gradient
+# checkpointing is ours: d1 fits 4096 tokens with DeepSpeed's CPU offload instead
 PRESETS = {
     "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3,
-                 weight_decay=0.0, grad_clip=1.0, max_length=63, batch_size=32, grad_accum=1,
+                 weight_decay=0.0, grad_clip=1.0, batch_size=32, grad_accum=1,
                  max_steps=400, epochs=0, warmup_steps=10, gradient_checkpointing=False,
                  cut_labels=False),
     "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5,
-               weight_decay=0.1, grad_clip=1.0, max_length=4096, batch_size=1, grad_accum=8,
+               weight_decay=0.1, grad_clip=1.0, batch_size=1, grad_accum=8,
                max_steps=0, epochs=20, warmup_steps=0, gradient_checkpointing=True,
                cut_labels=True),
 }
@@ -98,8 +98,8 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
     answer is the completion, <|eot_id|>, then EOS padding up to max_length (d1:
     padding="max_length"). A prompt or completion that does not fit is an error, unless `cut` (d1
     cuts s1K at 4096, docs/d1.md §5.1): a long trace then loses its end, possibly its <answer>
-    part. A completion that fills the canvas exactly (the Sudoku toy's 16 digits) leaves out only
-    the <|eot_id|>, which such a canvas never generates."""
+    part. A completion that fills max_length exactly (the Sudoku toy's 16 digits: 47 + 16 = 63)
+    leaves out only the <|eot_id|>, which its 16-token canvas never generates."""
     # The prompt region is the whole user turn plus the assistant header (add_generation_prompt).
     # d1 counts only the user turn + 1 token as prompt, so the rest of its header is "answer"
     # (docs/d1.md §5.1); the header is deterministic, so we spend no loss on it
@@ -107,12 +107,13 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
     completion = tokenizer(example["completion"], add_special_tokens=False)["input_ids"]
     room = max_length - len(prompt)
     if room <= 0 or (len(completion) > room and not cut):
-        what = "prompt" if room <= 0 else "completion"
         raise ValueError(
-            f"a {what} does not fit --max-length {max_length}: prompt {len(prompt)} + completion "
-            f"{len(completion)} + 1 end-of-turn tokens "
-            f"(completion {example['completion'][:40]!r}); "
-            f"raise --max-length{'' if room <= 0 else ', or --cut-labels (d1 cuts s1K at 4096)'}")
+            f"a {'prompt' if room <= 0 else 'completion'} does not fit --max-length {max_length}: "
+            f"prompt {len(prompt)} + completion {len(completion)} = "
+            f"{len(prompt) + len(completion)} tokens, + 1 with its end of turn (completion "
+            f"{example['completion'][:40]!r}); raise the task's sft_max_length (`python tasks.py "
+            f"--lengths` measures it) or --max-length"
+            f"{'' if room <= 0 else ', or --cut-labels (d1 cuts s1K at 4096)'}")
     # the answer closes the assistant turn with <|eot_id|>, as d1's
     # apply_chat_template([user, assistant]) renders it; the model has to learn to emit it
     answer = completion + [eot_id]
@@ -125,16 +126,18 @@ def encode_example(tokenizer, example, max_length, eot_id, eos_id, cut=False):
 
 
 def encode_all(model_dir, task, examples, max_length, cut, source):
-    """Every example encoded (encode_example) by `model_dir`'s tokenizer, before any weights load: a
-    label that does not fit names `source` (the --data file or the task) and its index."""
+    """Every example encoded (encode_example) by `model_dir`'s tokenizer, before any weights load:
+    the longest that does not fit names `source` (the --data file or the task) and its index, after
+    the task's checks (d1's tags, every label within its canvas, as grpo.py and eval.py check)."""
     write_default(model_dir)  # the tiny default, on first use
     tokenizer, config = load_tokenizer(model_dir), read_config(model_dir)[2]
-    tasks.check_tags(task, tokenizer)
+    tasks.check_tokenizer(task, tokenizer, examples)
     eot = special_ids(tokenizer, config).eot  # the end of turn: <|eot_id|>, Dream's <|im_end|>
-    encoded = []
-    for i, ex in enumerate(examples):
+    sizes = [p + c for p, c in tasks.label_lengths(tokenizer, examples)]  # the longest first: its
+    encoded, eos = [None] * len(examples), config.eos_token_id  # error names a length that fits all
+    for i in sorted(range(len(examples)), key=lambda i: -sizes[i]):
         try:
-            encoded.append(encode_example(tokenizer, ex, max_length, eot, config.eos_token_id, cut))
+            encoded[i] = encode_example(tokenizer, examples[i], max_length, eot, eos, cut)
         except ValueError as e:
             raise ValueError(f"{source}, example {i}: {e}") from None
     return encoded
@@ -191,15 +194,15 @@ def get_lr(step, max_steps, lr, warmup_steps):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="masked SFT for LLaDA (d1 stage 1)")
     parser.add_argument("--preset", type=str, choices=sorted(PRESETS),
-                        help="the defaults: tiny (the CPU toy) for the toy tasks, 8b (d1's SFT of "
-                        "LLaDA-8B) for a real task; any flag given overrides its value")
+                        help="the defaults, by the model's size: tiny (a CPU-sized model), 8b "
+                        "(d1's SFT of LLaDA-8B); any flag given overrides its value")
     # data
     parser.add_argument("--toy-unfilled", type=float, default=0.55,
                         help="toy: chance a label leaves a blank cell unfilled")
     parser.add_argument("--eval-fraction", type=float, default=0.01,
                         help="held-out share for eval loss (d1: 1%%)")
-    parser.add_argument("--max-length", type=int, help="prompt + answer, EOS-padded (d1: 4096; a "
-                        "toy's: its record in tasks.py)")
+    parser.add_argument("--max-length", type=int, help="prompt + answer + end of turn, EOS-padded "
+                        "(the task's sft_max_length; d1: 4096)")
     parser.add_argument("--cut-labels", action=argparse.BooleanOptionalAction,
                         help="cut a completion past --max-length (d1 cuts s1K at 4096); off: such "
                         "a label is an error")

@@ -1,9 +1,11 @@
 """
-The tasks: d1's exact prompt strings and the task registry. A task's record is all a script needs:
-how to read (a file or hub id, hub column names) or generate it, training and d1's eval prompts,
-rewards and their maximum, eval parser, canvas and generation lengths, SFT completion, held-out
-split, whether the tiny model needs d1's tags as single tokens. sft.py, grpo.py, eval.py and the
-tests read it; a new task is a record, its data functions and tests (README "Adding a task").
+The tasks: d1's exact prompt strings and the task registry, TASKS. A task's record (Task, in
+taskdata/task.py) is all a script needs: how to read (a file or hub id) or generate it, training
+and d1's eval prompts, rewards and their maximum, the eval parser with its version and the fields
+it reads, the canvas and SFT lengths (nowhere else), SFT completion, held-out split, whether the
+tiny model needs d1's tags as single tokens. sft.py, grpo.py, eval.py and the tests read it; a new
+task is its module (data functions and record), one line here, and its tests (README "Adding a
+task").
 
 Examples are plain dicts: `prompt` (the training user message, NOT yet chat-rendered: d1's RL
 prompt, docs/d1.md §7.1; s1K's SFT message, §5.1), `answer` (gold, as text), the task's own fields
@@ -12,20 +14,23 @@ builds d1's eval prompts (docs/d1.md §8.2: \\boxed{} format, "<reasoning>" pref
 only from modelio/tokenizer.prompt_ids(); docs/d1.md §2.4: the chat template trims the message (a
 system prompt's leading "\\n" goes), and d1's RL left cut to MAX_PROMPT_LENGTH tokens is max_length.
 
-Rendered RL and eval prompts of one example per task (tiny byte-level tokenizer by default):
+Rendered RL and eval prompts of one example per task (tiny byte-level tokenizer by default), and
+the lengths a task's labels need under a model's tokenizer (what its record's lengths must hold):
     python tasks.py [--model-dir /path/to/LLaDA-8B-Instruct] [--data-dir ../shared/data]
+    python tasks.py --lengths --task mcq --data out/mcq/train.jsonl [--model-dir DIR]
 """
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 import rewards as R
 from modelio.hub import resolve_model
 from modelio.tokenizer import D1_TAGS, load_tokenizer, make_tiny_tokenizer, prompt_ids
-from taskdata import code_data, countdown_toy, digitsum, parsers, pbe, puzzles, readers
+from taskdata import code_data, countdown_toy, digitsum, mcq, parsers, pbe, puzzles, readers
+from taskdata.task import (D1_SCORING_FIELDS, EVAL_PREFILL, Task, check_canvas, each,
+                           label_lengths, lengths_report, made_label, made_prompt, question,
+                           toy_split, with_system)
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy"
@@ -89,7 +94,6 @@ COUNTDOWN_EVAL_PROMPT = (
     "For example: \\boxed{a + b * c}Respond in the following format:\n<reasoning>\n"
     "Your reasoning here\n</reasoning>\n<answer>\n\\boxed{...}\n</answer>")
 COUNTDOWN_QUESTION = "Numbers: {nums}\nTarget: {target}"  # docs/d1.md §8.2, {nums} a list repr
-EVAL_PREFILL = "<reasoning>"  # opens the assistant turn (eval.py hard-codes add_reasoning=True)
 # Code (docs/coding.md §1.1: d1's later get_code_questions): SYSTEM_PROMPT, this (space before
 # "\n\n", as in d1's f-string), the question: KodCode's, or the benchmarks' (ours, d1's code eval
 # was not released, docs/coding.md §1.5), which taskdata/code_data.py writes as it reads the files.
@@ -101,15 +105,6 @@ MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README); d1's 257 = the sani
 
 # -----------------------------------------------------------------------------
 # The messages, one small function per format
-
-
-def with_system(system, question_of):
-    """A message that is `system` then the example's question: question_of(example) -> text."""
-    return lambda ex: system + question_of(ex)
-
-
-def question(ex):
-    return ex["question"]  # GSM8K question / MATH problem / code problem, verbatim
 
 
 def countdown_question(ex):
@@ -130,21 +125,9 @@ def s1k_completion(ex):
     return "<reasoning>" + ex["trace"] + "</reasoning>\n<answer>" + ex["answer"] + "</answer>"
 
 
-def each(score):
-    """A per-item eval parser as the registry's batched form: (generations, examples) -> [dict]."""
-    return lambda generations, examples: [score(g, ex) for g, ex in zip(generations, examples)]
-
-
 def code_items(read):
     """A code set's reader (taskdata/code_data.py) with the reference program as the gold answer."""
     return lambda path: [{**ex, "answer": ex["solution"]} for ex in read(path)]
-
-
-def toy_split(split_of, make):
-    """A toy's maker: split_of(seed=data_seed) -> (train, test) pools, make(pool, n, seed)."""
-    def generate(split, n, seed, data_seed=0, **_):
-        return make(split_of(seed=data_seed)[split == "test"], n, seed)
-    return generate
 
 
 def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
@@ -152,14 +135,6 @@ def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
     exs = puzzles.make_toy(puzzles.split_grids(seed=data_seed)[split == "test"], n, seed, *blanks)
     # partial labels (puzzles.partial_label): imitation leaves blanks open, diffu-GRPO fills them
     return [puzzles.partial_label(ex, unfilled, seed) for ex in exs] if unfilled else exs
-
-
-def made_prompt(ex):
-    return ex["prompt"]  # a generated toy's bare prompt, which its maker writes
-
-
-def made_label(ex):
-    return ex["completion"]  # a generated toy's SFT label, which its maker writes
 
 
 def d1_subset(examples):
@@ -172,109 +147,90 @@ def mbpp_test(examples):
             if MBPP_TEST_IDS[0] <= ex["task_id"] <= MBPP_TEST_IDS[1]]
 
 
+def toy_from_file(path):
+    return [puzzles.toy_example(ex["puzzle"], ex["solution"]) for ex in readers.read_sudoku(path)]
+
+
 # -----------------------------------------------------------------------------
 # The registry
 
 
-@dataclass(frozen=True)
-class Task:
-    """All the scripts know of one task; a field left at its default is d1's setting or "none"."""
-    name: str
-    prompt: Callable         # example -> the training user message (d1's RL prompt; s1K's SFT one)
-    load: Callable = None    # a file or hub id -> examples (hub column names); None: generated
-    make: Callable = None    # toys: (split "train" | "test", n, seed, data_seed, **kw) -> examples
-    rewards: tuple = ()      # summed, each with weight 1 (d1's TRL config); () = not an RL task
-    max_reward: float = 0.0  # the sum's maximum
-    score: Callable = None   # batched eval parser (generations, examples) -> [dict]; None = no eval
-    eval_system: str = None  # d1's eval system prompt; None = evaluated on the training prompt
-    eval_question: Callable = question  # example -> the question after it; d1's eval files store it
-    eval_prefill: str = EVAL_PREFILL  # follows the assistant header at eval ("" for the bare toys)
-    heldout: Callable = None  # a test file's examples -> the indices eval.py scores; None = all
-    cells: bool = False      # accuracy: blank-cell micro-average (d1's Sudoku), else solved share
-    canvas: int = 0          # rollout/eval completion canvas; 0 = d1's (256 RL, 128/256/512 eval)
-    block: int = 0           # the sampler's block; 0 = d1's 32
-    sft_max_length: int = 0  # SFT prompt + completion tokens; 0 = the preset's (d1: 4096)
-    sft_completion: Callable = None  # example -> the SFT target text; None = no SFT target
-    needs_tags: bool = False  # d1's 4 tags must be single tokens (tiny: modelio.checkpoint --tags)
-    preset: str = "8b"       # the trainers' preset: d1's recipe, or a CPU toy's
-    code: bool = False       # code benchmark: items carry reference programs (eval.py --canonical)
-    eval_batch: int = 0      # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
-
-    def with_prompt(self, ex):
-        """An example with its training prompt first (and SFT completion, if the task has one)."""
-        out = {"prompt": self.prompt(ex), **ex}
-        if self.sft_completion and "completion" not in ex:
-            out["completion"] = self.sft_completion(ex)
-        return out
-
-    def read_examples(self, path):
-        """The examples of the local file or hub dataset id `path`."""
-        if self.load is None:
-            raise ValueError(f"task {self.name!r} is generated, not read from a file "
-                             "(--data is not used)")
-        return [self.with_prompt(ex) for ex in self.load(path)]
-
-    def make_examples(self, split, n, seed, data_seed=0, **kw):
-        """n examples of this toy from one side ("train" | "test") of its --data-seed split."""
-        if self.make is None:
-            raise ValueError(f"task {self.name!r} is read from a file: give it --data")
-        return [self.with_prompt(ex) for ex in self.make(split, n, seed, data_seed, **kw)]
-
-
-# CODE: d1's KodCode list (docs/coding.md §1.2); BENCHMARK: RL-able too, eval message = the RL one
-CODE = dict(rewards=(R.xmlcount, R.coding_reward), max_reward=2.0)
-BENCHMARK = dict(CODE, score=parsers.score_code_batch, code=True)
-# the generated toys: bare prompts and answers, labels from their makers, the tiny model's preset
-TOY = dict(eval_prefill="", preset="tiny", eval_batch=100, sft_completion=made_label)
+# Every record names its fields (taskdata/task.py says each; one left out is d1's setting or
+# "none"). Records of ours that need none of d1's rewards live in their module: digitsum, mcq
+CODE_SYSTEM = SYSTEM_PROMPT + CODE_RL_INSTRUCTION  # the code tasks' system prompt and instruction
+D1_FIELDS = D1_SCORING_FIELDS  # what d1's parsers read, kept in each eval record for --rescore
 TASKS = {t.name: t for t in [
-    Task("gsm8k", with_system(SYSTEM_PROMPT + "\n\n", question), readers.read_gsm8k,
+    Task(name="gsm8k", prompt=with_system(SYSTEM_PROMPT + "\n\n", question),
+         load=readers.read_gsm8k,
          rewards=(R.xmlcount, R.soft_format, R.strict_format, R.int_answer, R.gsm8k_correctness),
-         max_reward=4.0, score=each(parsers.score_gsm8k), eval_system=GSM8K_EVAL_PROMPT),
+         max_reward=4.0, score=each(parsers.score_gsm8k), parser_version=parsers.PARSER_VERSION,
+         scoring_fields=D1_FIELDS, eval_system=GSM8K_EVAL_PROMPT),
     # MATH: the instruction carries its own "\n\n" on both sides
-    Task("math", with_system(SYSTEM_PROMPT + MATH_RL_INSTRUCTION, question), readers.read_math,
-         rewards=(R.math_correctness, R.math_format), max_reward=3.0,
-         score=each(parsers.score_math), eval_system=MATH_EVAL_PROMPT),
+    Task(name="math", prompt=with_system(SYSTEM_PROMPT + MATH_RL_INSTRUCTION, question),
+         load=readers.read_math, rewards=(R.math_correctness, R.math_format), max_reward=3.0,
+         score=each(parsers.score_math), parser_version=parsers.PARSER_VERSION,
+         scoring_fields=D1_FIELDS, eval_system=MATH_EVAL_PROMPT),
     # Countdown: only ONE "\n" after the system prompt, which the template carries
-    Task("countdown", with_system(SYSTEM_PROMPT, countdown_rl), readers.read_countdown,
-         rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown),
-         eval_system=COUNTDOWN_EVAL_PROMPT, eval_question=countdown_question, heldout=d1_subset),
+    Task(name="countdown", prompt=with_system(SYSTEM_PROMPT, countdown_rl),
+         load=readers.read_countdown, rewards=(R.countdown_reward,), max_reward=1.0,
+         score=each(parsers.score_countdown), parser_version=parsers.PARSER_VERSION,
+         scoring_fields=D1_FIELDS, eval_system=COUNTDOWN_EVAL_PROMPT,
+         eval_question=countdown_question, heldout=d1_subset),
     # Sudoku: its own system prompt for RL and eval alike (d1 has no Sudoku eval prompt)
-    Task("sudoku", with_system(SUDOKU_SYSTEM_PROMPT + "\n\n", sudoku_question), readers.read_sudoku,
-         rewards=(R.sudoku_reward,), max_reward=1.0, score=each(parsers.score_sudoku),
-         eval_system=SUDOKU_SYSTEM_PROMPT, eval_question=sudoku_question, heldout=d1_subset,
-         cells=True),
+    Task(name="sudoku", prompt=with_system(SUDOKU_SYSTEM_PROMPT + "\n\n", sudoku_question),
+         load=readers.read_sudoku, rewards=(R.sudoku_reward,), max_reward=1.0,
+         score=each(parsers.score_sudoku), parser_version=parsers.PARSER_VERSION,
+         scoring_fields=D1_FIELDS, eval_system=SUDOKU_SYSTEM_PROMPT,
+         eval_question=sudoku_question, heldout=d1_subset, cells=True),
     # s1K: SFT data only (no reward or eval parser): SFT system prompt, a blank line, the question
-    Task("s1k", with_system(SFT_SYSTEM_PROMPT + "\n\n", question), readers.read_s1k,
-         sft_completion=s1k_completion),
+    Task(name="s1k", prompt=with_system(SFT_SYSTEM_PROMPT + "\n\n", question),
+         load=readers.read_s1k, sft_completion=s1k_completion),
     # d1's code RL set (KodCode, scored by its pytest source) and the code benchmarks (scored by
-    # running program_prefix + code, then unit_tests); every program runs in sandbox/run.py
-    Task("code", with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question),
-         code_items(code_data.read_kodcode), **CODE),
-    *[Task(name, with_system(SYSTEM_PROMPT + CODE_RL_INSTRUCTION, question), code_items(read),
-           **BENCHMARK, heldout=mbpp_test if name == "mbpp" else None)
-      for name, read in [("humaneval", code_data.read_humaneval),
-                         ("humaneval_plus", code_data.read_humaneval),
-                         ("mbpp", code_data.read_mbpp), ("mbpp_plus", code_data.read_mbpp_plus),
-                         ("leetcode", code_data.read_leetcode)]],
+    # running program_prefix + code, then unit_tests: ours, d1's code eval was not released); every
+    # program runs in sandbox/run.py. The benchmarks are RL-able too; the eval message is the RL one
+    Task(name="code", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_kodcode), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0),
+    Task(name="humaneval", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_humaneval), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0, score=parsers.score_code_batch, parser_version="code-1",
+         scoring_fields=D1_FIELDS, code=True),
+    Task(name="humaneval_plus", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_humaneval), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0, score=parsers.score_code_batch, parser_version="code-1",
+         scoring_fields=D1_FIELDS, code=True),
+    Task(name="mbpp", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_mbpp), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0, score=parsers.score_code_batch, parser_version="code-1",
+         scoring_fields=D1_FIELDS, heldout=mbpp_test, code=True),
+    Task(name="mbpp_plus", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_mbpp_plus), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0, score=parsers.score_code_batch, parser_version="code-1",
+         scoring_fields=D1_FIELDS, code=True),
+    Task(name="leetcode", prompt=with_system(CODE_SYSTEM, question),
+         load=code_items(code_data.read_leetcode), rewards=(R.xmlcount, R.coding_reward),
+         max_reward=2.0, score=parsers.score_code_batch, parser_version="code-1",
+         scoring_fields=D1_FIELDS, code=True),
     # the CPU toys (ours): generated from their own train/test split, bare prompts the makers write
     # (Sudoku toy: "Sudoku: <puzzle>", completion the 16 digits); d1's Sudoku csv files load too
-    Task("toy", puzzles.toy_prompt, lambda path: [puzzles.toy_example(ex["puzzle"], ex["solution"])
-                                                  for ex in readers.read_sudoku(path)],
-         make=sudoku_toy, rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy),
-         canvas=16, block=16, sft_max_length=63, **TOY),
+    Task(name="toy", prompt=puzzles.toy_prompt, load=toy_from_file, make=sudoku_toy,
+         rewards=(R.toy_reward,), max_reward=1.0, score=each(parsers.score_toy),
+         parser_version="toy-1", scoring_fields=D1_FIELDS, eval_prefill="", canvas=16, block=16,
+         sft_max_length=63, sft_completion=made_label, eval_batch=100),
     # the code toy (taskdata/pbe.py): d1's coding reward alone, no bonus (a bare fence, no <answer>)
-    Task("pbe", made_prompt, make=toy_split(pbe.split_classes, pbe.make_pbe),
+    Task(name="pbe", prompt=made_prompt, make=toy_split(pbe.split_classes, pbe.make_pbe),
          rewards=(R.coding_reward,), max_reward=1.0, score=parsers.score_pbe_batch,
-         canvas=pbe.CANVAS, block=16, sft_max_length=128, **TOY),
+         parser_version="pbe-1", scoring_fields=D1_FIELDS, eval_prefill="", canvas=pbe.CANVAS,
+         block=16, sft_max_length=128, sft_completion=made_label, eval_batch=100),
     # the testbed (taskdata/countdown_toy.py), in d1's tags: d1's Countdown reward on its equation
-    Task("countdown_toy", made_prompt,
+    Task(name="countdown_toy", prompt=made_prompt,
          make=toy_split(countdown_toy.split_multisets, countdown_toy.make_problems),
          rewards=(R.countdown_reward,), max_reward=1.0, score=each(parsers.score_countdown_toy),
-         canvas=48, block=16, sft_max_length=96, needs_tags=True, **{**TOY, "preset": "testbed"}),
-    # README "Adding a task"'s worked example (taskdata/digitsum.py): digit sums, in d1's tags
-    Task("digitsum", made_prompt, make=toy_split(digitsum.split_numbers, digitsum.make_problems),
-         rewards=(digitsum.digitsum_reward,), max_reward=1.0, score=each(digitsum.score),
-         canvas=32, block=16, sft_max_length=64, needs_tags=True, **TOY),
+         parser_version="countdown_toy-1", scoring_fields=D1_FIELDS, eval_prefill="",
+         canvas=48, block=16, sft_max_length=96, sft_completion=made_label, needs_tags=True,
+         preset="testbed", eval_batch=100),
+    digitsum.TASK,  # README "Adding a task": a generated toy (taskdata/digitsum.py)
+    mcq.TASK,  # README "Adding a task": a task read from a file (taskdata/mcq.py)
 ]}
 
 
@@ -353,6 +309,16 @@ def check_tags(task, tokenizer):
                                  f"--model-dir DIR")
 
 
+def check_tokenizer(task, tokenizer, examples, canvas=0, flag="--gen-length"):
+    """The checks of a model's tokenizer before its weights load: d1's tags (check_tags), and every
+    label within `canvas` (grpo.py: --gen-length), else the record's own (sft.py); a task without
+    one is not checked (d1's s1K traces are longer than its RL canvas by design)."""
+    check_tags(task, tokenizer)
+    if canvas or get(task.split(",")[0]).canvas:
+        check_canvas(task, tokenizer, examples, canvas or get(task).canvas, flag if canvas else
+                     f"task {task}'s canvas")
+
+
 def eval_lengths(task):
     """eval.py's default generation lengths: the task's canvas, or d1's 128, 256 and 512."""
     return (get(task).canvas,) if get(task).canvas else D1_GEN_LENGTHS
@@ -411,17 +377,33 @@ def total_rewards(completions, examples):
 
 # -----------------------------------------------------------------------------
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description="print the rendered RL and eval prompts of every task")
+    parser = argparse.ArgumentParser(description="print the rendered RL and eval prompts of every "
+                                     "task, or (--lengths) what one task's lengths must hold")
     parser.add_argument("--model-dir", type=str, default=None,
                         help="tokenizer: a model directory or hub id (default: a fresh tiny one)")
     parser.add_argument("--data-dir", type=str,
                         default=str(Path(__file__).resolve().parent.parent / "shared" / "data"),
                         help="the shared data folder (../shared/data)")
+    parser.add_argument("--task", type=str, default="", help="one task (default: every task)")
+    parser.add_argument("--data", type=str, default="", help="--task's file or hub id (default: "
+                        "the shared data's, where there is one)")
+    parser.add_argument("--lengths", action="store_true", help="--task's longest label and prompt "
+                        "under the model's tokenizer and template: its canvas and sft_max_length")
     args = parser.parse_args()
     tok = (load_tokenizer(resolve_model(args.model_dir).path) if args.model_dir
            else make_tiny_tokenizer())  # byte-level, with LLaDA's chat template: the real rendering
     data = Path(args.data_dir)
+    if args.lengths:  # every training and held-out label of a toy, every record of a file
+        t = get(args.task)
+        exs = t.make_examples("train", 2000, 0) + [ex for _, ex in heldout(args.task)] if t.make \
+            else load_task(args.task, args.data)
+        try:  # a tokenizer that splits d1's tags: the record is not for it
+            check_tags(args.task, tok)
+        except ValueError as e:
+            raise SystemExit(f"tasks.py: {e}") from None
+        report, ok = lengths_report(t, tok, exs, args.model_dir or "the tiny model")
+        print(report)
+        raise SystemExit(0 if ok else 1)  # 1: a record's length is too short for its labels
     # a file's first item, else hand-written: d1's Countdown example, a 6-blank grid, two questions
     files = {"gsm8k": "gsm8k/test.jsonl", "math": "math500/test.jsonl",
              "sudoku": "d1_sudoku/4x4_test_sudoku.csv",
@@ -433,15 +415,17 @@ if __name__ == "__main__":
         "countdown": {"nums": [2, 3, 4], "target": 5, "answer": "5"},
         "sudoku": {"puzzle": "1030301221404020", "solution": "1234341221434321",
                    "answer": "1234341221434321"}}
-    for task, t in TASKS.items():
+    for task, t in TASKS.items() if not args.task else [(args.task, get(args.task))]:
         if t.make:  # the toys generate theirs
             ex = t.make_examples("test", 1, seed=0)[0]
-        elif task in files and (data / files[task]).is_file():
-            ex = load_task(task, data / files[task])[0]
+        elif args.data or task in files and (data / files[task]).is_file():
+            ex = load_task(task, args.data or data / files[task])[0]
         elif task in stand_ins:
             ex = with_prompt(task, stand_ins[task])
-        else:
-            continue  # s1K, KodCode and the other code sets: no file here and no stand-in
+        else:  # s1K, KodCode, the other code sets, a task of ours read from a file
+            print(f"===== {task}: read from a file, none here: python tasks.py --task {task} "
+                  f"--data FILE\n")
+            continue
         # RL: the user message, uncut (the header says what d1's left cut keeps); eval: + prefill
         rl = prompt_ids(tok, ex["prompt"])
         ev = prompt_ids(tok, eval_message(task, ex), prefill=eval_prefill(task))

@@ -62,7 +62,7 @@ from modelio.hub import resolve_model
 from logprob import mask_generator, one_step_logprobs
 from model import TINY_CONFIG, TINY_IDS, LLaDA, LLaDAConfig, compile_blocks
 from ops.ddp import autocast_bf16, default_dtype
-from lab.cost import analytic_passes, scoring_cost
+from lab.cost import analytic_passes, round_flags, scoring_cost
 from lab.memplan import run_memory_plan
 from lab.sandbox_cost import format_sandbox_cost, sandbox_cost
 from lab.samplers import analytic_columns, compare_samplers, format_sampler_table, sync
@@ -392,7 +392,7 @@ def main(argv=None):
                    "a G = 6 group with 10 tests each, one by one vs batched")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     args, rest = p.parse_known_args(argv)
-    gargs = grpo.parse_args(["--groups-per-micro", "1", *rest])  # later flags win: an explicit one overrides
+    gargs = grpo.parse_args(round_flags(rest))  # later flags win: an explicit one overrides
     device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = default_dtype(gargs.dtype, device.split(":")[0])  # grpo.py's default: bf16 on GPU, fp32 on CPU
     B, P = gargs.groups_per_micro * gargs.num_generations, args.prompt_len or default_prompt_len(gargs)

@@ -61,8 +61,9 @@ STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--
 
 def key(*parts):
     """8 hex digits naming a recipe: equal flags give the same directory, different flags another one.
-    The flags are hashed as token lists, so spacing and quoting do not matter."""
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8]
+    The flags are hashed as token lists, so spacing and quoting do not matter; a preset's value that follows
+    the canvas (methods/common.one_token_a_step) by its name."""
+    return hashlib.sha256(json.dumps(parts, default=lambda f: f.__name__).encode()).hexdigest()[:8]
 
 
 def sft_alone(grpo_flags):

@@ -1,6 +1,7 @@
 """
 lab/cost.py: the analytic cost of one diffu-GRPO round, from grpo.py's flags: the model calls of each
-phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost). lab/bench.py
+phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost); the flags
+of a measured round (round_flags: d1's GSM8K shape under a GPU preset with no --task). lab/bench.py
 counts the real calls and reports them beside these; lab/preflight.py projects hours from a measured
 round. Counted in model calls; each call is ONE batched forward over all b completions of a micro-batch:
 
@@ -16,10 +17,13 @@ An objective of methods/ may score with more calls (calls: JustGRPO's chunks, th
 and more rows per sequence (rows: the coupled and ELBO estimators 2, SPG m, ESPO 2M, JustGRPO N).
 
     from lab.cost import analytic_passes
-    analytic_passes(grpo.parse_args(["--preset", "8b"]))   # {'rollout_fwd': 128, 'old_fwd': 12, ...}
+    analytic_passes(grpo.parse_args(["--preset", "8b", "--task", "gsm8k"]))   # {'rollout_fwd': 128, ...}
 """
+import argparse
+
 import grpo
 from methods.estimators import ESTIMATOR_ROWS
+from ops.trainers import CPU_PRESETS
 
 
 def scoring_cost(args):
@@ -48,3 +52,15 @@ def round_cost(args, rows):
     scorings = (calls["old_fwd"] + calls["ref_fwd"] + calls["policy_fwd"]) / scoring_calls
     return {"fwd_rows": rows * (calls["rollout_fwd"] + scoring_rows * scorings),
             "bwd_rows": rows * scoring_rows * calls["policy_bwd"] / scoring_calls}
+
+
+def round_flags(rest):
+    """grpo.py's flags of the round to measure: one group a micro-batch unless given, and under a GPU
+    recipe (--preset 8b, ...) without --task d1's GSM8K (its 256-token canvas, the shape of every 8B
+    figure in docs/performance.md): a task's lengths are its own, and the default toy's are 16 tokens."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset")
+    pre.add_argument("--task")
+    known = pre.parse_known_args(rest)[0]
+    gsm8k = known.task is None and known.preset not in (None, *CPU_PRESETS)
+    return ["--groups-per-micro", "1", *(["--task", "gsm8k"] if gsm8k else []), *rest]

@@ -33,6 +33,7 @@ from modelio.adapters import quantize_blocks
 from modelio.tokenizer import load_tokenizer
 from ops.ddp import default_dtype
 from lab.bench import bench, default_prompt_len, device_label, preset_model
+from lab.cost import round_flags
 from taskdata.data import group_prompts, load_rl_data
 from lab.samplers import SAMPLERS
 
@@ -92,7 +93,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="rounds per mode; times are medians")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     args, rest = p.parse_known_args(argv)
-    gargs = grpo.parse_args(["--groups-per-micro", "1", *rest])  # as bench.py: one group unless given
+    gargs = grpo.parse_args(round_flags(rest))  # as bench.py: one group unless given, d1's GSM8K
     device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, source = preset_model(gargs, device, default_dtype(gargs.dtype, device.split(":")[0]), args.model_dir)
     if model is None:

@@ -12,6 +12,12 @@ from typing import Callable
 import torch
 
 
+def one_token_a_step(gen_length):
+    """A preset's --diffusion-steps that follows the task's canvas: one token unmasked per step
+    (JustGRPO's left-to-right sampler, ESPO's 256 steps for 256 tokens); ops/trainers.py resolves it."""
+    return gen_length
+
+
 @dataclass(frozen=True)
 class Objective:
     """An RL objective for grpo.py's step 5, and what it asks of the round before it.

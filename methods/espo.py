@@ -32,16 +32,16 @@ import torch
 
 from logprob import token_logprobs
 from methods.estimators import random_subsets, stratified_counts
-from methods.common import Objective, clipped_surrogate, k2
+from methods.common import one_token_a_step, Objective, clipped_surrogate, k2
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
 # G 6 x 16 prompts, μ 8, M 2, ε 0.2, β 1e-3 (MATH 1e-3, Countdown 3e-3 with ε 0, Sudoku 1e-2), constant lr 3e-6,
-# gen 256 / block 32 / 256 steps at temperature 1, prompts up to 400 tokens (d1: 200). Not 4-bit. Their step count
+# gen 256 / block 32 / 256 steps (one token a step) at temperature 1, prompts up to 400 tokens (d1: 200). Not 4-bit. Their step count
 # is not published: d1's 700 rounds. Not matched: their LoRA on all seven linears (train.yaml; d1's four here, as
 # for every objective: --lora-targets)
 PRESET = dict(objective="espo", num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=8,
-              epsilon=0.2, beta=1e-3, p_mask=0.0, lr=3e-6, weight_decay=0.01, grad_clip=0.2, gen_length=256,
-              block_length=32, diffusion_steps=256, temperature=1.0, max_prompt_length=400, lora_r=128,
+              epsilon=0.2, beta=1e-3, p_mask=0.0, lr=3e-6, weight_decay=0.01, grad_clip=0.2,
+              diffusion_steps=one_token_a_step, temperature=1.0, max_prompt_length=400, lora_r=128,
               lora_alpha=64.0, load_in_4bit=False, rounds=700, espo_draws=2)
 
 

@@ -43,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 from logprob import token_logprobs
-from methods.common import Objective, clipped_surrogate
+from methods.common import one_token_a_step, Objective, clipped_surrogate
 
 # LeapLabTHU/JustGRPO's run (train.py: TrainConfig), for LLaDA-8B-Instruct on GSM8K / MATH-500 / code:
 # 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6, AdamW (0.9, 0.999), max grad
@@ -51,7 +51,7 @@ from methods.common import Objective, clipped_surrogate
 # reward is ±1; nano-d1 keeps d1's prompts and rewards
 PRESET = dict(objective="justgrpo", num_generations=16, prompts_per_step=64, groups_per_micro=1, num_iterations=1,
               epsilon=0.2, beta=0.0, scale_std=True, p_mask=0.0, lr=5e-6, weight_decay=0.0, grad_clip=1.0,
-              gen_length=256, block_length=1, diffusion_steps=256, temperature=1.0, max_prompt_length=200,
+              block_length=1, diffusion_steps=one_token_a_step, temperature=1.0, max_prompt_length=200,
               lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=125, adam_beta2=0.999)
 
 

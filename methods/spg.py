@@ -40,8 +40,8 @@ from methods.common import Objective
 # μ 4, no KL, lr 3e-6, gen 256 / block 32 / 128 steps at T 0.9 (Sudoku 0.3 and β 1.0), m 2, β 1.5, ω 0.5. Their step
 # count is not published (checkpoints swept to 6000 steps): d1's 700 rounds
 PRESET = dict(objective="spg", num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=4,
-              epsilon=0.5, beta=0.0, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2, gen_length=256,
-              block_length=32, diffusion_steps=128, temperature=0.9, max_prompt_length=200, lora_r=128,
+              epsilon=0.5, beta=0.0, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
+              temperature=0.9, max_prompt_length=200, lora_r=128,
               lora_alpha=64.0, load_in_4bit=True, rounds=700, spg_draws=2, spg_beta=1.5, spg_omega=0.5)
 
 

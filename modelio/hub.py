@@ -62,6 +62,25 @@ def resolve_model(spec, cache_dir=None, revision=None):
     return _from_hub(spec, m["repo"], m["revision"] or revision, cache_dir)
 
 
+def config_dir(spec):
+    """The directory holding --model-dir's config.json without downloading anything: a local
+    directory (a checkpoint or a hub cache's folder), or a hub id's cached snapshot; None where there
+    is none yet (the scripts' checks then say what is wrong). For decisions made before the model
+    loads, such as the trainers' preset by the model's size."""
+    path = Path(spec).expanduser()
+    try:
+        if path.is_dir():
+            return resolve_model(spec).path
+        m = HUB_ID.match(str(spec))
+        if m is None:
+            return None
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(m["repo"], "config.json", revision=m["revision"])
+        return str(Path(found).parent) if isinstance(found, str) else None
+    except (ValueError, OSError):  # a cache root, an unreadable folder: said by the checks later
+        return None
+
+
 def _local(spec, path):
     """A local directory: a checkpoint (perhaps a snapshot of a hub cache), a cache repo folder, or a cache root."""
     if (path / "config.json").is_file():

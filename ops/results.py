@@ -37,7 +37,7 @@ import time
 from collections import Counter
 
 from modelio.provenance import fingerprint
-from ops.checks import require
+from ops.checks import InputError, require
 from ops.stop import EXIT_STOPPED
 from sandbox import contain
 from taskdata import parsers
@@ -48,8 +48,6 @@ from taskdata.records import records_sha256
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
 D1_TASKS = parsers.D1_RELEASED_TASK_NAMES  # d1's file-name task -> ours
 MANIFEST = "manifest.json"
-# the example fields the eval parsers read: they travel with every record, so --rescore needs no data file
-SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix", "unit_tests")
 
 
 def accuracy(records, cells=False):
@@ -70,7 +68,12 @@ def score_batch(registry, task, generations, examples):
     t = registry[task]
     require(t.score is not None, f"task {task!r} has no eval parser; evaluable: "
                                  f"{', '.join(n for n, r in registry.items() if r.score)}")
-    return t.score(generations, examples)
+    try:
+        return t.score(generations, examples)
+    except KeyError as e:  # a record keeps only the task's scoring_fields (taskdata/task.py)
+        raise InputError(f"task {task}'s eval parser reads the example's field {e}, which its records "
+                         f"do not keep: add it to the record's scoring_fields (None keeps the whole "
+                         f"example) and evaluate again") from None
 
 
 def sha256_file(path):
@@ -409,7 +412,7 @@ def canonical(task, items, full, data_identity, out_dir, registry):
     t0 = time.time()
     # written unscored: load_results below scores them, exactly as --rescore scores a saved run
     recs = [{"id": i, "prompt": ex["prompt"], "generation": reference_generation(ex),
-             "example": {k: ex[k] for k in SCORING_FIELDS if k in ex}} for i, ex in items]
+             "example": registry[task].scoring_example(ex)} for i, ex in items]
     out = os.path.join(out_dir, f"{task}_canonical")
     os.makedirs(out, exist_ok=True)
     # the reference solutions are fixed, so an earlier canonical run here is simply replaced: rank file first,
@@ -418,7 +421,8 @@ def canonical(task, items, full, data_identity, out_dir, registry):
     write_manifest(out, {"task": task, "data_file": data_identity[0], "data_sha256": data_identity[1],
                          "full": full, "items": len(items), "item_ids": [i for i, _ in items],
                          "gen_length": "canonical", "model_dir": None, "world_size": 1,
-                         "parser_version": parsers.PARSER_VERSION, "sandbox": contain.mode(), "complete": True})
+                         "parser_version": registry[task].parser_version, "sandbox": contain.mode(),
+                         "complete": True})
     (recs,) = load_results([out], registry).values()  # parsed and run from the files: what --rescore reports
     failed = [r["id"] for r in recs if not r["correct"]]
     task_ids = dict(items)

@@ -1,9 +1,9 @@
 """
 The plumbing that sft.py and grpo.py share, each piece behind one call, so that the two trainers
 read as their algorithm: the flags both take beside their hyper-parameters (data, model set-up,
-saves, resume, system), the preset a task chooses, the up-front checks of a run, the start model
-with its LoRA adapters and its reference, the bookkeeping of --resume, and the stop of a stalled
-run. Not a script; nothing here knows which of the two trainers calls it, nor imports them: the
+saves, resume, system), the preset by the model's size with the task's lengths, the up-front checks
+of a run, the start model with its LoRA adapters and its reference, the bookkeeping of --resume, and
+the stop of a stalled run. Not a script; nothing here knows which of the two trainers calls it, nor imports them: the
 task registry (tasks.TASKS) comes in as an argument.
 """
 import argparse
@@ -11,11 +11,15 @@ import os
 import sys
 from contextlib import nullcontext
 
+import torch
+
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
 from modelio.families import read_config
+from modelio.hub import config_dir
 from modelio.provenance import start_record
-from model import BLOCK_LINEARS, compile_blocks
+from modelio.tokenizer import load_tokenizer
+from model import BLOCK_LINEARS, LLaDA, compile_blocks
 from ops import lock
 from ops.checks import ShowDefaults, check_model, upfront
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model
@@ -93,53 +97,107 @@ def add_training_flags(parser, registry, start_model, out_dir, published):
                    "rank before this one stops with a message")
 
 
-def task_defaults(task, presets, registry):
-    """(preset name, {flag: value}) that --task's records of `registry` choose (tasks.py): their common
-    preset (a toy's where this script has it, else "tiny"; d1's "8b" for real tasks or a mix of presets)
-    and, for tasks that share their own canvas, the canvas and block of the rollouts (steps: two tokens
-    each, as d1) and the SFT length."""
+# a model below this many parameters is CPU-sized (the tiny 0.9M LLaDA, lab's testbeds): its preset is its
+# task's CPU one; above, d1's recipe for LLaDA-8B. Presets say how big the model and the run are; the task
+# says its lengths (taskdata/task.py)
+CPU_SIZED = 10**9
+CPU_PRESETS = ("tiny", "testbed")  # the presets made for 2 CPU cores; the others are a GPU paper's recipe
+
+
+def model_params(spec):
+    """The parameter count that --model-dir's config.json describes (the model built on the meta device:
+    no memory, no weights read), or None where there is no config to read yet."""
+    path = config_dir(spec) if spec else None
+    try:
+        config = read_config(path)[2] if path else None
+    except (ValueError, OSError):  # a broken config.json: the checks say so, in one line, later
+        return None
+    if config is None:
+        return None
+    with torch.device("meta"):
+        return LLaDA(config).num_params()
+
+
+def task_defaults(task, params, presets, registry, gen_length=None):
+    """(preset name, {flag: value}) for --task (records of `registry`, tasks.TASKS) on a model of `params`
+    parameters (None: not known yet). The preset: by the model's size where it is known (CPU-sized: the
+    task's CPU preset; else d1's "8b"), else by the task (a generated toy: its CPU preset; a real task: "8b").
+    The lengths are the task's, on any preset (taskdata/task.Task.rl_lengths, sft_length); tasks of several
+    canvases (d1's unified model, mixed toys) share the longest; a `gen_length` given by hand brings the
+    block and steps that go with it."""
     records = [registry.get(name) for name in task.split(",")]
-    if None in records or len({r.preset for r in records}) > 1:
+    if None in records:
         return "8b", {}  # an unknown task is refused later, in the script's checks
-    t = records[0]
-    name = t.preset if t.preset in presets else "tiny" if t.make else "8b"
-    if len({(r.canvas, r.block, r.sft_max_length) for r in records}) > 1:
-        return name, {}  # mixed toys of different canvases: the preset's, unless given
-    lengths = dict(gen_length=t.canvas, block_length=t.block, diffusion_steps=t.canvas // 2) if t.canvas else {}
-    return name, {**lengths, **({"max_length": t.sft_max_length} if t.sft_max_length else {})}
+    cpu = records[0].preset if len({r.preset for r in records}) == 1 else "tiny"
+    cpu = cpu if cpu in presets else "tiny"
+    toys = all(r.make for r in records)
+    name = (cpu if toys else "8b") if params is None else cpu if params < CPU_SIZED else "8b"
+    t = max(records, key=lambda r: r.rl_lengths()[0])
+    gen, block, steps = t.rl_lengths(gen_length)
+    return name, dict(gen_length=gen, block_length=block, diffusion_steps=steps, max_length=t.sft_length())
+
+
+def preset_note(given, name, by_task, params, spec):
+    """One line, or "": a preset `given` against the model's size (d1's 8B recipe on the tiny model ran
+    4-minute steps, and nothing said so), or a preset the size chose where the task alone (`by_task`)
+    would have chosen another."""
+    if params is None:
+        return ""
+    size = f"--model-dir {spec or '(the default)'} has {params / 1e6:,.1f}M parameters"
+    if given and name not in CPU_PRESETS and params < CPU_SIZED:
+        return f"note: --preset {name} is a recipe for a model of billions of parameters; {size}: --preset tiny"
+    if given and name in CPU_PRESETS and params >= CPU_SIZED:
+        return f"note: --preset {name} is the CPU toy's recipe; {size}: --preset 8b is d1's"
+    return "" if given or name == by_task else f"preset {name}: {size} (--preset 8b is d1's recipe for LLaDA-8B)"
 
 
 def parse_with_preset(parser, presets, registry, argv=None):
-    """Parse the flags with a preset's values as their defaults: --preset as given, else --task's
-    (task_defaults: the toys' preset for a toy task and d1's recipe for a real one), so that a flag
-    dropped from a job script falls back to d1's value, never to the CPU toy's; then a toy's own
-    canvas and SFT length. --help shows every default and what each preset sets a flag to."""
-    pre = argparse.ArgumentParser(add_help=False)  # reads --preset and --task alone, before the full parse
+    """Parse the flags with a preset's values as their defaults: --preset as given, else by the model's size
+    and --task (task_defaults), so that a flag dropped from a job script falls back to d1's value on an 8B
+    model, never to the CPU toy's; the task's lengths under any preset (a preset that sets one, such as
+    JustGRPO's one-token blocks, wins). --help shows every default and what each preset sets a flag to."""
+    pre = argparse.ArgumentParser(add_help=False)  # reads --preset, --task and --model-dir before the full parse
     pre.add_argument("--preset", choices=sorted(presets))
-    pre.add_argument("--task", default=parser.get_default("task"))
+    pre.add_argument("--task")
+    pre.add_argument("--model-dir", default="")
+    pre.add_argument("--gen-length", type=int)
     known = pre.parse_known_args(argv)[0]
-    own, lengths = task_defaults(known.task, presets, registry)
+    # no --task: a preset's own (the testbed's countdown_toy), else the script's default
+    known.task = known.task or presets.get(known.preset, {}).get("task") or parser.get_default("task")
+    params = model_params(known.model_dir)
+    own, lengths = task_defaults(known.task, params, presets, registry, known.gen_length)
     name = known.preset or own
-    # the task's lengths go with its own preset (another preset given by hand brings its own)
     dests = {a.dest for a in parser._actions}
-    lengths = {k: v for k, v in lengths.items() if k in dests and name == own}
-    parser.set_defaults(preset=name, **{**presets[name], **lengths})
+    lengths = {k: v for k, v in lengths.items() if k in dests and k not in presets[name]}
+    # a preset's value may follow the canvas: JustGRPO's and ESPO's one token a step, steps = gen_length
+    gen = known.gen_length or lengths.get("gen_length", 0)
+    parser.set_defaults(preset=name, **{k: v(gen) if callable(v) else v for k, v in presets[name].items()},
+                        **lengths)
     for action in parser._actions:  # "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)"
-        values = {p: v[action.dest] for p, v in presets.items() if action.dest in v}
-        if values and action.help:
+        values = {p: "--gen-length" if callable(v[action.dest]) else v[action.dest]
+                  for p, v in presets.items() if action.dest in v}
+        if action.help and (values or action.dest in lengths):
             here = f" from --task {known.task}" if action.dest in lengths else \
                 f" from --preset {name}" if name in values else ""
             others = ", ".join(f"{p}: {v}" for p, v in values.items() if p != name)
             action.help += f" (default: %(default)s{here}{'; ' + others if others else ''})"
     parser.formatter_class = ShowDefaults
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    by_task = task_defaults(known.task, None, presets, registry)[0]
+    note = preset_note(bool(known.preset), name, by_task, params, known.model_dir)
+    if note and int(os.environ.get("RANK", 0)) == 0:  # once under torchrun, before anything loads
+        print(note, flush=True)
+    return args
 
 
-def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
+def check_model_and_out_dir(args, toy_default=None, missing_hint="", check_tokenizer=None):
     """The last up-front checks of a run: the start model (resolved, ops/checks.check_model; a
-    resume keeps the hub commit its run started from) and its headers (no weights loaded), and
-    what --out-dir already holds (another run is refused unless --resume or --force)."""
+    resume keeps the hub commit its run started from) and its headers (no weights loaded), the task's
+    own check of its tokenizer (check_tokenizer(tokenizer): tasks.check_tokenizer), and what --out-dir
+    already holds (another run is refused unless --resume or --force)."""
     check_model(args, toy_default, missing_hint, recorded_revision(args))
+    if check_tokenizer is not None:
+        check_tokenizer(load_tokenizer(args.model_dir))
     # one run per out-dir: rank 0 holds its lock from here to the end (ops/lock.py), before anything in it
     # is read, deleted (--force) or written; a refusal in checks.upfront gives it back (the out-dir as it was)
     if int(os.environ.get("RANK", 0)) == 0:
@@ -148,21 +206,18 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint=""):
     check_run_dir(args)  # last: --force deletes
 
 
-def load_policy(args, run, check_tokenizer=None):
+def load_policy(args, run):
     """The start model with its LoRA adapters (if any), not yet wrapped for DDP / FSDP, and --resume's
     weights put back. -> (model, tokenizer, ref_context, saved): inside ref_context the model IS the
     reference policy (adapters switched off; for full fine-tuning a do-nothing context, see
     load_reference); saved: {"from": save directory, "state": trainer state} of --resume (both None on a
-    fresh run), which start_run takes.
-    check_tokenizer(tokenizer): the task's own check (tasks.check_tags), as bad input."""
+    fresh run), which start_run takes."""
     # first: from here on a cluster's stop signal is noted, not fatal (the loop saves, exits 75; ops/stop.py)
     run.stop = Stopper(args.max_hours, args.out_dir, run.master)
     # --load-in-4bit (d1's RL): NF4 base with double quantization, bf16 compute (docs/d1.md §4.3). Still bad
     # input: a NaN or inf weight shows only as the weights are read (checkpoint._check_finite), before any write
     with upfront():
         model, tokenizer = load(args.model_dir, device=run.device, dtype=run.dtype, load_in_4bit=args.load_in_4bit)
-        if check_tokenizer is not None:
-            check_tokenizer(tokenizer)
     ref_context = nullcontext
     if args.lora_r > 0:
         add_lora(model, r=args.lora_r, alpha=args.lora_alpha, dropout=args.lora_dropout,

@@ -11,8 +11,9 @@ The model reads a number and writes its digits' sum, reasoning first, in d1's fo
                 15
                 </answer>
 
-Held out by number: a test number never occurs in training. Its record in tasks.py names the maker,
-the reward and the parser below; everything else (prompts, lengths, splits, scripts) reads the record.
+Held out by number: a test number never occurs in training. Its record (TASK, at the end, registered
+by one line of tasks.py) names the maker, the reward and the parser below; everything else (prompts,
+lengths, splits, scripts) reads the record.
 
     from taskdata import digitsum
     train, test = digitsum.split_numbers(seed=0)
@@ -21,6 +22,7 @@ the reward and the parser below; everything else (prompts, lengths, splits, scri
 import random
 
 from taskdata.answers import last_tag_content
+from taskdata.task import Task, each, made_label, made_prompt, toy_split
 
 NUMBERS = range(10, 10_000)  # 2 to 4 digits: sums up to 36
 HELD_OUT = 0.2               # share of the numbers kept for evaluation
@@ -58,3 +60,11 @@ def score(generation, example):
     """The eval parser: the reward's reading, as the other toys are scored."""
     correct = digitsum_reward(generation, example) == 1.0
     return {"pred": last_tag_content(generation), "correct": correct, "score": float(correct)}
+
+
+# lengths from `python tasks.py --lengths --task digitsum --model-dir out/ds/init` (d1's tags as single
+# tokens): the longest label 21 + its end of turn fits canvas 32; prompt + label 59 + 1 fits 64
+TASK = Task(name="digitsum", prompt=made_prompt, make=toy_split(split_numbers, make_problems),
+            rewards=(digitsum_reward,), max_reward=1.0, score=each(score), parser_version="digitsum-1",
+            scoring_fields=("answer",), eval_prefill="", canvas=32, block=16, sft_max_length=64,
+            sft_completion=made_label, needs_tags=True, eval_batch=100)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import grpo
-from lab.cost import analytic_passes, round_cost
+from lab.cost import analytic_passes, round_cost, round_flags
 from model import LLaDA, LLaDAConfig
 from lab.bench import bench, main
 from lab.rollouts import bench_rollouts, format_rollout_table
@@ -21,8 +21,8 @@ def micro_model():
 
 
 def passes(*flags):
-    """lab/cost.analytic_passes of the round these grpo.py flags describe."""
-    return analytic_passes(grpo.parse_args(list(flags)))
+    """lab/cost.analytic_passes of the round these grpo.py flags describe, on GSM8K (d1's 256-token canvas)."""
+    return analytic_passes(grpo.parse_args(["--task", "gsm8k", *flags]))
 
 
 def test_analytic_passes_table():
@@ -233,8 +233,12 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
     a = grpo.parse_args(["--preset", "8b"])
     assert (a.num_iterations, a.num_generations, a.max_prompt_length, a.lora_r, a.load_in_4bit) == \
         (12, 6, 200, 128, True)
-    b = grpo.parse_args(["--preset", "8b", "--num-iterations", "8", "--no-load-in-4bit"])
+    b = grpo.parse_args(["--preset", "8b", "--task", "gsm8k", "--num-iterations", "8", "--no-load-in-4bit"])
     assert (b.num_iterations, b.load_in_4bit, b.gen_length) == (8, False, 256)
+    # the measured round: d1's GSM8K under a GPU preset with no --task (the toy's canvas is 16 tokens)
+    assert grpo.parse_args(round_flags(["--preset", "8b"])).gen_length == 256
+    assert grpo.parse_args(round_flags(["--preset", "8b", "--task", "toy"])).gen_length == 16
+    assert grpo.parse_args(round_flags([])).task == "toy"
 
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):

@@ -137,8 +137,8 @@ def test_grpo_round_on_a_code_mixture_logs_both_reward_lists(tmp_path):
     out = tmp_path / "grpo"
     run([sys.executable, str(REPO / "grpo.py"), "--task", "code,pbe", "--data", str(data), "--model-dir",
          str(model_dir), "--out-dir", str(out), "--num-examples", "4", "--prompts-per-step", "4",
-         "--groups-per-micro", "2", "--num-generations", "2", "--num-iterations", "1", "--gen-length", "16",
-         "--diffusion-steps", "4", "--rounds", "1", "--preset", "tiny"], REPO)  # a real task's default is 8b
+         "--groups-per-micro", "2", "--num-generations", "2", "--num-iterations", "1", "--gen-length", "48",
+         "--block-length", "16", "--diffusion-steps", "3", "--rounds", "1", "--preset", "tiny"], REPO)  # pbe's canvas
     (m,) = read_metrics(str(out))
     assert {"r/coding_reward", "r/xmlcount"} <= set(m) and 0.0 <= m["r/coding_reward"] <= 1.5
     # the code rewards' isolation, decided before the model loaded, in train_args.json and on the metrics line

@@ -40,14 +40,16 @@ def test_labels_earn_the_reward_and_other_answers_do_not():
 
 
 def readme_section():
+    """README "Adding a task"'s first worked example (the second, a task read from a file, is
+    tests/test_mcq.py's)."""
     text = (REPO / "README.md").read_text()
-    return text[text.index("## Adding a task"):text.index("## The paper's recipe")]
+    return text[text.index("## Adding a task"):text.index("**A task read from a file")]
 
 
 def test_the_readme_prints_the_record_as_it_is():
     record = re.search(r"```python\n(.*?)```", readme_section(), re.S).group(1)
     lines = [line.strip() for line in record.strip().splitlines()]
-    source = [line.strip() for line in (REPO / "tasks.py").read_text().splitlines()]
+    source = [line.strip() for line in (REPO / "taskdata" / "digitsum.py").read_text().splitlines()]
     start = source.index(lines[0])
     assert source[start:start + len(lines)] == lines
 
@@ -57,11 +59,11 @@ SMALL = {"modelio.checkpoint": ["--d-model", "64", "--n-layers", "1"],
          "sft.py": ["--max-steps", "4", "--num-examples", "32", "--batch-size", "8", "--eval-every", "4"],
          "grpo.py": ["--rounds", "1", "--prompts-per-step", "2", "--groups-per-micro", "2", "--num-iterations", "1",
                      "--num-examples", "8"],
-         "eval.py": ["--toy-items", "8"]}
+         "eval.py": ["--toy-items", "8"], "tasks.py": []}
 
 
 def test_the_readme_commands_run_from_the_tiny_model_to_the_table(tmp_path):
-    commands = re.search(r"```bash\n(.*?)```", readme_section(), re.S).group(1)
+    commands = re.findall(r"```bash\n(.*?)```", readme_section(), re.S)[0]
     for line in commands.strip().splitlines():
         argv = shlex.split(line.split("#")[0].replace("out/ds", str(tmp_path)))
         assert argv[0] == "python"

@@ -263,14 +263,14 @@ def test_sft_then_grpo_then_eval_run_on_dream(tiny_dream, tmp_path):
 
 
 SMALL_ROUND = ["--rounds", "1", "--num-examples", "4", "--prompts-per-step", "2", "--groups-per-micro", "2",
-               "--num-generations", "2", "--num-iterations", "1", "--gen-length", "8", "--block-length", "8",
-               "--diffusion-steps", "4"]
+               "--num-generations", "2", "--num-iterations", "1", "--gen-length", "16", "--block-length", "16",
+               "--diffusion-steps", "4"]  # the toy's canvas: its 16-digit labels fit no shorter one
 
 
 @pytest.mark.parametrize("objective", ["wd1", "justgrpo", "spg", "espo", "trajectory"])
 def test_every_objective_runs_a_round_on_dream(tiny_dream, tmp_path, objective):
     from conftest import REPO, run
-    extra = {"justgrpo": ["--block-length", "1", "--diffusion-steps", "8"],
+    extra = {"justgrpo": ["--block-length", "1", "--diffusion-steps", "16"],
              "trajectory": ["--trajectory-segments", "2"]}.get(objective, [])
     run([sys.executable, "grpo.py", "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "rl"),
          *SMALL_ROUND, "--objective", objective, *extra], REPO)

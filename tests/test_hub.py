@@ -31,7 +31,7 @@ COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
 SMALL = dict(d_model=32, n_heads=4, n_kv_heads=4, n_layers=1, mlp_hidden_size=64)
 # a grpo.py round in a few seconds on the tiny model: 2 micro-batches of one group, μ 2
 ROUND = ["--preset", "tiny", "--num-examples", "8", "--prompts-per-step", "2", "--groups-per-micro", "1",
-         "--num-generations", "2", "--num-iterations", "2", "--gen-length", "8", "--block-length", "8",
+         "--num-generations", "2", "--num-iterations", "2", "--gen-length", "16", "--block-length", "16",
          "--diffusion-steps", "2", "--rounds", "1", "--max-prompt-length", "32"]
 
 
@@ -194,7 +194,7 @@ def test_help_says_what_each_preset_sets():
     assert "(default: 0.0001 from --preset tiny; testbed: 0.0001, 8b: 3e-06, justgrpo: 5e-06, " in tiny["--lr"]
     assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001, justgrpo: 5e-06, " in d1["--lr"]  # a real task: 8b
     sft = option_blocks(script(["sft.py", "--task", "s1k", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
-    assert "(default: 4096 from --preset 8b; tiny: 63)" in sft["--max-length"]
+    assert "(default: 4096 from --task s1k)" in sft["--max-length"]  # a length is the task's, not a preset's
 
 
 def test_a_real_task_defaults_to_d1s_recipe_and_the_toys_to_theirs():
@@ -203,7 +203,7 @@ def test_a_real_task_defaults_to_d1s_recipe_and_the_toys_to_theirs():
     assert grpo.parse_args(["--task", "pbe"]).preset == "tiny"
     assert grpo.parse_args(["--task", "countdown_toy"]).preset == "testbed"
     args = grpo.parse_args(["--task", "gsm8k", "--preset", "tiny", "--lr", "0.5"])  # given flags win
-    assert (args.preset, args.lr, args.gen_length) == ("tiny", 0.5, grpo.PRESETS["tiny"]["gen_length"])
+    assert (args.preset, args.lr, args.gen_length) == ("tiny", 0.5, 256)  # the task's canvas, under any preset
     d1 = grpo.parse_args(["--task", "gsm8k"])
     assert {k: getattr(d1, k) for k in grpo.PRESETS["8b"]} == grpo.PRESETS["8b"]
 

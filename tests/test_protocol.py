@@ -45,7 +45,9 @@ def test_sudoku_split_by_solution_through_grpo(tmp_path):
     model, out = tmp_path / "tiny", tmp_path / "run"
     write_digit_model(model)
     test_csv = os.path.relpath(tmp_path / "test.csv", REPO)  # as a user types it, relative to the checkout
-    flags = ("--preset", "tiny", "--task", "sudoku", "--data", str(tmp_path / "train.csv"), "--sudoku-split",
+    # d1's Sudoku canvas is 256 tokens under any preset: a 16-token one, said, for the tiny model's seconds
+    flags = ("--preset", "tiny", "--task", "sudoku", "--gen-length", "16", "--block-length", "16",
+             "--data", str(tmp_path / "train.csv"), "--sudoku-split",
              "solution", "--sudoku-test", test_csv, "--model-dir", str(model), "--out-dir", str(out),
              "--num-generations", "2", "--val-size", "2", "--eval-every", "1")
     stdout = run(grpo(*flags, "--rounds", "1"), REPO)

@@ -71,7 +71,7 @@ def test_encode_example_layout(tmp_path):
     long = {"prompt": "hi", "completion": "1234567890"}
     # too long: one line naming the lengths, never a silent cut; with cut=True (d1's s1K) the answer is cut
     with pytest.raises(ValueError, match=rf"completion does not fit --max-length {plen + 4}: prompt {plen} \+ "
-                                         r"completion 10 \+ 1 end-of-turn"):
+                                         rf"completion 10 = {plen + 10} tokens, \+ 1 with its end of turn"):
         encode_example(tok, long, plen + 4, eot, eos)
     cut, _, left_out = encode_example(tok, long, plen + 4, eot, eos, cut=True)
     assert cut[plen:] == [ord(c) for c in "1234"] and left_out == "cut"  # never the prompt

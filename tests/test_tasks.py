@@ -11,6 +11,8 @@ cannot be copied into its own test. Data tests skip when ../shared/data is absen
 tested in tests/test_puzzles.py.
 """
 import json
+import subprocess
+import sys
 from fractions import Fraction
 
 from functools import partial
@@ -19,7 +21,8 @@ import numpy as np
 import pytest
 
 import tasks
-from conftest import RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
+from taskdata import parsers
+from conftest import REPO, RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
 from taskdata.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
 from modelio.tokenizer import prompt_ids
 from taskdata.readers import read_countdown
@@ -38,6 +41,7 @@ from tasks import (
 load_gsm8k, load_math, load_countdown, load_sudoku, load_s1k = (
     partial(load_task, name) for name in ("gsm8k", "math", "countdown", "sudoku", "s1k"))
 CODE_TASKS = ("code", *tasks.names("code"))  # KodCode and the benchmarks: d1's code prompt
+D1_PARSED = ("gsm8k", "math", "countdown", "sudoku")  # d1's released eval parsers (docs/d1.md §8.3)
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
 
@@ -412,6 +416,11 @@ def test_every_record_is_whole():
         assert bool(t.rewards) == (t.max_reward > 0) and t.preset in grpo.PRESETS, name
         # a task that has an eval parser has a held-out split: a generated test side, or a test file
         assert not t.canvas or (t.block and t.canvas % t.block == 0), name
+        # each parser has its version; d1's version only on d1's parsers (ours say their own)
+        assert bool(t.parser_version) == bool(t.score), name
+        assert (t.parser_version == parsers.PARSER_VERSION) == (name in D1_PARSED), name
+    with pytest.raises(ValueError, match="task 'x' has an eval parser: give its parser_version"):
+        tasks.Task(name="x", prompt=str, score=str)
     # every generated toy trains and evaluates; every evaluable task is also an RL task
     assert set(tasks.names("make")) <= set(tasks.names("score")) <= set(tasks.names("rewards"))
     with pytest.raises(ValueError, match="unknown task 'gsm9k'; expected one of gsm8k, math"):
@@ -432,6 +441,12 @@ def test_generated_labels_fit_their_lengths_and_earn_the_maximum():
         # the label earns the task's maximum reward and is correct by its eval parser
         assert [r for r, _ in tasks.total_rewards([ex["completion"] for ex in exs], exs)] == [t.max_reward] * 40
         assert all(s["correct"] for s in tasks.score_eval_batch(name, [ex["completion"] for ex in exs], exs))
+        # --rescore: a record keeps scoring_example(ex), and the parser scores it as it did live,
+        # right and wrong answers alike (each item given its neighbour's label)
+        gens = [ex["completion"] for ex in exs[1:9]] + [exs[0]["completion"]]
+        live = tasks.score_eval_batch(name, gens, exs[:9])
+        assert tasks.score_eval_batch(name, gens, [t.scoring_example(ex) for ex in exs[:9]]) == live, name
+        assert not all(s["correct"] for s in live), name
         # eval's held-out items come from the other side of the split, disjoint from training's
         test = {ex["prompt"] for _, ex in tasks.heldout(name, n=40)}
         assert not test & {ex["prompt"] for ex in tasks.make_examples(name, "train", 400, seed=2)}, name
@@ -446,18 +461,100 @@ def test_toy_curve_sets_follow_the_task():
         assert all(ex["prompt"] == tasks.get(name).prompt(ex) for _, ex in sets["train_acc"])
 
 
-def test_the_scripts_take_their_defaults_from_the_record():
+def test_the_scripts_take_their_lengths_from_the_record_under_any_preset():
     import grpo
-    import sft  # noqa: F401 (its flags, through ops/trainers.parse_with_preset)
+    import sft
     from ops.trainers import task_defaults
+    sft_length = lambda name, params=None: task_defaults(name, params, sft.PRESETS, tasks.TASKS)[1]["max_length"]
     for name in tasks.names("make"):
         t, args = tasks.get(name), grpo.parse_args(["--task", name])
         assert (args.preset, args.gen_length, args.block_length, args.diffusion_steps) == (
             t.preset, t.canvas, t.block, t.canvas // 2), name
-        assert task_defaults(name, sft.PRESETS, tasks.TASKS) == ("tiny", {"gen_length": t.canvas, "block_length": t.block,
-                                                           "diffusion_steps": t.canvas // 2,
-                                                           "max_length": t.sft_max_length})
-    # d1's recipe for a real task; a flag given by hand wins; toys of different canvases keep the preset's
-    assert grpo.parse_args(["--task", "gsm8k"]).gen_length == 256
+        assert sft_length(name) == t.sft_max_length, name
+        # another preset brings its run, never its lengths (a record's canvas 64 became 16 before)
+        for preset in ("8b", "tiny"):
+            args = grpo.parse_args(["--task", name, "--preset", preset])
+            assert (args.preset, args.gen_length) == (preset, t.canvas), (name, preset)
+    args = grpo.parse_args(["--task", "mcq", "--preset", "tiny"])
+    assert (args.gen_length, args.block_length, args.diffusion_steps) == (64, 16, 32)
+    # d1's lengths for a task without its own; a flag given by hand wins; a preset that sets a
+    # schedule keeps it (JustGRPO's one-token blocks); toys of two canvases share the longer one
+    assert grpo.parse_args(["--task", "gsm8k"]).gen_length == 256 and sft_length("s1k") == 4096
     assert grpo.parse_args(["--task", "pbe", "--gen-length", "32"]).gen_length == 32
-    assert grpo.parse_args(["--task", "toy,digitsum"]).gen_length == grpo.PRESETS["tiny"]["gen_length"]
+    args = grpo.parse_args(["--task", "gsm8k", "--preset", "justgrpo"])
+    assert (args.gen_length, args.block_length, args.diffusion_steps) == (256, 1, 256)
+    args = grpo.parse_args(["--task", "toy,digitsum"])
+    assert (args.gen_length, args.block_length, args.diffusion_steps) == (32, 16, 16)
+
+
+def big_config(path):
+    """A directory holding only config.json, of LLaDA-8B's shape: its size is read from the config."""
+    from modelio.checkpoint import make_tiny
+    make_tiny(path)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(d_model=4096, n_heads=32, n_kv_heads=32, n_layers=32, mlp_hidden_size=12288, vocab_size=126464,
+               embedding_size=126464)
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+def test_the_preset_follows_the_models_size_and_a_mismatch_is_one_line(tmp_path, capsys):
+    import grpo
+    from modelio.checkpoint import make_tiny
+    from ops.trainers import model_params
+    tiny, big = tmp_path / "tiny", big_config(tmp_path / "big")
+    make_tiny(tiny)
+    assert model_params(str(tiny)) == 920_192 and model_params(str(big)) == 8_015_581_184  # docs/model.md
+    assert model_params(str(tmp_path / "none")) is None and model_params("") is None
+    # make run's own case: a toy on the tiny model, said nothing
+    capsys.readouterr()
+    assert grpo.parse_args(["--model-dir", str(tiny)]).preset == "tiny" and not capsys.readouterr().out
+    # a real task on the tiny model runs the tiny recipe, and says why (its task alone chose "8b")
+    args = grpo.parse_args(["--task", "gsm8k", "--model-dir", str(tiny)])
+    assert (args.preset, args.lora_r, args.gen_length) == ("tiny", 0, 256)
+    assert capsys.readouterr().out == (f"preset tiny: --model-dir {tiny} has 0.9M parameters (--preset 8b "
+                                       "is d1's recipe for LLaDA-8B)\n")
+    # an 8B model runs d1's recipe, a toy task's lengths still its own
+    args = grpo.parse_args(["--task", "toy", "--model-dir", str(big)])
+    assert (args.preset, args.lora_r, args.load_in_4bit, args.gen_length) == ("8b", 128, True, 16)
+    assert "preset 8b:" in capsys.readouterr().out
+    # d1's 8B recipe named on the tiny model is said in one line before anything loads
+    args = grpo.parse_args(["--task", "mcq", "--model-dir", str(tiny), "--preset", "8b"])
+    assert args.preset == "8b" and capsys.readouterr().out == (
+        f"note: --preset 8b is a recipe for a model of billions of parameters; --model-dir {tiny} has "
+        "0.9M parameters: --preset tiny\n")
+    grpo.parse_args(["--task", "toy", "--model-dir", str(big), "--preset", "tiny"])
+    assert "note: --preset tiny is the CPU toy's recipe" in capsys.readouterr().out
+
+
+def test_a_canvas_shorter_than_the_labels_is_refused_in_sft_grpo_and_eval(tmp_path):
+    from modelio.checkpoint import make_tiny
+    from modelio.tokenizer import make_tiny_tokenizer
+    from sft import encode_all
+    from taskdata import mcq
+    items = [dict(question="What is 9 + 9?", labels=list("AB"), texts=["18", "3"], answer="A", answer_text="18"),
+             dict(question="What is 1 + 1?", labels=list("AB"), texts=["7", "2"], answer="B", answer_text="2")]
+    tok, exs = make_tiny_tokenizer(), [tasks.with_prompt("mcq", ex) for ex in items]
+    lengths = tasks.label_lengths(tok, exs)
+    # the label by hand: "<reasoning>\n" 12 bytes, the text, "\n</reasoning>\n<answer>\n" 23, the label, "\n</answer>" 10
+    assert [c for _, c in lengths] == [12 + 2 + 23 + 1 + 10, 12 + 1 + 23 + 1 + 10]
+    tasks.check_canvas("mcq", tok, exs, 48, "--gen-length")  # exactly the longest: its end of turn left out
+    with pytest.raises(ValueError, match=r"--gen-length 47 is shorter than task mcq's longest label, 48 tokens "
+                                         r"\('<reasoning>\\n18"):
+        tasks.check_tokenizer("mcq", tok, exs, 47)
+    with pytest.raises(ValueError, match=r"--gen-lengths 32 is shorter"):
+        tasks.check_canvas("mcq", tok, exs, 32, "--gen-lengths")
+    # SFT: the longest example is named, with the one length that fits every label
+    make_tiny(tmp_path / "m")
+    total = max(p + c for p, c in lengths)
+    with pytest.raises(ValueError, match=rf"f.jsonl, example 0: a completion does not fit --max-length 100: "
+                                         rf"prompt \d+ \+ completion 48 = {total} tokens, \+ 1 with its end of turn"):
+        encode_all(str(tmp_path / "m"), "mcq", exs, 100, False, "f.jsonl")
+    # grpo.py: one line, exit 2, before the weights load
+    data = tmp_path / "mc.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in mcq.sample_records(20, 0)))
+    out = subprocess.run([sys.executable, "grpo.py", "--task", "mcq", "--data", str(data), "--model-dir",
+                          str(tmp_path / "m"), "--gen-length", "32", "--out-dir", str(tmp_path / "g")],
+                         cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2 and "--gen-length 32 is shorter than task mcq's longest label" in out.stderr
+    assert not (tmp_path / "g").exists()
