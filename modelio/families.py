@@ -227,6 +227,10 @@ class Family:
     tokens: dict              # role (mask, eos, eot, bos) -> the token string; ids come from the tokenizer
     tiny: dict                # the tiny model's architecture fields beyond model.TINY_CONFIG (checkpoint.make_tiny)
     tiny_extras: dict         # its config.json keys beyond the fields (a bos_token_id is set from its tokenizer)
+    # its own code hides left pads from attention in generation and eval, and never trains the pad row
+    # (Dream: a key-padding mask and nn.Embedding's padding_idx); False: pads are attended and trained
+    # as any token (LLaDA, as d1: no attention mask anywhere). See pad_mask and ops/trainers.freeze_pad_row
+    hide_pads: bool = False
 
 
 # The tiny LLaDA's config.json looks like LLaDA-8B's own, without its auto_map: the tiny model has no remote
@@ -238,7 +242,7 @@ LLADA = Family("llada", "llada", _llada_config_in, LLaDAConfig.to_dict, _llada_k
 # Qwen2's tokens; Dream's template adds no BOS, and its config's bos_token_id is <|endoftext|>'s
 DREAM = Family("dream", DREAM_MODEL_TYPE, _dream_config_in, _dream_config_out, _dream_key_out, _dream_key_in,
                tokens=dict(mask="<|mask|>", eos="<|endoftext|>", eot="<|im_end|>", bos="<|endoftext|>"),
-               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS)
+               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS, hide_pads=True)
 FAMILIES = {f.model_type: f for f in (LLADA, DREAM)}  # by config.json's model_type
 FAMILY_NAMES = {f.name: f for f in (LLADA, DREAM)}    # by our name (--family)
 
@@ -256,6 +260,22 @@ def family_of(raw):
 def family_of_config(config):
     """The family of a loaded LLaDAConfig (its carried model_type)."""
     return family_of(config.extra)
+
+
+def hides_pads(model):
+    """Whether `model`'s family hides its pads (Family.hide_pads): Dream yes, LLaDA no. A DDP wrapper is
+    looked through."""
+    return family_of_config(getattr(model, "module", model).config).hide_pads
+
+
+def pad_mask(model, real):
+    """The attention mask a forward of `model` gets for left-padded prompts whose tokens are marked by
+    `real` (B, P), 1 on a row's tokens and 0 on its left pads (taskdata/data.real_tokens): `real` itself,
+    on the model's device, where the family hides pads (Dream's generate and eval pass a key-padding mask),
+    else None, so the forward is exactly the unmasked one (LLaDA: d1 attends its EOS pads, docs/d1.md §1)."""
+    if not hides_pads(model):
+        return None
+    return real.to(next(model.parameters()).device)  # (B, P)
 
 
 # Dream-v0-Instruct-7B's config.json values (the shapes of arXiv 2508.15487, Qwen2.5-7B's): the random-weight
