@@ -231,6 +231,8 @@ class Family:
     # (Dream: a key-padding mask and nn.Embedding's padding_idx); False: pads are attended and trained
     # as any token (LLaDA, as d1: no attention mask anywhere). See pad_mask and ops/trainers.freeze_pad_row
     hide_pads: bool = False
+    # one line a save prints where it copied the base's remote code: which transformers versions run it
+    remote_code_note: str = ""
 
 
 # The tiny LLaDA's config.json looks like LLaDA-8B's own, without its auto_map: the tiny model has no remote
@@ -239,10 +241,17 @@ class Family:
 LLADA = Family("llada", "llada", _llada_config_in, LLaDAConfig.to_dict, _llada_key_out, _llada_key_in,
                tokens=dict(mask="<|mdm_mask|>", eos="<|endoftext|>", eot="<|eot_id|>", bos="<|startoftext|>"),
                tiny={}, tiny_extras={"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False})
+# Dream's remote code (modeling_dream.py, generation_utils.py; its README pins transformers 4.46.2) imports on
+# transformers 4.x. On 5.x it does not import unchanged, and once it does its rotary tables stay uninitialised
+# until reset_rope_parameters() is called (the issue's run, #50; not rerun here: the code is not in this repo).
+# A save names this in one line rather than patching the copied code (docs/model.md, "A save and transformers")
+DREAM_REMOTE_CODE = ("note: this Dream save carries Dream's remote code byte for byte; AutoModel with "
+                     "trust_remote_code loads it on transformers 4.x (Dream pins 4.46.2), not on 5.x unpatched "
+                     "(docs/model.md, 'A save and transformers'); nano-d1 and transformers' Qwen2 classes read it on both")
 # Qwen2's tokens; Dream's template adds no BOS, and its config's bos_token_id is <|endoftext|>'s
 DREAM = Family("dream", DREAM_MODEL_TYPE, _dream_config_in, _dream_config_out, _dream_key_out, _dream_key_in,
                tokens=dict(mask="<|mask|>", eos="<|endoftext|>", eot="<|im_end|>", bos="<|endoftext|>"),
-               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS, hide_pads=True)
+               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS, hide_pads=True, remote_code_note=DREAM_REMOTE_CODE)
 FAMILIES = {f.model_type: f for f in (LLADA, DREAM)}  # by config.json's model_type
 FAMILY_NAMES = {f.name: f for f in (LLADA, DREAM)}    # by our name (--family)
 
