@@ -4,7 +4,8 @@ The model families nano-d1 runs, each as the files on disk say it: LLaDA and Dre
 model.py has one transformer with LLaDA's field and module names. A family is how one published
 checkpoint maps onto it: which config.json keys mean which field, which values it fixes, how the
 checkpoint's tensor keys are named, and which token strings are its mask, EOS, end of turn and BOS.
-Everything else (the sampler, the estimators, SFT, every objective) never asks which family it runs.
+Everything else (the sampler, the estimators, SFT, every objective) never asks which family it runs, but for
+one question its callers put to it: are the pads hidden (Family.hide_pads: pad_mask, ops/trainers.freeze_pad_row).
 
     LLaDA   GSAI-ML/LLaDA-8B-Instruct, LLaDA-8B-Base, LLaDA-1.5: config.json is LLaDAConfig's own fields
             (model_type "llada"), keys "model." + ours; docs/llada.md.
