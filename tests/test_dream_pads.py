@@ -169,11 +169,13 @@ def test_the_pad_row_stays_through_adamw_steps_with_weight_decay_for_dream_only(
     assert torch.equal(w[pad], before[pad]) == (family == "dream")
 
 
-def test_sft_with_weight_decay_keeps_dreams_pad_row(tmp_path):
-    from conftest import REPO, run
+@pytest.mark.parametrize("fsdp", [False, True])  # FSDP2: two processes, the row on the second one's shard
+def test_sft_with_weight_decay_keeps_dreams_pad_row(tmp_path, fsdp):
+    from conftest import REPO, run, torchrun
     from safetensors.torch import load_file
     base = make_tiny(tmp_path / "dream", family="dream")
-    out = run([sys.executable, "sft.py", "--model-dir", str(base), "--out-dir", str(tmp_path / "sft"), "--max-steps",
+    launch = [*torchrun(2), "sft.py", "--fsdp", "--grad-accum", "2"] if fsdp else [sys.executable, "sft.py"]
+    out = run([*launch, "--model-dir", str(base), "--out-dir", str(tmp_path / "sft"), "--max-steps",
                "2", "--batch-size", "4", "--num-examples", "16", "--max-length", "128", "--weight-decay", "0.1",
                "--lr", "1e-2", "--lora-r", "0"], REPO)
     assert "frozen, as Dream's padding_idx" in out
