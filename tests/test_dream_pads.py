@@ -26,7 +26,7 @@ from modelio.checkpoint import from_pretrained, make_tiny
 from modelio.families import hides_pads, pad_mask
 from ops.trainers import freeze_pad_row
 from sample import generate
-from taskdata.data import group_prompts, pad_left, real_tokens
+from taskdata.data import pad_left, real_tokens
 
 
 @pytest.fixture(scope="module")
