@@ -41,6 +41,7 @@ import torch
 import tasks
 from methods import sampling
 from modelio.checkpoint import TINY_DIR, load
+from modelio.families import pad_mask
 from modelio.provenance import start_record
 from modelio.tokenizer import prompt_ids
 from ops import lock
@@ -56,7 +57,7 @@ from ops.stats import compare, mean_and_spread, summarize
 from ops.stop import Stopper
 from ops.validation import ValCurve
 from sample import REMASKING_STRATEGIES, check_schedule, generate
-from taskdata.data import toy_blanks
+from taskdata.data import pad_left, real_tokens, toy_blanks
 from taskdata.records import data_record
 from taskdata.splits import recorded_split
 
@@ -99,9 +100,10 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
               remasking="low_confidence", batch_size=8, seed=0, show_progress=False, cache=None,
               threshold=None, skip=0, on_batch=None):
     """Generate and score `items` [(id, example)] -> list of per-item records. Batches of
-    left-padded prompts with EOS as the pad (attended, as in d1: results depend slightly on the
-    batch composition, which the manifest records). cache / threshold: the approximate Fast-dLLM
-    options, and Dream's remasking orders (methods/sampling.py; None = the exact sampler, d1's).
+    left-padded prompts with EOS as the pad (LLaDA attends them, as in d1: results depend slightly
+    on the batch composition, which the manifest records; Dream hides them, as its own eval).
+    cache / threshold: the approximate Fast-dLLM options, and Dream's remasking orders
+    (methods/sampling.py; None = the exact sampler, d1's).
     skip: the first `skip` items are done already (a resume; a multiple of batch_size), so the
     later batches keep their items and their generators. show_progress: draw a bar (rank 0).
     on_batch(records): called after each batch (eval.py appends it to disk)."""
@@ -118,16 +120,17 @@ def run_items(model, tokenizer, task, items, gen_length, block_length, steps, te
         batch = items[i:i + batch_size]
         rows = [eval_prompt_ids(tokenizer, task, ex) for _, ex in batch]
         P = max(len(r) for r in rows)
-        # left-padded, and the pads are attended (no attention mask, as d1), so an item's result can
-        # depend on which other prompts share its batch; batch_size goes into the manifest
-        prompt = torch.tensor([[eos] * (P - len(r)) + r for r in rows], device=device)  # (b, P)
+        # left-padded. LLaDA attends the pads (no attention mask, as d1), so an item's result can
+        # depend on which other prompts share its batch (batch_size goes into the manifest); Dream
+        # hides them as keys from every query, as its generate does (modelio/families.pad_mask)
+        prompt, pads = pad_left(rows, eos).to(device), pad_mask(model, real_tokens(rows))  # (b, P)
         # one generator per batch, keyed by seed and position: reproducible at temperature > 0.
         # On the model's device: CPU-drawn (b, block, V) Gumbel noise would dominate a GPU run
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
         # d1 (docs/d1.md §8.1): block 32, steps = N / 2, τ = 0, low_confidence, cfg 0. Deviation:
         # d1's eval used fp16 autocast (docs/d1.md §2.2); we keep the weights' dtype (bf16 on GPU)
         kw = dict(gen_length=gen_length, block_length=block_length, steps=steps,
-                  temperature=temperature, remasking=remasking, generator=g)
+                  temperature=temperature, remasking=remasking, generator=g, attention_mask=pads)
         out = (sampling.generate(model, prompt, **kw, cache=cache, threshold=threshold) if field
                else generate(model, prompt, **kw))  # (b, P + gen_length)
         # decoded with special tokens kept, as d1 stores them (its parsers cope with them); the

@@ -41,6 +41,7 @@ from eval import validation_curve
 from logprob import mask_generator, mask_seeds, one_step_logprobs, rollout_generator
 from methods import espo, estimators, justgrpo, sampling, spg, trajectory, wd1
 from methods.common import Objective
+from modelio.families import pad_mask
 from ops.best import Best
 from ops.checks import check_grpo_args, upfront
 from ops.ddp import (clip_grad_norm, finish, init_training, reseed, set_grad_sync, step_if_finite,
@@ -141,8 +142,8 @@ def d1_loss(logp, b, j, hp):  # micro-batch b at inner step j
                      hp.beta)
 
 
-def one_step(model, b, generator, hp, mask_id):  # d1's likelihood of micro-batch b, (b, N)
-    return one_step_logprobs(model, b.prompt, b.completion, mask_id, hp.p_mask, generator)
+def one_step(model, b, rng, hp, mask_id):  # d1's likelihood of micro-batch b, (b, N); pads: Dream's
+    return one_step_logprobs(model, b.prompt, b.completion, mask_id, hp.p_mask, rng, b.pad_mask)
 
 
 D1 = Objective(d1_loss, logprobs=one_step)
@@ -185,7 +186,7 @@ def round_setup(args):
 @dataclass
 class MicroBatch:
     """groups_per_micro prompt groups of G completions each: the unit of every pass. The rollout
-    (step 1) fills the first seven fields; the others are filled by steps 2-4 of the round."""
+    (step 1) fills the first seven fields and pad_mask; steps 2-4 of the round fill the others."""
     index: int                # global micro-batch index of the round: keys its noise and masks
     examples: list            # (b,) the task examples, each G times, b = groups_per_micro * G
     prompt: torch.Tensor      # (b, P) left-padded prompt ids
@@ -197,6 +198,7 @@ class MicroBatch:
     adv: torch.Tensor = None      # (b,) group-relative advantages (step 3)
     old: list = field(default_factory=list)  # μ x (b, N) log-probs under θ_old, per seed (step 4)
     ref: list = field(default_factory=list)  # μ x (b, N) under θ_ref; empty when β = 0 (step 4)
+    pad_mask: torch.Tensor = None  # (b, P) 0 on the left pads Dream hides; None: LLaDA attends them
 
 
 # -----------------------------------------------------------------------------
@@ -204,13 +206,13 @@ class MicroBatch:
 # does lab/bench.py, so the benchmark times (and its pass-count test checks) the trainer itself.
 
 
-def rollout(model, prompt, generator, amp, hp, sampler=None):
-    """Step 1: a completion per prompt row, (b, P) -> ((b, N), the sampler's record), by d1's exact
-    sampler or `sampler`. Eval mode: no LoRA dropout (d1 leaves it on): θ_old is what sampled."""
+def rollout(model, prompt, generator, amp, hp, sampler=None, attention_mask=None):
+    """Step 1: a completion per prompt row, (b, P) -> ((b, N), the sampler's record), d1's sampler
+    or `sampler`, pads hidden where attention_mask says. Eval mode: θ_old is what sampled."""
     model.eval()
     # d1's rollout sampler: low-confidence remasking, no CFG (docs/d1.md §2.3); one call per step
     kw = dict(gen_length=hp.gen_length, block_length=hp.block_length, steps=hp.steps,
-              temperature=hp.temperature, generator=generator)
+              temperature=hp.temperature, generator=generator, attention_mask=attention_mask)
     rec = {"model_calls": hp.steps}  # a method's sampler records its own calls (and its trace)
     with amp():  # no grad inside either sampler; (b, P + N)
         out = sampler(model, prompt, stats=rec, **kw) if sampler else generate(model, prompt, **kw)
@@ -328,9 +330,8 @@ if __name__ == "__main__":
         examples, val, split = protocol_split(args, examples, tasks.TASKS)
         # d1-LLaDA's RL starts from the MERGED SFT model (d1 issue #8); the labels fit the canvas
         labels = lambda tok: tasks.check_tokenizer(args.task, tok, examples + val, args.gen_length)
-        hint = "diffu-GRPO starts from the SFT model: run `python sft.py` first"
-        toy = TOY_START if tasks.generated(args.task) else None
-        check_model_and_out_dir(args, toy, hint, labels)
+        check_model_and_out_dir(args, TOY_START if tasks.generated(args.task) else None,
+                                "diffu-GRPO starts from the SFT model: run sft.py first", labels)
     # one log column per reward function, as d1
     comp_names = sorted({f.__name__ for ex in examples for f in tasks.get(ex["task"]).rewards})
 
@@ -343,8 +344,7 @@ if __name__ == "__main__":
 
     # model: the start model with LoRA adapters (the reference: adapters off), --resume's weights
     raw_model, tokenizer, ref_context, resumed = load_policy(args, run)  # ops/trainers.py
-    # DDP: every rank holds the model, backward averages the trainable gradients over the ranks
-    # (nanoGPT's); --fsdp shards weights, gradients and AdamW state instead (ops/ddp.py)
+    # DDP: backward averages gradients over ranks (nanoGPT's); --fsdp shards weights, grads, AdamW
     model = wrap_for_training(raw_model, run, args.fsdp)
     ref_model = load_reference(args, run)  # full fine-tuning with β > 0: a frozen copy
     params = [p for p in raw_model.parameters() if p.requires_grad]  # after sharding: DTensors
@@ -384,15 +384,15 @@ if __name__ == "__main__":
         for i, m in enumerate([m * world_size + rank for m in range(accum)]):  # global indices
             bar.set_description_str(f"grpo: rollout {i + 1}/{accum}")  # a round takes minutes
             exs = round_examples[m * args.groups_per_micro:(m + 1) * args.groups_per_micro]
-            # (b, P), b = groups_per_micro * G; EOS is LLaDA's pad
-            prompt, cut = group_prompts(tokenizer, exs, hp.G, args.max_prompt_length, eos_id)
-            prompt, n_cut = prompt.to(device), n_cut + cut
+            # (b, P), b = groups_per_micro * G, EOS pads: Dream hides them, LLaDA attends them (d1)
+            prompt, cut, real = group_prompts(tokenizer, exs, hp.G, args.max_prompt_length, eos_id)
+            prompt, n_cut, pads = prompt.to(device), n_cut + cut, pad_mask(raw_model, real)
             # raw_model, not the DDP wrapper: no gradient sync (FSDP: every rank makes the calls)
             generator = rollout_generator(args.seed, rnd, m, device)
-            completion, record = rollout(raw_model, prompt, generator, run.amp, hp, sampler)
+            completion, rec = rollout(raw_model, prompt, generator, run.amp, hp, sampler, pads)
             exs = [ex for ex in exs for _ in range(hp.G)]  # each example G times, as the prompts
-            mask, calls = completion_mask(completion, eos_id), record["model_calls"]  # (b, N), int
-            batches.append(MicroBatch(m, exs, prompt, completion, mask, calls, record))
+            mask, calls = completion_mask(completion, eos_id), rec["model_calls"]  # (b, N), int
+            batches.append(MicroBatch(m, exs, prompt, completion, mask, calls, rec, pad_mask=pads))
         timing["rollout"] = time.time() - t0
 
         # 2. rewards and 3. advantages (groups never span ranks, so this is local)

@@ -56,6 +56,18 @@ def token_logprobs(logits, targets):
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, N)
 
 
+def canvas_mask(attention_mask, L, times=1, interleave=False):
+    """A prompt's key-padding mask (B, P), or (B, L) already, over the rows of a forward of
+    length L: ones over the canvas columns P..L-1 (completion tokens are never padding), then the
+    B rows repeated as the forward stacked its views: each row `times` times in a row
+    (interleave), or all B rows `times` times over -> (B·times, L). None stays None (LLaDA)."""
+    if attention_mask is None:
+        return None
+    B, P = attention_mask.shape
+    m = torch.cat([attention_mask, attention_mask.new_ones(B, L - P)], dim=1)  # (B, L)
+    return m.repeat_interleave(times, dim=0) if interleave else m.repeat(times, 1)  # (B·times, L)
+
+
 def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.15, generator=None,
                       attention_mask=None):
     """Per-token log π(o_k | q') for each completion token, (B, N) fp32: d1's estimator, one
@@ -64,17 +76,13 @@ def one_step_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.1
     prompt (B, P) long, may be left-padded: pads count as prompt and may be masked, as in d1.
     completion (B, N) long. generator: a torch.Generator; pass a freshly seeded one
     (torch.Generator().manual_seed(s)) for θ, θ_old and θ_ref to get identical prompt masks.
-    attention_mask: None (d1 never passes one), (B, P) for the prompt only (completion positions
-    are then attended), or (B, P+N).
+    attention_mask: None (d1 never passes one; LLaDA), (B, P) for the prompt only (completion
+    positions are then attended), or (B, P+N): Dream's hidden pads (modelio/families.pad_mask).
     This function neither switches train/eval mode nor disables grad: the policy pass of GRPO
     needs gradients, the callers wrap the old/ref passes in torch.no_grad() themselves."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
-    B, P = prompt.shape
-    N = completion.shape[1]
-    if attention_mask is not None and attention_mask.shape[1] == P:
-        # extend a prompt-only mask with ones over the completion canvas (as the sampler does)
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)],
-                                   dim=1)  # (B, P+N)
+    P, N = prompt.shape[1], completion.shape[1]
+    attention_mask = canvas_mask(attention_mask, P + N)  # (B, P+N) or None
     q = noisy_prompt(prompt, p_mask_prompt, generator, mask_id)  # (B, P)
     # the completion tokens never enter the input: the model only sees N mask tokens,
     # and the completion is used solely to pick which log-prob entry to read

@@ -28,9 +28,9 @@ import rewards as R
 from modelio.hub import resolve_model
 from modelio.tokenizer import D1_TAGS, load_tokenizer, make_tiny_tokenizer, prompt_ids
 from taskdata import code_data, countdown_toy, digitsum, mcq, parsers, pbe, puzzles, readers
-from taskdata.task import (D1_SCORING_FIELDS, EVAL_PREFILL, Task, check_canvas, each,
+from taskdata.task import (D1_SCORING_FIELDS, EVAL_PREFILL, Task, check_canvas, each,  # noqa: F401
                            label_lengths, lengths_report, made_label, made_prompt, question,
-                           toy_split, with_system)
+                           toy_split, with_system)  # EVAL_PREFILL, label_lengths: as tasks.X too
 
 # -----------------------------------------------------------------------------
 # Prompt strings, character-exact to d1 @ 837888f (docs/d1.md §5.1, §7.1, §8.2). Do not "tidy"

@@ -48,7 +48,7 @@ def modes(thresholds):
 def group_stats(model, tokenizer, exs, gargs, seed):
     """One rollout of len(exs) prompts x G under gargs' rollout mode -> the figures of one seed."""
     G, eos = gargs.num_generations, model.config.eos_token_id
-    prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
+    prompt = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)[0]  # (b, P), G rows per prompt
     hp, _, rollout_sampler = grpo.round_setup(gargs)  # the rollout mode of gargs' flags
     completion, sampler = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp,
                                        rollout_sampler)  # (b, N)

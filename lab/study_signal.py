@@ -48,7 +48,7 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
     """(flat gradient of the objective of `gargs` at the first inner step, ρ = 1, for one batch of
     exs × G rollouts; mean reward). The batch goes through grpo.py's own functions and registry."""
     eos, G = model.config.eos_token_id, gargs.num_generations
-    prompt, _ = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)  # (b, P), G rows per prompt
+    prompt = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)[0]  # (b, P), G rows per prompt
     hp, objective, sampler = grpo.round_setup(gargs)  # the round's hyper-parameters, objective, sampler
     # (b, N); trace: the sampler's record, which a trajectory objective reads
     completion, trace = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp, sampler)

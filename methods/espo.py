@@ -30,9 +30,9 @@ sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (
 """
 import torch
 
-from logprob import token_logprobs
+from logprob import canvas_mask, token_logprobs
 from methods.estimators import random_subsets, stratified_counts
-from methods.common import one_token_a_step, Objective, clipped_surrogate, k2
+from methods.common import Objective, clipped_surrogate, k2, one_token_a_step
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
 # G 6 x 16 prompts, μ 8, M 2, ε 0.2, β 1e-3 (MATH 1e-3, Countdown 3e-3 with ε 0, Sudoku 1e-2), constant lr 3e-6,
@@ -53,8 +53,9 @@ def coupled_counts(b, N, generator=None):
     return stratified_counts(k + 1, N + 1, b) - 1  # (b,): LLaDA's counts over {1..N+1}, shifted to {0..N}
 
 
-def coupled_elbo(model, prompt, completion, draws=2, generator=None, mask_id=None):
-    """ESPO's sequence ELBO S (b,): `draws` complementary pairs, 2·draws rows per sequence, one forward."""
+def coupled_elbo(model, prompt, completion, draws=2, generator=None, mask_id=None, attention_mask=None):
+    """ESPO's sequence ELBO S (b,): `draws` complementary pairs, 2·draws rows per sequence, one forward.
+    attention_mask: the prompt's (b, P) key-padding mask (Dream's hidden pads) or None."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     (b, P), N = prompt.shape, completion.shape[1]
     views, weights = [], []
@@ -68,7 +69,8 @@ def coupled_elbo(model, prompt, completion, draws=2, generator=None, mask_id=Non
         weights += [w * m1, w * ~m1]
     rows = torch.stack(views, dim=1)  # (b, 2·draws, N)
     x = torch.cat([prompt[:, None].expand(b, 2 * draws, P), rows], dim=2).reshape(-1, P + N)  # (b·2M, P+N)
-    lp = token_logprobs(model(x)[:, P:], completion.repeat_interleave(2 * draws, 0))  # (b·2M, N)
+    am = canvas_mask(attention_mask, P + N, 2 * draws, interleave=True)  # (b·2M, P+N), or None
+    lp = token_logprobs(model(x, attention_mask=am)[:, P:], completion.repeat_interleave(2 * draws, 0))  # (b·2M, N)
     w = torch.stack(weights, dim=1).reshape(-1, N)  # (b·2M, N), 0 where the row leaves the token visible
     return (lp * w).view(b, 2 * draws, N).sum(dim=(1, 2)) / (2 * draws)  # (b,): ½ per pair, mean over draws
 
@@ -99,5 +101,5 @@ OBJECTIVE = Objective(
     lambda seq, b, j, hp: espo_loss(seq, b.old[j], b.ref[j] if hp.beta else None, b.adv,
                                     b.completion.shape[1], hp.epsilon, hp.beta),
     logprobs=lambda model, b, g, hp, mask_id: coupled_elbo(model, b.prompt, b.completion, hp.own["espo_draws"], g,
-                                                             mask_id),
+                                                             mask_id, b.pad_mask),
     rows=lambda hp: 2 * hp.own["espo_draws"], flags=add_flags, options=("espo_draws",), check=check)

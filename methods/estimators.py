@@ -22,7 +22,7 @@ Their quality against exact values on the toy: lab/study_estimators.py.
 """
 import torch
 
-from logprob import noisy_prompt, one_step_logprobs, token_logprobs
+from logprob import canvas_mask, noisy_prompt, one_step_logprobs, token_logprobs
 
 ESTIMATORS = ("one_step", "coupled", "elbo")
 ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
@@ -51,13 +51,11 @@ def coupled_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.15
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     B, P = prompt.shape
     N = completion.shape[1]
-    if attention_mask is not None and attention_mask.shape[1] == P:  # ones over the completion canvas
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, N)], dim=1)  # (B, P+N)
     q = noisy_prompt(prompt, p_mask_prompt, generator, mask_id)  # (B, P): drawn first, as d1's estimator
     m1 = coupled_masks((B, N), generator, completion.device)  # (B, N) True = masked in view 1
     x1 = torch.cat([q, torch.where(m1, mask_id, completion)], dim=1)  # (B, P+N)
     x2 = torch.cat([q, torch.where(m1, completion, mask_id)], dim=1)  # (B, P+N)
-    am = None if attention_mask is None else attention_mask.repeat(2, 1)  # (2B, P+N)
+    am = canvas_mask(attention_mask, P + N, times=2)  # (2B, P+N): the two views' rows, or None
     logits = model(torch.cat([x1, x2], dim=0), attention_mask=am)[:, P:]  # (2B, N, V)
     lp = token_logprobs(logits, completion.repeat(2, 1))  # (2B, N)
     # each token is read from the view in which it is masked (the visible one would be trivial).
@@ -102,13 +100,15 @@ def random_subsets(counts, L, generator=None):
     return rank.cpu() < counts.unsqueeze(1)
 
 
-def elbo_token_logprobs(model, prompt, completion, k=1, mask_id=None, generator=None, cfg_scale=0.0):
+def elbo_token_logprobs(model, prompt, completion, k=1, mask_id=None, generator=None, cfg_scale=0.0,
+                        attention_mask=None):
     """LLaDA's Monte-Carlo ELBO with k stratified mask draws per sequence, spread over the tokens:
     (B, N) fp32 whose row sums are the ELBO estimates of log p(completion | prompt). Differentiable
     (no torch.no_grad here), so it can stand in for the one-step estimator inside diffu-GRPO.
     prompt (B, P) is never masked; completion (B, N). k forward rows per sequence (2k with CFG).
     Entry (b, i) = (1/k) Σ_j 1[i masked in draw j] (N / n_j) log p_θ(o_i | q, o with draw j masked),
-    so a token only counts in the draws that mask it, weighted by 1/(masking rate) as in Eq. 6."""
+    so a token only counts in the draws that mask it, weighted by 1/(masking rate) as in Eq. 6.
+    attention_mask (B, P) or None, as one_step_logprobs takes it (not with cfg_scale)."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     B, P = prompt.shape
     N = completion.shape[1]
@@ -125,8 +125,8 @@ def elbo_token_logprobs(model, prompt, completion, k=1, mask_id=None, generator=
         # slice to the answer before the fp32 cast: (b, P+L, V) fp32 would be ~4 GB at V=126464
         cond, un = model(torch.cat([x, un_x], dim=0))[:, P:].float().chunk(2, dim=0)  # 2 x (Bk, N, V)
         logits = un + (cfg_scale + 1) * (cond - un)  # same CFG as the sampler
-    else:
-        logits = model(x)[:, P:]  # (Bk, N, V), no shift
+    else:  # each sequence's k draws are consecutive rows
+        logits = model(x, attention_mask=canvas_mask(attention_mask, P + N, k, interleave=True))[:, P:]  # (Bk, N, V)
     lp = token_logprobs(logits, target.reshape(B * k, N)).view(B, k, N)  # (B, k, N)
     # weight N / n_j = 1 / (draw j's masking rate), the 1/t of LLaDA's loss; 0 where visible
     w = m * (N / n.float()).unsqueeze(-1)  # (B, k, N)
@@ -153,26 +153,28 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
 
 
 def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_prompt=0.15, generator=None,
-                      mask_id=None):
+                      mask_id=None, attention_mask=None):
     """(B, N) per-token log-prob estimates by name; pass a freshly keyed generator for θ, θ_old and
     θ_ref to score the very same masked inputs.
     one_step: d1's (completion fully masked, prompt masked with p_mask_prompt; 1 row per sequence);
     coupled:  DiffuCoder's complementary completion masks, same prompt mask (2 rows);
     elbo:     LLaDA's MC ELBO terms with ELBO_DRAWS stratified draws, prompt never masked (2 rows);
               a token's entry is (N / n) log p summed over the draws that mask it, / draws, so a
-              token-level ratio exp(ℓθ - ℓold) scales its log-ratio by N / n (0 where never masked)."""
+              token-level ratio exp(ℓθ - ℓold) scales its log-ratio by N / n (0 where never masked).
+    attention_mask: the prompt's (B, P) key-padding mask for a family that hides pads (Dream), else None."""
     if estimator == "elbo":
-        return elbo_token_logprobs(model, prompt, completion, k=ELBO_DRAWS, mask_id=mask_id, generator=generator)
+        return elbo_token_logprobs(model, prompt, completion, k=ELBO_DRAWS, mask_id=mask_id, generator=generator,
+                                   attention_mask=attention_mask)
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}: one of {ESTIMATORS}")
     if estimator == "coupled":
-        return coupled_logprobs(model, prompt, completion, mask_id, p_mask_prompt, generator)
+        return coupled_logprobs(model, prompt, completion, mask_id, p_mask_prompt, generator, attention_mask)
     return one_step_logprobs(model, prompt, completion, mask_id=mask_id, p_mask_prompt=p_mask_prompt,
-                             generator=generator)
+                             generator=generator, attention_mask=attention_mask)
 
 
 def likelihood(estimator):
     """grpo.py's likelihood of a micro-batch under --estimator: an objective registry entry's logprobs,
     (model, b, generator, hp, mask_id) -> (b, N)."""
     return lambda model, b, generator, hp, mask_id: estimate_logprobs(model, b.prompt, b.completion, estimator,
-                                                                      hp.p_mask, generator, mask_id)
+                                                                      hp.p_mask, generator, mask_id, b.pad_mask)

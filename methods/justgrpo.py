@@ -42,8 +42,8 @@ import math
 import torch
 import torch.distributed as dist
 
-from logprob import token_logprobs
-from methods.common import one_token_a_step, Objective, clipped_surrogate
+from logprob import canvas_mask, token_logprobs
+from methods.common import Objective, clipped_surrogate, one_token_a_step
 
 # LeapLabTHU/JustGRPO's run (train.py: TrainConfig), for LLaDA-8B-Instruct on GSM8K / MATH-500 / code:
 # 64 prompts x G 16 a step, μ 1, 125 steps, full fine-tuning at a constant 5e-6, AdamW (0.9, 0.999), max grad
@@ -55,10 +55,11 @@ PRESET = dict(objective="justgrpo", num_generations=16, prompts_per_step=64, gro
               lora_r=0, lora_alpha=64.0, load_in_4bit=False, rounds=125, adam_beta2=0.999)
 
 
-def ar_logprobs(model, prompt, completion, positions=None, mask_id=None):
+def ar_logprobs(model, prompt, completion, positions=None, mask_id=None, attention_mask=None):
     """log p_θ(o_t | q, o_<t, M^(N-t)) for each t of `positions` (default: all N), in ONE forward of
     len(positions) · b rows, each the canvas the AR sampler wrote o_t on, with only column P + t going
-    through the head. prompt (b, P), completion (b, N) -> (b, len(positions)) fp32."""
+    through the head. prompt (b, P), completion (b, N) -> (b, len(positions)) fp32. attention_mask: the
+    prompt's (b, P) key-padding mask (Dream's hidden pads) or None."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     (b, P), N = prompt.shape, completion.shape[1]
     pos = torch.arange(N, device=completion.device) if positions is None else \
@@ -67,7 +68,8 @@ def ar_logprobs(model, prompt, completion, positions=None, mask_id=None):
     canvas = torch.where(later[:, None, :], mask_id, completion[None])  # (C, b, N)
     x = torch.cat([prompt[None].expand(len(pos), b, P), canvas], dim=2).reshape(-1, P + N)  # (C·b, P+N)
     cols = (P + pos).repeat_interleave(b)[:, None]  # (C·b, 1): row (t, i) reads column P + t
-    logits = model(x, logits_at=cols)  # (C·b, 1, V)
+    am = canvas_mask(attention_mask, P + N, times=len(pos))  # (C·b, P+N): rows (t, i), or None
+    logits = model(x, attention_mask=am, logits_at=cols)  # (C·b, 1, V)
     targets = completion[:, pos].T.reshape(-1, 1)  # (C·b, 1): o_t of sequence i
     return token_logprobs(logits, targets).view(len(pos), b).T  # (b, C)
 
@@ -110,7 +112,7 @@ def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss=None):
     for t0 in range(0, N, chunk):
         positions = list(range(t0, min(N, t0 + chunk)))
         with amp():
-            logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id)  # (b, C)
+            logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id, b.pad_mask)  # (b, C)
         loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon, positions, valid)
         loss.backward()  # summed over micro-batches, as their gradient accumulation
         for k, v in {"loss": loss.item(), **st}.items():
@@ -141,7 +143,8 @@ def add_flags(parser):
 
 OBJECTIVE = Objective(
     lambda logp, b, j, hp: justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon),
-    logprobs=lambda model, b, g, hp, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id),
+    logprobs=lambda model, b, g, hp, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id,
+                                                          attention_mask=b.pad_mask),
     needs_old=False, needs_ref=False, seeded=False, trace=True, policy_pass=policy_pass,
     calls=lambda hp: math.ceil(hp.gen_length / hp.own["ar_chunk"]), rows=lambda hp: hp.gen_length,
     flags=add_flags, options=("ar_chunk",), check=check)

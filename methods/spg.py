@@ -33,7 +33,7 @@ else (d1: μ × 1 row, plus μ old and μ reference rows).
 """
 import torch
 
-from logprob import prompt_mask, token_logprobs
+from logprob import canvas_mask, prompt_mask, token_logprobs
 from methods.common import Objective
 
 # their GSM8K run (sbatch + train.yaml): LLaDA-8B-Instruct with no SFT, NF4 base, LoRA r 128 / α 64, G 6 x 16 prompts,
@@ -77,12 +77,16 @@ def block_views(prompt, completion, lengths, block, draws, p_mask, mask_id, gene
     return torch.stack(inputs), torch.stack(scored).to(completion.device)  # (b, m, P+N), (b, m, N)
 
 
-def block_logprobs(model, prompt, completion, lengths, block, draws, p_mask, generator=None, mask_id=None):
-    """(log-probs (b, m, N) of the completion under each view, which of them each view scores (b, m, N))."""
+def block_logprobs(model, prompt, completion, lengths, block, draws, p_mask, generator=None, mask_id=None,
+                   attention_mask=None):
+    """(log-probs (b, m, N) of the completion under each view, which of them each view scores (b, m, N)).
+    attention_mask: the prompt's (b, P) key-padding mask (Dream's hidden pads) or None."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
     (b, P), N = prompt.shape, completion.shape[1]
     x, scored = block_views(prompt, completion, lengths, block, draws, p_mask, mask_id, generator)
-    lp = token_logprobs(model(x.view(b * draws, P + N))[:, P:], completion.repeat_interleave(draws, 0))
+    am = canvas_mask(attention_mask, P + N, draws, interleave=True)  # (b·m, P+N), or None
+    lp = token_logprobs(model(x.view(b * draws, P + N), attention_mask=am)[:, P:],
+                        completion.repeat_interleave(draws, 0))
     return lp.view(b, draws, N), scored
 
 
@@ -137,6 +141,6 @@ OBJECTIVE = Objective(
     lambda out, b, j, hp: spg_loss(*out, completion_lengths(b), b.adv, hp.own["spg_beta"], hp.own["spg_omega"]),
     logprobs=lambda model, b, g, hp, mask_id: block_logprobs(
         model, b.prompt, b.completion, completion_lengths(b), hp.block_length, hp.own["spg_draws"], hp.p_mask, g,
-        mask_id),
+        mask_id, b.pad_mask),
     needs_old=False, needs_ref=False, rows=lambda hp: hp.own["spg_draws"], flags=add_flags,
     options=("spg_draws", "spg_beta", "spg_omega"), check=check)

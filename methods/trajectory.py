@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import torch
 
-from logprob import noisy_prompt, token_logprobs
+from logprob import canvas_mask, noisy_prompt, token_logprobs
 
 
 def segments(commit_step, steps, n_segments):
@@ -39,16 +39,18 @@ def segments(commit_step, steps, n_segments):
     return torch.searchsorted(bounds, commit_step, right=True)  # (b, N) in 0..N-1
 
 
-def segment_logprobs(model, prompt, completion, segment, n, q, mask_id):
-    """log p of the tokens of segment n on the canvas at its start (b, N); other entries are meaningless."""
-    P = prompt.shape[1]
+def segment_logprobs(model, prompt, completion, segment, n, q, mask_id, attention_mask=None):
+    """log p of the tokens of segment n on the canvas at its start (b, N); other entries are meaningless.
+    attention_mask: the prompt's (b, P) key-padding mask (Dream's hidden pads) or None."""
+    P, N = prompt.shape[1], completion.shape[1]
     canvas = torch.where(segment < n, completion, mask_id)  # written before segment n: visible
-    logits = model(torch.cat([q, canvas], dim=1))[:, P:]  # (b, N, V), as d1's estimator reads it
+    am = canvas_mask(attention_mask, P + N)  # (b, P+N), or None
+    logits = model(torch.cat([q, canvas], dim=1), attention_mask=am)[:, P:]  # (b, N, V), as d1's estimator reads it
     return token_logprobs(logits, completion)  # (b, N)
 
 
 def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments, p_mask=0.15, generator=None,
-                       mask_id=None):
+                       mask_id=None, attention_mask=None):
     """(b, N) per-token log-probs, each token scored in its segment of the `steps` sampler steps it was
     written in (commit_step (b, N), methods/sampling.py's record): n_segments forwards of b rows."""
     mask_id = model.config.mask_token_id if mask_id is None else mask_id
@@ -56,14 +58,15 @@ def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments
     q = noisy_prompt(prompt, p_mask, generator, mask_id)
     out = torch.zeros(completion.shape, device=completion.device)
     for n in range(n_segments):
-        out = torch.where(seg == n, segment_logprobs(model, prompt, completion, seg, n, q, mask_id), out)
+        lp = segment_logprobs(model, prompt, completion, seg, n, q, mask_id, attention_mask)  # (b, N)
+        out = torch.where(seg == n, lp, out)
     return out
 
 
 def trajectory_logprobs(model, b, generator, hp, mask_id=None):
     """The objective's likelihood of micro-batch b: stepmerge_logprobs under the round's hyper-parameters."""
     return stepmerge_logprobs(model, b.prompt, b.completion, b.trace["commit_step"], hp.steps,
-                              hp.own["trajectory_segments"], hp.p_mask, generator, mask_id)
+                              hp.own["trajectory_segments"], hp.p_mask, generator, mask_id, b.pad_mask)
 
 
 def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss):
@@ -79,7 +82,7 @@ def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss):
         if not part.any():  # every call must still run under FSDP: a forward of nothing is skipped only here
             continue
         with amp():
-            logp = segment_logprobs(model, b.prompt, b.completion, seg, n, q, mask_id)
+            logp = segment_logprobs(model, b.prompt, b.completion, seg, n, q, mask_id, b.pad_mask)
         share = part.sum() / total
         value, st = loss(logp, replace(b, mask=part), j, hp)
         ((value * share) / accum).backward()

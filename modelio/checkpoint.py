@@ -312,6 +312,9 @@ def _write_json(file, obj):
     os.replace(tmp, file)
 
 
+_NOTED = set()  # the bases whose saves printed their family's remote-code note (once a process)
+
+
 def save_merged(model, base_dir, out_dir):
     """A model trained from base_dir, saved so that every tool that reads the base reads it too: the
     base's other files byte for byte (copy_model_files), then save_pretrained. With a 4-bit base the
@@ -319,7 +322,11 @@ def save_merged(model, base_dir, out_dir):
     onto the ORIGINAL weights re-read from base_dir (on CPU, streamed), never onto dequantized ones
     (d1 likewise evaluates its QLoRA adapters on the bf16 base)."""
     # the copy first: config.json, written next, keeps the auto_map entries whose code is now there
-    copy_model_files(base_dir, out_dir)
+    copied = copy_model_files(base_dir, out_dir)
+    note = family_of_config(model.config).remote_code_note
+    if note and any(name.endswith(".py") for name in copied) and str(base_dir) not in _NOTED:  # once a run
+        _NOTED.add(str(base_dir))
+        print(note)
     if any(is_4bit(m) for m in model.modules()):
         # only the small lora_A / lora_B tensors are taken from the trained model
         adapters = lora_state_dict(model)

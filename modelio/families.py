@@ -4,7 +4,8 @@ The model families nano-d1 runs, each as the files on disk say it: LLaDA and Dre
 model.py has one transformer with LLaDA's field and module names. A family is how one published
 checkpoint maps onto it: which config.json keys mean which field, which values it fixes, how the
 checkpoint's tensor keys are named, and which token strings are its mask, EOS, end of turn and BOS.
-Everything else (the sampler, the estimators, SFT, every objective) never asks which family it runs.
+Everything else (the sampler, the estimators, SFT, every objective) never asks which family it runs, but for
+one question its callers put to it: are the pads hidden (Family.hide_pads: pad_mask, ops/trainers.freeze_pad_row).
 
     LLaDA   GSAI-ML/LLaDA-8B-Instruct, LLaDA-8B-Base, LLaDA-1.5: config.json is LLaDAConfig's own fields
             (model_type "llada"), keys "model." + ours; docs/llada.md.
@@ -227,6 +228,12 @@ class Family:
     tokens: dict              # role (mask, eos, eot, bos) -> the token string; ids come from the tokenizer
     tiny: dict                # the tiny model's architecture fields beyond model.TINY_CONFIG (checkpoint.make_tiny)
     tiny_extras: dict         # its config.json keys beyond the fields (a bos_token_id is set from its tokenizer)
+    # its own code hides left pads from attention in generation and eval, and never trains the pad row
+    # (Dream: a key-padding mask and nn.Embedding's padding_idx); False: pads are attended and trained
+    # as any token (LLaDA, as d1: no attention mask anywhere). See pad_mask and ops/trainers.freeze_pad_row
+    hide_pads: bool = False
+    # one line a save prints where it copied the base's remote code: which transformers versions run it
+    remote_code_note: str = ""
 
 
 # The tiny LLaDA's config.json looks like LLaDA-8B's own, without its auto_map: the tiny model has no remote
@@ -235,10 +242,17 @@ class Family:
 LLADA = Family("llada", "llada", _llada_config_in, LLaDAConfig.to_dict, _llada_key_out, _llada_key_in,
                tokens=dict(mask="<|mdm_mask|>", eos="<|endoftext|>", eot="<|eot_id|>", bos="<|startoftext|>"),
                tiny={}, tiny_extras={"model_type": "llada", "architectures": ["LLaDAModelLM"], "use_cache": False})
+# Dream's remote code (modeling_dream.py, generation_utils.py; its README pins transformers 4.46.2) imports on
+# transformers 4.x. On 5.x it does not import unchanged, and once it does its rotary tables stay uninitialised
+# until reset_rope_parameters() is called (the issue's run, #50; not rerun here: the code is not in this repo).
+# A save names this in one line rather than patching the copied code (docs/model.md, "A save and transformers")
+DREAM_REMOTE_CODE = ("note: this Dream save carries Dream's remote code byte for byte; AutoModel with "
+                     "trust_remote_code loads it on transformers 4.x (Dream pins 4.46.2), not on 5.x unpatched "
+                     "(docs/model.md, 'A save and transformers'); nano-d1 and transformers' Qwen2 classes read it on both")
 # Qwen2's tokens; Dream's template adds no BOS, and its config's bos_token_id is <|endoftext|>'s
 DREAM = Family("dream", DREAM_MODEL_TYPE, _dream_config_in, _dream_config_out, _dream_key_out, _dream_key_in,
                tokens=dict(mask="<|mask|>", eos="<|endoftext|>", eot="<|im_end|>", bos="<|endoftext|>"),
-               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS)
+               tiny=TINY_DREAM, tiny_extras=DREAM_EXTRAS, hide_pads=True, remote_code_note=DREAM_REMOTE_CODE)
 FAMILIES = {f.model_type: f for f in (LLADA, DREAM)}  # by config.json's model_type
 FAMILY_NAMES = {f.name: f for f in (LLADA, DREAM)}    # by our name (--family)
 
@@ -256,6 +270,22 @@ def family_of(raw):
 def family_of_config(config):
     """The family of a loaded LLaDAConfig (its carried model_type)."""
     return family_of(config.extra)
+
+
+def hides_pads(model):
+    """Whether `model`'s family hides its pads (Family.hide_pads): Dream yes, LLaDA no. A DDP wrapper is
+    looked through."""
+    return family_of_config(getattr(model, "module", model).config).hide_pads
+
+
+def pad_mask(model, real):
+    """The attention mask a forward of `model` gets for left-padded prompts whose tokens are marked by
+    `real` (B, P), 1 on a row's tokens and 0 on its left pads (taskdata/data.real_tokens): `real` itself,
+    on the model's device, where the family hides pads (Dream's generate and eval pass a key-padding mask),
+    else None, so the forward is exactly the unmasked one (LLaDA: d1 attends its EOS pads, docs/d1.md §1)."""
+    if not hides_pads(model):
+        return None
+    return real.to(next(model.parameters()).device)  # (B, P)
 
 
 # Dream-v0-Instruct-7B's config.json values (the shapes of arXiv 2508.15487, Qwen2.5-7B's): the random-weight

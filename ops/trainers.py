@@ -15,7 +15,7 @@ import torch
 
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
-from modelio.families import read_config
+from modelio.families import hides_pads, read_config
 from modelio.hub import config_dir
 from modelio.provenance import start_record
 from modelio.tokenizer import load_tokenizer
@@ -260,6 +260,7 @@ def start_run(args, run, model, optimizer, saved, unit, republish=True):
     `republish` (True, or a function of the saved state: the crash may have torn the last publish); then
     the trainable parameters in one line. -> (the step to start from, the script's own saved extras):
     (0, None) on a fresh run. `unit`: "step" or "round", for the message."""
+    frozen = freeze_pad_row(model, optimizer)  # Dream's padding_idx: before any step, resumed or not
     step, extras, state = 0, None, saved.pop("state")
     if state is not None:
         republish = republish(state) if callable(republish) else republish
@@ -275,8 +276,48 @@ def start_run(args, run, model, optimizer, saved, unit, republish=True):
         del state
     if run.master:
         params = [p for p in model.parameters() if p.requires_grad]
-        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {model.num_params():,}")
+        print(f"trainable parameters: {sum(p.numel() for p in params):,} of {model.num_params():,}" +
+              (f" (the pad / EOS row {frozen} of the embedding frozen, as Dream's padding_idx)" if frozen else ""))
     return step, extras
+
+
+def freeze_pad_row(model, optimizer):
+    """Under full fine-tuning, keep the pad row of the input embedding as it is, for a family whose own code
+    never trains it (Family.hide_pads; Dream's modeling file builds nn.Embedding(..., padding_idx=pad_token_id),
+    pad = EOS 151643: that row gets no gradient). LLaDA: nothing (d1 trains every row, pads included); under
+    LoRA the embedding is frozen anyway. Two hooks, because AdamW's decoupled weight decay (w -= lr·wd·w)
+    shrinks every row of the tensor, gradient or not:
+      - the row's gradient is zeroed as it is computed (as padding_idx does: it adds nothing to the clipped
+        gradient norm, and AdamW's moments of it stay 0), and again just before each optimizer step (FSDP2
+        sets its sharded gradients outside autograd, so there only this one acts: the norm then counts it);
+      - after each optimizer step the row is put back, bit for bit, as it was before the step.
+    -> the pad id whose row is frozen, or None."""
+    w, pad = model.transformer.wte.weight, model.config.pad_token_id
+    if not hides_pads(model) or pad is None or not w.requires_grad:
+        return None
+    local = lambda t: t.to_local() if hasattr(t, "to_local") else t  # FSDP2: this rank's rows (DTensor)
+    rows = torch.arange(w.shape[0], device=local(w).device)  # (V,) each row's id, sharded as the weight
+    if hasattr(w, "to_local"):
+        from torch.distributed.tensor import distribute_tensor
+        rows = distribute_tensor(rows, w.device_mesh, w.placements).to_local()  # (V_local,)
+    here = (rows == pad).nonzero().flatten()  # (1,) where this rank holds the row, else (0,)
+    if not hasattr(w, "to_local"):  # one process or DDP: before accumulation and DDP's all-reduce
+        w.register_hook(lambda g: g.index_fill(0, here, 0.0))
+    saved = {}
+
+    def pre(opt, args, kwargs):
+        with torch.no_grad():
+            saved["row"] = local(w)[here].clone()  # (1, C) or (0, C)
+            if w.grad is not None:
+                local(w.grad)[here] = 0.0
+
+    def post(opt, args, kwargs):
+        with torch.no_grad():
+            local(w)[here] = saved.pop("row")
+
+    optimizer.register_step_pre_hook(pre)
+    optimizer.register_step_post_hook(post)
+    return pad
 
 
 def stop_if_stalled(bad_steps, args, run, metrics_file, record, where, hint="lower --lr, or check the data"):

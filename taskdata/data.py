@@ -69,14 +69,24 @@ def load_rl_data(args, registry):
 def pad_left(rows, pad_id):
     """List of id lists -> (B, P) long, left-padded with pad_id."""
     P = max(len(r) for r in rows)
-    # left padding keeps each prompt's last token next to the completion canvas. The pads are EOS and attended,
-    # as in d1, which never passes an attention mask (docs/d1.md §1)
+    # left padding keeps each prompt's last token next to the completion canvas. LLaDA's EOS pads are attended,
+    # as in d1, which never passes an attention mask (docs/d1.md §1); Dream hides them (real_tokens)
     return torch.tensor([[pad_id] * (P - len(r)) + r for r in rows])
+
+
+def real_tokens(rows):
+    """List of id lists -> (B, P) long, 1 on each row's own tokens and 0 on the left pads pad_left puts before
+    them. From the rows' lengths, never by comparing ids with the pad: EOS is the pad of both families, and a
+    prompt may hold it. What modelio/families.pad_mask hands a Dream forward as its key-padding mask."""
+    P = max(len(r) for r in rows)
+    lengths = torch.tensor([len(r) for r in rows])  # (B,)
+    return (torch.arange(P)[None, :] >= P - lengths[:, None]).long()  # (B, P)
 
 
 def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
     """The prompt rows of one micro-batch: each example's chat-rendered prompt G times, cut from
-    the left to max_prompt_length (d1 keeps the last tokens), left-padded. -> ((b, P), cut count)"""
+    the left to max_prompt_length (d1 keeps the last tokens), left-padded.
+    -> ((b, P) ids, cut count, (b, P) real_tokens: 0 on the pads)"""
     rows, n_cut = [], 0
     for ex in exs:
         # the uncut length only counts what the cut drops (a warning)
@@ -84,4 +94,4 @@ def group_prompts(tokenizer, exs, G, max_prompt_length, pad_id):
         # keep the LAST max_prompt_length tokens, as d1's prompt_ids[:, -200:] (docs/d1.md §2.4)
         ids = prompt_ids(tokenizer, ex["prompt"], max_length=max_prompt_length)
         rows += [ids] * G  # consecutive G rows share a prompt: one group
-    return pad_left(rows, pad_id), n_cut
+    return pad_left(rows, pad_id), n_cut, real_tokens(rows)

@@ -140,6 +140,41 @@ def test_save_writes_the_same_directory_back(dream, tmp_path):
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in theirs)
 
 
+def test_a_training_save_loads_through_transformers_automodel_with_our_logits(dream, tmp_path, capsys):
+    # A save as a run writes it (checkpoint.save_merged), from a base that ships Dream's remote code, read back by
+    # the installed transformers' AutoModelForCausalLM with Qwen2's config (Dream's architecture run by
+    # transformers' own code): the same logits as ours. Dream's modeling_dream.py itself is not in this repo and
+    # is never run: a stand-in file of that name only shows that the save carries it and prints which
+    # transformers versions run it (one line, once)
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    from modelio.checkpoint import save_merged
+    path, _ = dream
+    base = tmp_path / "base"
+    shutil.copytree(path, base)
+    (base / "modeling_dream.py").write_text("raise ImportError('a stand-in name, never imported')\n")
+    (base / "configuration_dream.py").write_text("raise ImportError('a stand-in name, never imported')\n")
+    model = from_pretrained(base)
+    with torch.no_grad():  # a fine-tune: no longer the base's weights
+        model.transformer.blocks[0].q_proj.bias.add_(0.25)
+    save_merged(model, base, tmp_path / "run")
+    save_merged(model, base, tmp_path / "run2")  # a later save of the same run: no second note
+    out = capsys.readouterr().out
+    assert out.count("transformers 4.x") == 1 and "not on 5.x" in out
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["auto_map"] == dream_config()["auto_map"]  # its code is there: AutoModel + trust_remote_code
+    config = Qwen2Config.from_pretrained(str(tmp_path / "run"), attn_implementation="eager")
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "run"), config=config).eval()
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(7))
+    ids[:, 6:] = MASK
+    with torch.no_grad():
+        ours = from_pretrained(tmp_path / "run").eval()(ids)
+        base_logits = from_pretrained(base).eval()(ids)
+    assert (ours - qwen_logits(hf, ids)).abs().max() < 1e-5
+    assert (base_logits - ours).abs().max() > 1e-3  # the fine-tune's weights, not the base's, were read
+    save_merged(model, path, tmp_path / "plain")  # a base without remote code: nothing to say
+    assert "transformers" not in capsys.readouterr().out
+
+
 def corrupt(path, dst, config=None, rename=None, dtype=None):
     """A copy of the Dream directory with one thing wrong."""
     shutil.copytree(path, dst)

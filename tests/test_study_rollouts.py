@@ -35,7 +35,7 @@ def test_group_stats_of_one_rollout(tmp_path):
     exact = group_stats(model, tok, exs, gargs, seed=0)
     assert exact["calls"] == 8 and 1 / 3 <= exact["distinct"] <= 1 and 0 <= exact["zero_spread"] <= 1
     # the nll is the one-step estimator's on that very rollout, recomputed here
-    prompt, _ = group_prompts(tok, exs, 3, gargs.max_prompt_length, model.config.eos_token_id)
+    prompt = group_prompts(tok, exs, 3, gargs.max_prompt_length, model.config.eos_token_id)[0]
     hp, _, sampler = grpo.round_setup(gargs)
     completion, _ = grpo.rollout(model, prompt, torch.Generator().manual_seed(0), nullcontext, hp, sampler)
     mask = grpo.completion_mask(completion, model.config.eos_token_id)

@@ -379,7 +379,7 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
         for ex in exs:
             full = old_prompt_ids(tok, ex["prompt"])
             if task != "s1k":
-                rows, n_cut = group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
+                rows, n_cut, _ = group_prompts(tok, [ex], 3, MAX_PROMPT_LENGTH, eos)
                 assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
                 old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
                 assert evaluation.eval_prompt_ids(tok, task, ex) == old_eval
