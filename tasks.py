@@ -314,9 +314,10 @@ def check_tokenizer(task, tokenizer, examples, canvas=0, flag="--gen-length"):
     label within `canvas` (grpo.py: --gen-length), else the record's own (sft.py); a task without
     one is not checked (d1's s1K traces are longer than its RL canvas by design)."""
     check_tags(task, tokenizer)
-    if canvas or get(task.split(",")[0]).canvas:
-        check_canvas(task, tokenizer, examples, canvas or get(task).canvas, flag if canvas else
-                     f"task {task}'s canvas")
+    if canvas:
+        check_canvas(task, tokenizer, examples, canvas, flag)
+    elif get(task).canvas:  # sft.py: one task
+        check_canvas(task, tokenizer, examples, get(task).canvas, f"task {task}'s canvas")
 
 
 def eval_lengths(task):

@@ -8,6 +8,7 @@ import json
 import operator
 import os
 import random
+import shlex
 import subprocess
 import sys
 from fractions import Fraction
@@ -44,6 +45,20 @@ def run(cmd, cwd):
     res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res.stdout
+
+
+def run_recipe(block, out, tmp_path, small):
+    """A README recipe's `python ...` lines as printed, `out` (their output folder) moved into tmp_path,
+    each with small[script or module] appended and eval.py with --json tmp_path/eval.json ->
+    {script: its stdout}. README "Adding a task"'s two worked examples (tests/test_digitsum.py, test_mcq.py)."""
+    outputs = {}
+    for line in block.strip().splitlines():
+        argv = shlex.split(line.split("#")[0].replace(out, str(tmp_path)))
+        assert argv[0] == "python", line
+        script = argv[2] if argv[1] == "-m" else argv[1]
+        extra = ["--json", str(tmp_path / "eval.json")] if script == "eval.py" else []
+        outputs[script] = run([sys.executable, *argv[1:], *small[script], *extra], REPO)
+    return outputs
 
 
 def write_hub_cache(cache, repo_id, src, commit):

@@ -7,11 +7,9 @@ Run: .venv/bin/python -m pytest tests/test_digitsum.py -q
 """
 import json
 import re
-import shlex
-import sys
 
 import tasks
-from conftest import REPO, run
+from conftest import REPO, run_recipe
 from taskdata import digitsum
 
 
@@ -63,13 +61,7 @@ SMALL = {"modelio.checkpoint": ["--d-model", "64", "--n-layers", "1"],
 
 
 def test_the_readme_commands_run_from_the_tiny_model_to_the_table(tmp_path):
-    commands = re.findall(r"```bash\n(.*?)```", readme_section(), re.S)[0]
-    for line in commands.strip().splitlines():
-        argv = shlex.split(line.split("#")[0].replace("out/ds", str(tmp_path)))
-        assert argv[0] == "python"
-        script = argv[2] if argv[1] == "-m" else argv[1]
-        extra = ["--json", str(tmp_path / "eval.json")] if script == "eval.py" else []
-        run([sys.executable, *argv[1:], *SMALL[script], *extra], REPO)
+    run_recipe(re.findall(r"```bash\n(.*?)```", readme_section(), re.S)[0], "out/ds", tmp_path, SMALL)
     # eval.py ran the record's canvas (32) on 8 held-out numbers, and every stage left its model
     (res,) = json.loads((tmp_path / "eval.json").read_text())
     assert res["task"] == "digitsum" and res["gen_length"] == 32 and res["items"] == 8

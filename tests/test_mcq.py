@@ -8,15 +8,13 @@ Run: .venv/bin/python -m pytest tests/test_mcq.py -q
 """
 import json
 import re
-import shlex
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import tasks
-from conftest import REPO, run
+from conftest import REPO, run_recipe
 from ops.results import score_batch
 from taskdata import mcq
 from taskdata.task import Task, each
@@ -101,14 +99,9 @@ SMALL = {"taskdata.mcq": ["--train", "64", "--test", "8"], "modelio.checkpoint":
 
 
 def test_the_readme_commands_run_from_sample_files_to_the_table(tmp_path):
-    for line in readme_commands().strip().splitlines():
-        argv = shlex.split(line.split("#")[0].replace("out/mcq", str(tmp_path)))
-        assert argv[0] == "python"
-        script = argv[2] if argv[1] == "-m" else argv[1]
-        extra = ["--json", str(tmp_path / "eval.json")] if script == "eval.py" else []
-        out = run([sys.executable, *argv[1:], *SMALL[script], *extra], REPO)
-        if script == "tasks.py":  # the record's lengths hold every label of the sample file
-            assert "canvas >= 49" in out and "the record's 64: ok" in out, out
+    out = run_recipe(readme_commands(), "out/mcq", tmp_path, SMALL)["tasks.py"]
+    # tasks.py --lengths: the record's lengths hold every label of the sample file
+    assert "canvas >= 49" in out and "the record's 64: ok" in out, out
     # eval.py ran the record's canvas (64) on the 8 items of the parquet file
     (res,) = json.loads((tmp_path / "eval.json").read_text())
     assert res["task"] == "mcq" and res["gen_length"] == 64 and res["items"] == 8
