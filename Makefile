@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny lab-estimators lab-ablations code-toy testbed rank-objectives gpu-check clean
+.PHONY: install test run tiny closure lab-estimators lab-ablations code-toy testbed rank-objectives gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,9 @@ rank-objectives: install       ## every objective on make run's toy, 5 seeds, pa
 
 tiny: install                  ## write the tiny LLaDA to out/tiny-llada and run one forward
 	$(PY) -m modelio.checkpoint
+
+closure: install               ## d1's import closure (the eight files and what they import): files and lines; fails if it imports methods/ or lab/
+	$(PY) -m lab.closure --check
 
 # a GPU box's own Python (its CUDA torch), not the CPU venv; bitsandbytes for the 4-bit checks
 GPU_PY ?= python3

@@ -2,66 +2,35 @@
 Reward functions for diffu-GRPO: every training reward of d1 (arXiv 2504.12216) with d1's exact
 values and quirks (docs/d1.md §6), plus a toy 4x4-Sudoku reward for the CPU demo.
 
-Every reward is a pure function  f(completion: str, example: dict) -> float  that never raises.
-`completion` is the decoded completion with special tokens stripped (docs/d1.md §2.4); `example` is
-one dataset row (keys below). A task's rewards are SUMMED, each with weight 1 (d1 sets no reward
-weights; sum_rewards() at the bottom). Each task's list and maximum are its record in tasks.py:
-
-    task       functions (max each)                                              max total
-    gsm8k      xmlcount .5, soft_format .5, strict_format .5, int_answer .5,       4.0
-               gsm8k_correctness 2.0                                    (docs/d1.md §6.1)
-    math       math_correctness 2.0, math_format 1.0                    (docs/d1.md §6.2)    3.0
-    countdown  countdown_reward 1.0                                     (docs/d1.md §6.3)    1.0
-    sudoku     sudoku_reward 1.0                                        (docs/d1.md §6.4)    1.0
-    toy        toy_reward 1.0 (ours, not d1)                                      1.0
-    pbe        coding_reward 1.0 (the code toy, ours: hidden tests passed)          1.0
-    code       xmlcount .5, coding_reward 1.5 (tests passed + .5 in <answer>)     2.0
-               (d1's KodCode reward; the same list for every code task of tasks.py)
-
+Every reward is a pure function  f(completion: str, example: dict) -> float  that never
+raises. `completion` is the decoded completion with special tokens stripped (docs/d1.md §2.4);
+`example` is one dataset row. A task's rewards are SUMMED, each with weight 1 (d1 sets no
+reward weights; sum_rewards() at the bottom); each task's list and maximum are its record in
+tasks.py.
 Example keys: gsm8k {"answer": text after "####"}; math {"answer": gold final answer} or
-{"solution": full solution, gold = its last \\boxed{}}; countdown {"nums": [int], "target": int};
-sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank; code {"tests": KodCode's pytest
-source} or, for the benchmarks' items, {"program_prefix": str, "unit_tests": [snippet]}.
+{"solution": full solution, gold = its last \\boxed{}}; countdown {"nums": [int], "target":
+int}; sudoku / toy {"puzzle", "solution"}: 16-char strings, "0" = blank; code {"tests":
+KodCode's pytest source} or, for the code test sets' items, {"program_prefix": str,
+"unit_tests": [snippet]}.
 
 d1's bugs are reproduced by default, because they shape d1's reward scale and dynamics
-(docs/d1.md §10.9):
-  - soft/strict format regexes lack re.DOTALL, so multi-line reasoning scores 0 (fixed
-    upstream later);
-  - math_format tests for the non-raw "\\boxed" == backspace + "oxed", so it is 0.75 / 0.25;
-  - xmlcount subtracts 0.001 x the WHOLE completion when it ends exactly at "</answer>", and
-    measures the tail with str.split, which misses a "\n</answer>\n" that overlaps the one
-    before it;
-  - MATH answers "a/b" with a side that is no integer ("x / y") are compared raw, not normalised;
-  - sudoku_reward keeps every str.isdigit() character ("²", "①"), which shifts the cells
-    after it;
-  - code: one-function import-style tests lose the solution (prepare_code_tests), and d1's substring
-    blocklist gives a program containing e.g. " os" the bonus only.
-Set D1_BUGS = False (or pass fixed=True to those functions) for the repaired versions.
-Separately, the code reward's asserts are strict by default (sandbox/run.py STRICT_ASSERTS,
-docs/code-task.md): an object that lies about equality, or a subclass of a builtin, scores nothing,
-while honest programs score as with d1's plain asserts. sandbox.run.STRICT_ASSERTS = False restores
-d1's plain asserts exactly.
+(docs/d1.md §10.9; each function's docstring names its quirk); D1_BUGS = False (or fixed=True)
+gives the repaired versions. The code reward's asserts are strict by default (sandbox/run.py
+STRICT_ASSERTS, docs/code-task.md): an object that lies about equality, or a subclass of a
+builtin, scores nothing, while honest programs score as with d1's plain asserts;
+sandbox.run.STRICT_ASSERTS = False restores d1's plain asserts exactly.
 
-Reading the answer (<answer> tags, \boxed{}, MATH normalisation) is answers.py, shared with d1's
-eval parsers (parsers.py); Countdown arithmetic is arith.py; the code reward's fence reading and
-test rewriting are code_prep.py. This file holds what d1 rewards for.
-
-Deliberate differences from d1 (safety; model text is never executed): Countdown equations go
-through a tiny hand-written parser instead of eval() (arith.py), with limits on length, nesting and
-size; "**" and "//" are rejected (d1's eval would compute them; its prompt only allows + - * /).
-The d1 regexes that can backtrack quadratically on hostile text are replaced by linear scans with
-the same semantics (tests/test_rewards.py and tests/test_answers.py check them against `re` on
-random strings), and a \boxed{} longer than answers.MAX_BOX_CHARS counts as unbalanced. None of
-this changes a score on realistic text. Code runs in sandbox/run.py (a separate, isolated,
-resource-limited process per program, namespaces where the machine allows), never in the trainer's
-process; d1 exec()s it in a forked child of the trainer behind a substring blocklist, which we keep
-only for its reward values (code_prep.D1_CODE_BLOCKLIST). d1 runs each test function in its own
-process with a 1 s limit; we run all of a program's tests in one process, each test under its own
-timer, inside one wall-clock limit.
+Reading the answer (<answer> tags, \\boxed{}, MATH normalisation, d1's format regexes) is
+taskdata/answers.py, shared with d1's eval parsers (taskdata/parsers.py); Countdown arithmetic
+is taskdata/arith.py; the code reward's fence reading and test rewriting are
+sandbox/code_prep.py. This file holds what d1 rewards for. Model text is never executed by the
+trainer: Countdown equations go through a small parser, not eval(); d1's regexes that backtrack
+quadratically are linear scans with the same answers; programs run in sandbox/run.py's isolated
+process (docs/differences.md).
 
     from tasks import total_reward   # the task's rewards from the registry, summed here
-    total_reward("countdown", "<answer>44 + 19 + 35</answer>", {"nums": [44, 19, 35], "target": 98})
-    # -> (1.0, {"countdown_reward": 1.0})
+    total_reward("countdown", "<answer>44 + 19 + 35</answer>",
+                 {"nums": [44, 19, 35], "target": 98})   # -> (1.0, {"countdown_reward": 1.0})
 """
 import math
 import re
@@ -69,7 +38,7 @@ import warnings
 
 from sandbox import code_prep
 from taskdata.answers import (after_last, boxed_or_self, extract_xml_answer, is_equiv,
-                              last_tag_content)
+                              last_tag_content, soft_format_match, strict_format_match)
 from taskdata.arith import evaluate_equation, reaches_target, uses_exactly
 from sandbox.code_prep import extract_code  # also read from here by parsers.py and the tests
 from sandbox.run import run_batch as sandbox_run_batch
@@ -93,12 +62,14 @@ GSM8K_CORRECT_REWARD = 2.0
 
 
 def xmlcount(completion, example=None, *, fixed=None):
-    """Tag-count reward in (-inf, 0.5]: +0.125 for each of the four tags seen exactly once, minus
-    0.001 per trailing character. d1 quirks (default): when "\\n</answer>\\n" is absent (the usual
-    case: completions end exactly at </answer>), the third term's "tail" is the whole text, so long
-    completions go negative; ending exactly at "\\n</answer>" earns +0.001; and a closing tag
-    written twice, "\\n</answer>\\n</answer>\\n", leaves a 10-character tail (see _xml_tail)."""
-    text, fixed = completion, _is_fixed(fixed)
+    """Tag-count reward in (-inf, 0.5]: +0.125 for each of the four tags seen exactly once,
+    minus 0.001 per trailing character. d1 quirks (default): when "\\n</answer>\\n" is absent
+    (the usual case: completions end exactly at </answer>), the third term's "tail" is the
+    whole text, so long completions go negative; ending exactly at "\\n</answer>" earns +0.001;
+    and a closing tag written twice, "\\n</answer>\\n</answer>\\n", leaves a 10-character tail
+    (see _xml_tail)."""
+    text = completion
+    fixed = _is_fixed(fixed)
     score = 0.0
     if text.count("<reasoning>\n") == 1:
         score += XML_TAG_REWARD
@@ -117,87 +88,32 @@ def xmlcount(completion, example=None, *, fixed=None):
 
 def _xml_tail(text, tag, fixed):
     # The text after the closing tag, whose length xmlcount charges. d1 measures
-    # text.split(tag)[-1] (docs/d1.md §6.1 says "after the last"): the whole text when the tag is
-    # absent, and when it repeats, not always after the last one, because split scans left to right
-    # and never overlaps. In "\n</answer>\n</answer>\n" the second "\n</answer>\n" shares the first
-    # one's final "\n", so split finds only the first and the tail is "</answer>\n": 0.365 where the
-    # last-occurrence reading gives 0.375. Reproduced as the reward d1 trained with; fixed: after
-    # the LAST occurrence, "" if none.
+    # text.split(tag)[-1] (docs/d1.md §6.1 says "after the last"): the whole text when the tag
+    # is absent, and when it repeats, not always after the last one, because split scans left
+    # to right and never overlaps. In "\n</answer>\n</answer>\n" the second "\n</answer>\n"
+    # shares the first one's final "\n", so split finds only the first and the tail is
+    # "</answer>\n": 0.365 where the last-occurrence reading gives 0.375. Reproduced as the
+    # reward d1 trained with; fixed: after the LAST occurrence, "" if none.
     return after_last(text, tag, "") if fixed else text.split(tag)[-1]
-
-
-# d1 checks re.match(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", text). With DOTALL that
-# regex backtracks quadratically on e.g. "<reasoning></reasoning><answer>" x 50k, so we answer the
-# same yes/no question with one forward scan. Without DOTALL "." stops at "\n" (d1's bug): the
-# first .*? must stay on the first line, and "</answer>" must follow <answer> on the same line.
-_REASONING_THEN_ANSWER = re.compile(r"</reasoning>\s*<answer>")
-
-
-def _soft_format_match(text, dotall):
-    if not text.startswith("<reasoning>"):
-        return False
-    first_nl = text.find("\n", len("<reasoning>"))
-    last_start = len(text) if (dotall or first_nl < 0) else first_nl  # where </reasoning> may start
-    close = newline = -1  # cached next "</answer>" / "\n" at or after q: keeps the scan linear
-    for m in _REASONING_THEN_ANSWER.finditer(text, len("<reasoning>")):
-        if m.start() > last_start:
-            break
-        q = m.end()  # the second .*? starts here
-        if close < q:
-            close = text.find("</answer>", q)
-        if close < 0:
-            return False  # no closing tag anywhere later: later candidates can't do better
-        if dotall:
-            return True
-        if newline < q:
-            newline = text.find("\n", q)
-            newline = len(text) if newline < 0 else newline
-        if close < newline:
-            return True
-    return False
 
 
 def soft_format(completion, example=None, *, fixed=None):
     """0.5 if the text STARTS with <reasoning>...</reasoning> <answer>...</answer>, else 0.
-    d1 bug (default): no DOTALL, so any newline inside the reasoning gives 0."""
-    return SOFT_FORMAT_REWARD if _soft_format_match(completion, _is_fixed(fixed)) else 0.0
-
-
-# d1 checks re.match(r"^<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n$", text). All
-# pieces are literals around two .*?, so: fixed head, fixed tail ("$" also matches before one
-# final "\n"), and the middle literal somewhere in between. No DOTALL -> both .*? are newline-free.
-_STRICT_HEAD, _STRICT_MID = "<reasoning>\n", "\n</reasoning>\n<answer>\n"
-_STRICT_TAILS = ("\n</answer>\n", "\n</answer>\n\n")
-
-
-def _strict_format_match(text, dotall):
-    if not text.startswith(_STRICT_HEAD):
-        return False
-    for tail in _STRICT_TAILS:
-        if not text.endswith(tail):
-            continue
-        lo, hi = len(_STRICT_HEAD), len(text) - len(tail)  # the regex's middle part is text[lo:hi]
-        if dotall:
-            if text.find(_STRICT_MID, lo, hi) >= 0:
-                return True
-            continue
-        i = text.find("\n", lo, hi)  # the newline-free first .*? ends at the first newline
-        if (i >= 0 and text.startswith(_STRICT_MID, i, hi)
-                and text.find("\n", i + len(_STRICT_MID), hi) < 0):
-            return True
-    return False
+    d1 bug (default): no DOTALL, so any newline inside the reasoning gives 0. d1's regex, as a
+    linear scan: answers.soft_format_match."""
+    return SOFT_FORMAT_REWARD if soft_format_match(completion, _is_fixed(fixed)) else 0.0
 
 
 def strict_format(completion, example=None, *, fixed=None):
     """0.5 for exactly "<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>\\n", else 0.
     d1 bug (default): no DOTALL, so it needs one-line reasoning AND a trailing newline
-    (≈ never)."""
-    return STRICT_FORMAT_REWARD if _strict_format_match(completion, _is_fixed(fixed)) else 0.0
+    (≈ never). d1's regex, as a linear scan: answers.strict_format_match."""
+    return STRICT_FORMAT_REWARD if strict_format_match(completion, _is_fixed(fixed)) else 0.0
 
 
 def int_answer(completion, example=None):
-    """d1's "int" reward: 0.5 if the extracted answer is all digits (str.isdigit: "-3", "2.5" fail;
-    note it also accepts non-ASCII digits such as "²" or "٣", as d1's does)."""
+    """d1's "int" reward: 0.5 if the extracted answer is all digits (str.isdigit: "-3", "2.5"
+    fail; it also accepts non-ASCII digits such as "²" or "٣", as d1's does)."""
     return INT_REWARD if extract_xml_answer(completion).isdigit() else 0.0
 
 
@@ -207,12 +123,13 @@ def gsm8k_gold(example):
     return answer.split("####")[-1].strip()
 
 
-# d1 grades GSM8K with no number parsing at all; its eval parser (docs/d1.md §8.3) is more lenient,
-# which is why eval accuracy and training reward can disagree wildly on the same text.
+# d1 grades GSM8K with no number parsing at all; its eval parser (docs/d1.md §8.3) is more
+# lenient, which is why eval accuracy and training reward can disagree wildly on the same text.
 def gsm8k_correctness(completion, example):
     """2.0 on an EXACT string match of the extracted answer with the gold: "\\boxed{18}", "$18"
     and "18.0" all score 0 (docs/d1.md §6.1; why d1's initial GSM8K reward is near zero)."""
-    return GSM8K_CORRECT_REWARD if extract_xml_answer(completion) == gsm8k_gold(example) else 0.0
+    correct = extract_xml_answer(completion) == gsm8k_gold(example)
+    return GSM8K_CORRECT_REWARD if correct else 0.0
 
 # -----------------------------------------------------------------------------
 # MATH (docs/d1.md §6.2): the last box against the gold, Hendrycks-MATH equality (answers.py)
@@ -220,12 +137,13 @@ def gsm8k_correctness(completion, example):
 MATH_CORRECT_REWARD = 2.0
 MATH_FORMAT_SCALE = 0.5        # format reward = 0.5 * (answer-tag part + boxed part)
 MATH_ANSWER_TAG_SCORE = 1.0    # "<answer>" present
-MATH_BOXED_SCORE, MATH_NOT_BOXED_SCORE = 1.0, 0.5
+MATH_BOXED_SCORE = 1.0         # the answer span is boxed
+MATH_NOT_BOXED_SCORE = 0.5     # it is not
 D1_BOXED_NEEDLE = "\boxed"     # NOT raw: "\b" is a backspace, so this is "\x08oxed" (d1's bug)
 
 
 def math_gold(example):
-    # MATH-500 rows carry the final answer; d1's train rows only a solution with a \boxed{} answer
+    # MATH-500 rows carry the final answer; d1's train rows only a solution with a \boxed{}
     if example.get("answer") is not None:
         return str(example["answer"])
     return boxed_or_self(str(example["solution"]))
@@ -238,23 +156,25 @@ def math_correctness(completion, example, *, fixed=None):
     compares normalised."""
     # no box at all -> the whole completion is the guess, which only matches a bare answer
     guess = boxed_or_self(completion)
-    return (MATH_CORRECT_REWARD if is_equiv(guess, math_gold(example), fixed=_is_fixed(fixed))
-            else 0.0)
+    correct = is_equiv(guess, math_gold(example), fixed=_is_fixed(fixed))
+    return MATH_CORRECT_REWARD if correct else 0.0
 
 
 def math_format(completion, example=None, *, fixed=None):
-    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if the
-    first answer span, or the whole text without a tag, is boxed else 0.5)). d1 bug (default):
-    "boxed" means it contains "\\x08oxed", so in practice it is 0.75 with <answer>, else 0.25;
-    fixed=True tests for a real "\\boxed" (values 0.25 .. 1.0)."""
+    """d1's "boxed_and_answer_tags_format": 0.5 * ((1 if "<answer>" in text else 0) + (1 if
+    the first answer span, or the whole text without a tag, is boxed else 0.5)). d1 bug
+    (default): "boxed" means it contains "\\x08oxed", so in practice it is 0.75 with <answer>,
+    else 0.25; fixed=True tests for a real "\\boxed" (values 0.25 .. 1.0)."""
     needle = "\\boxed" if _is_fixed(fixed) else D1_BOXED_NEEDLE
     has_tag = "<answer>" in completion
-    # d1's boxed_in_answer looks for the box only in r.split("<answer>")[1].split("</answer>")[0]:
-    # the text after the FIRST "<answer>" up to the next "</answer>" or "<answer>" (docs/d1.md
-    # §6.2 omits this reassignment of r), so a box after </answer> earns nothing. That is what the
-    # reward is for (a box inside the answer, the format of the eval prompts), not the bug, so
-    # fixed=True keeps it.
-    span = completion.split("<answer>", 2)[1].split("</answer>", 1)[0] if has_tag else completion
+    # d1's boxed_in_answer looks for the box only in
+    # r.split("<answer>")[1].split("</answer>")[0]: the text after the FIRST "<answer>" up to
+    # the next "</answer>" or "<answer>" (docs/d1.md §6.2 omits this reassignment of r), so a
+    # box after </answer> earns nothing. That is what the reward is for (a box inside the
+    # answer, the format of the eval prompts), not the bug, so fixed=True keeps it.
+    span = completion
+    if has_tag:
+        span = completion.split("<answer>", 2)[1].split("</answer>", 1)[0]
     tag = MATH_ANSWER_TAG_SCORE if has_tag else 0.0
     boxed = MATH_BOXED_SCORE if needle in span else MATH_NOT_BOXED_SCORE
     return MATH_FORMAT_SCALE * (tag + boxed)
@@ -262,23 +182,26 @@ def math_format(completion, example=None, *, fixed=None):
 # -----------------------------------------------------------------------------
 # Countdown (docs/d1.md §6.3) and Sudoku (docs/d1.md §6.4)
 
-COUNTDOWN_CORRECT, COUNTDOWN_FORMAT, COUNTDOWN_NO_ANSWER = 1.0, 0.1, 0.0
+COUNTDOWN_CORRECT = 1.0    # the numbers each used once, the target reached
+COUNTDOWN_FORMAT = 0.1     # a tagged answer that is wrong in any way
+COUNTDOWN_NO_ANSWER = 0.0  # no <answer> tag
 MAX_EQUATION_CHARS = 200   # ours: d1 has no limit; a real answer is ~15 characters
 _EQUATION_CHARS = re.compile(r"^[\d+\-*/().\s]+$")  # d1's whitelist, checked before evaluating
 
 
 def countdown_reward(completion, example):
-    """0 without an <answer> tag; 1.0 if the last tagged equation uses exactly the given numbers
-    (each once; "2.5" counts as 2 and 5) and evaluates to the target within 1e-5; else 0.1."""
+    """0 without an <answer> tag; 1.0 if the last tagged equation uses exactly the given
+    numbers (each once; "2.5" counts as 2 and 5) and evaluates to the target within 1e-5; else
+    0.1."""
     # The order of d1's checks only decides 0 vs 0.1: everything after "has an answer tag" that
     # goes wrong is the same 0.1 "format" score, so the cheap length check can come first.
     equation = last_tag_content(completion)
     if equation is None:
         return COUNTDOWN_NO_ANSWER
     equation = equation.strip()
-    if len(equation) > MAX_EQUATION_CHARS:  # also keeps uses_exactly's int() off 10k-digit numbers
+    if len(equation) > MAX_EQUATION_CHARS:  # also keeps uses_exactly's int() off huge numbers
         return COUNTDOWN_FORMAT
-    # multiset of the integers written down (d1's \d+, so "2.5" is 2 and 5) == the given numbers
+    # the multiset of integers written down (d1's \d+: "2.5" is 2 and 5) == the given numbers
     if not uses_exactly(equation, example["nums"]):
         return COUNTDOWN_FORMAT
     if not _EQUATION_CHARS.match(equation):
@@ -290,7 +213,7 @@ def countdown_reward(completion, example):
 
 def _blank_cell_accuracy(guess, puzzle, solution):
     # fraction of the puzzle's blank cells ("0") where the guess has the solution's digit
-    blanks = [i for i, c in enumerate(puzzle) if c == "0"]  # givens earn nothing: copying is free
+    blanks = [i for i, c in enumerate(puzzle) if c == "0"]  # givens earn nothing: copying free
     if not blanks:
         return 0.0  # d1: nothing to fill in scores 0, not 1
     return sum(i < len(guess) and guess[i] == solution[i] for i in blanks) / len(blanks)
@@ -301,42 +224,45 @@ _ASCII_NON_DIGITS = re.compile(r"[^0-9]+")  # fixed=True: what Sudoku answers ar
 
 def sudoku_reward(completion, example, *, fixed=None):
     """Fraction of blank cells right, in [0, 1]. The guess is the DIGITS of the last
-    <answer>…</answer> (other characters dropped), right-padded with "0" / cut to the grid size.
-    d1 quirk (default): a digit is anything str.isdigit() accepts, "²" and "①" too;
+    <answer>…</answer> (other characters dropped), right-padded with "0" / cut to the grid
+    size. d1 quirk (default): a digit is anything str.isdigit() accepts, "²" and "①" too;
     fixed: 0-9 only."""
     answer = last_tag_content(completion)
     if answer is None:
         return 0.0
     # "4321 1243 ..." and "4321\n1243..." both work. d1 keeps every char with str.isdigit()
-    # (docs/d1.md §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with a
-    # non-solution "digit" and shifts every cell after it. Reproduced as the reward d1 trained with
+    # (docs/d1.md §6.4 says "digits only"): a "²" or "①" stays in the guess, fills a cell with
+    # a non-solution "digit" and shifts every cell after it. Reproduced as d1 trained with it
     digits = (_ASCII_NON_DIGITS.sub("", answer) if _is_fixed(fixed)
               else "".join(filter(str.isdigit, answer)))
     if not digits:
         return 0.0
     # pad with "0", which never equals a solution digit: a short answer just loses those cells
     n = len(example["puzzle"])
-    return _blank_cell_accuracy(digits[:n].ljust(n, "0"), example["puzzle"], example["solution"])
+    guess = digits[:n].ljust(n, "0")
+    return _blank_cell_accuracy(guess, example["puzzle"], example["solution"])
 
 # -----------------------------------------------------------------------------
 # Toy task (ours): 4x4 Sudoku in a compact format, the completion IS the 16 solution digits
 
 def toy_reward(completion, example):
-    """Fraction of the puzzle's blank cells whose digit in the completion (its first 16 characters
-    after leading whitespace; anything after is ignored) equals the solution's. In [0, 1]."""
+    """Fraction of the puzzle's blank cells whose digit in the completion (its first 16
+    characters after leading whitespace; anything after is ignored) equals the solution's. In
+    [0, 1]."""
     # no tags, no digit filtering: the tiny demo model must learn the exact output format too
     guess = completion.lstrip()[:len(example["puzzle"])]
     return _blank_cell_accuracy(guess, example["puzzle"], example["solution"])
 
 
 def toy_solved(completion, example):
-    """Accuracy for the toy task: every blank cell right (False for a puzzle without blanks)."""
+    """Accuracy for the toy task: every blank cell right (False for a puzzle with none)."""
     return toy_reward(completion, example) == 1.0
 
 # -----------------------------------------------------------------------------
-# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3):
-# run the completion's first ```python fence against the item's unit tests. Reading the fence and
-# d1's test rewriting are sandbox/code_prep.py; programs run in sandbox/run.py's isolated subprocess
+# Code (d1's coding_reward_func, in later commits of its reward_func.py; docs/coding.md
+# §1.2-1.3): run the completion's first ```python fence against the item's unit tests. Reading
+# the fence and d1's test rewriting are sandbox/code_prep.py; programs run in sandbox/run.py's
+# isolated subprocess
 
 # d1's is_in_answer_reward: the graded fence lies inside <answer>...</answer>
 CODE_IN_ANSWER_BONUS = 0.5
@@ -345,39 +271,48 @@ MAX_CODE_COMPLETION = 100_000
 
 
 def prepare_code_tests(code, tests, *, fixed=None):
-    """d1's test preparation (code_prep.prepare_code_tests) under the D1_BUGS switch -> (program,
-    test calls), None (tests name no target: reward 0) or "" (not run: the bonus only)."""
+    """d1's test preparation (code_prep.prepare_code_tests) under the D1_BUGS switch ->
+    (program, test calls), None (tests name no target: reward 0) or "" (not run: the bonus
+    only)."""
     return code_prep.prepare_code_tests(code, tests, fixed=_is_fixed(fixed))
 
 
 def coding_reward(completion, example, *, fixed=None, run=None):
-    """Share of the item's unit tests that the completion's program passes, plus 0.5 when the fence
-    is inside <answer>: in [0, 1.5]. KodCode items (example["tests"], pytest source) go through d1's
-    test rewriting (prepare_code_tests); benchmark items (tasks.py: program_prefix, unit_tests,
-    ours) run program_prefix + code, then each unit test. `run(program, calls) -> [bool]` executes
-    (default: sandbox.run_tests); coding_rewards scores a whole group in parallel the same way."""
-    return coding_rewards([completion], [example], fixed=fixed, run_batch=None if run is None else
-                          (lambda jobs: [run(p, c) for p, c in jobs]))[0]
+    """Share of the item's unit tests that the completion's program passes, plus 0.5 when the
+    fence is inside <answer>: in [0, 1.5]. KodCode items (example["tests"], pytest source) go
+    through d1's test rewriting (prepare_code_tests); the code test sets' items (tasks.py:
+    program_prefix, unit_tests, ours) run program_prefix + code, then each unit test.
+    `run(program, calls) -> [bool]` executes (default: sandbox.run.run_tests); coding_rewards
+    scores a whole group in parallel the same way."""
+    run_batch = None  # coding_rewards' default: sandbox.run.run_batch
+    if run is not None:
+        def run_batch(jobs):
+            return [run(program, calls) for program, calls in jobs]
+    return coding_rewards([completion], [example], fixed=fixed, run_batch=run_batch)[0]
 
 
 def coding_rewards(completions, examples, *, fixed=None, run_batch=None):
-    """coding_reward for many completions, the programs run in parallel (sandbox.run_batch)."""
+    """coding_reward for many completions, the programs run in parallel (sandbox/run.py's
+    run_batch)."""
     run_batch = run_batch or sandbox_run_batch
-    scores, jobs, where = [], [], []
+    scores = []  # per completion
+    jobs = []  # the (program, test calls) to run
+    where = []  # per job: (its completion's index, bonus, number of tests)
     for completion, example in zip(completions, examples):
         if len(completion) > MAX_CODE_COMPLETION:
             scores.append(0.0)
             continue
         code, in_answer = extract_code(completion)
         bonus = CODE_IN_ANSWER_BONUS if in_answer else 0.0
-        if "tests" in example:  # KodCode / d1: its test rewriting
-            prepared = prepare_code_tests(code, example["tests"], fixed=fixed) if code else None
-        else:  # a benchmark's item (tasks.py: HumanEval, MBPP, LeetCode):
-            # its own program prefix and unit tests
-            prepared = (code_prep.benchmark_program(example, code),
-                        list(example["unit_tests"])) if code else None
+        if not code:
+            prepared = None
+        elif "tests" in example:  # KodCode / d1: its test rewriting
+            prepared = prepare_code_tests(code, example["tests"], fixed=fixed)
+        else:  # a code test set's item (HumanEval, MBPP, LeetCode): its own prefix and tests
+            program = code_prep.benchmark_program(example, code)
+            prepared = (program, list(example["unit_tests"]))
         if not prepared or not prepared[1]:
-            # no fence / no target: 0; not run (no def, blocklist) or nothing to test: bonus only
+            # no fence / no target: 0; not run (no def, blocklist), nothing to test: bonus only
             scores.append(0.0 if prepared is None else bonus)
             continue
         where.append((len(scores), bonus, len(prepared[1])))
@@ -393,23 +328,23 @@ coding_reward.runs_code = True
 
 
 # -----------------------------------------------------------------------------
-# The total of a task's rewards (each weight 1, as in d1's TRL config). tasks.py's registry holds
-# each task's list and its maximum; tasks.total_reward / total_rewards call these with it.
+# The total of a task's rewards (each weight 1, as in d1's TRL config). tasks.py's registry
+# holds each task's list and its maximum; tasks.total_reward / total_rewards call these.
 
-# rewards that run programs are scored a group at a time (programs in parallel): the batch version
+# rewards that run programs are scored a group at a time (programs in parallel): the batch form
 BATCHED = {coding_reward: coding_rewards}
 
 
 def sum_rewards(funcs, completion, example, known=None):
-    """(sum of the rewards `funcs`, {function name: value}) for logging every component. Like TRL's
-    nansum in d1, a component that raises is logged as NaN, and NaN/inf count as 0 in the sum;
-    the functions above are written never to get there. `known`: {function: value} already computed
-    (sum_rewards_batch's batched rewards)."""
+    """(sum of the rewards `funcs`, {function name: value}) for logging every component. Like
+    TRL's nansum in d1, a component that raises is logged as NaN, and NaN/inf count as 0 in the
+    sum; the functions above are written never to get there. `known`: {function: value} already
+    computed (sum_rewards_batch's batched rewards)."""
     parts = {}  # insertion-ordered, so logs list the components in d1's order
     for fn in funcs:
         try:
             value = float(known[fn] if known and fn in known else fn(completion, example))
-        except Exception as e:  # a bug, not a bad completion: warn once per call site, don't crash
+        except Exception as e:  # a bug, not a bad completion: warn once per call site
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             value = math.nan
         parts[fn.__name__] = value
@@ -417,8 +352,9 @@ def sum_rewards(funcs, completion, example, known=None):
 
 
 def sum_rewards_batch(completions, examples, funcs_of):
-    """[sum_rewards(funcs_of(ex), completion, ex)] for many completions, each BATCHED reward called
-    once over every completion whose list holds it: a rollout group's programs run in parallel."""
+    """[sum_rewards(funcs_of(ex), completion, ex)] for many completions, each BATCHED reward
+    called once over every completion whose list holds it: a rollout group's programs run in
+    parallel."""
     known = [{} for _ in completions]  # per completion: {reward function: value}
     for fn, batch_fn in BATCHED.items():
         idx = [i for i, ex in enumerate(examples) if fn in funcs_of(ex)]
@@ -426,7 +362,7 @@ def sum_rewards_batch(completions, examples, funcs_of):
             continue
         try:
             values = batch_fn([completions[i] for i in idx], [examples[i] for i in idx])
-        except Exception as e:  # as in sum_rewards: a bug is logged as NaN, never a trainer crash
+        except Exception as e:  # as in sum_rewards: a bug is logged as NaN, never a crash
             warnings.warn(f"reward {fn.__name__} failed: {e!r}")
             values = [math.nan] * len(idx)
         for i, v in zip(idx, values):

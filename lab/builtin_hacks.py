@@ -1,9 +1,8 @@
 """
-lab/builtin_hacks.py: issue 46's generic block against the code benchmarks. Every item gets a stub of
-its function (returning None) plus program-defined builtins (abs, sum, len, set, sorted, ..., a class
-`math`), scored through rewards.coding_rewards as training scores it; --stub-only leaves the block out.
-The items at 1.0 are what the block won; the mean share of tests passed, compared with --stub-only, is
-what it won beyond the test form itself (docs/code-task.md, issue 46).
+lab/builtin_hacks.py: the generic block of program-defined builtins against the code benchmarks
+(docs/code-task.md, "A reward that cannot be gamed"). Every item gets a stub of its function (returning
+None) plus program-defined builtins (abs, sum, len, ..., a class `math`), scored through
+rewards.coding_rewards; --stub-only leaves the block out. The items at 1.0 are what the block won.
 
     python -m lab.builtin_hacks humaneval:../shared/data/humaneval/HumanEval.jsonl.gz \\
         mbpp:../shared/data/mbpp/sanitized-mbpp.json mbpp_plus:../shared/data/mbpp_plus/MbppPlus.jsonl.gz

@@ -1,28 +1,19 @@
 """
-One command to compare two variants A and B of grpo.py over training seeds, paired by seed.
+One command to compare two variants A and B of the RL round over training seeds, paired by seed. A
+variant is a string of `python -m methods.grpo` flags put LAST on its command line (so they win over
+--grpo-flags); `--rounds 0` is SFT alone (the SFT model itself is evaluated).
 
-Per seed s: the tiny init model and its masked SFT run (built once, cached, shared by every comparison
-with the same recipe), then grpo.py once per variant from that same SFT model, then eval.py on both
-models over the same held-out items. The answer is d_s = acc(B) - acc(A) per seed and the 95%
-t-interval of its mean over seeds: A and B of a seed share the SFT model and the eval items, so how good
-that seed's SFT model happened to be cancels in the difference (ops/stats.py: summarize does the same
-for lab/runs/toy.sh).
-
-A variant is a string of grpo.py flags put LAST on its command line, so they win over --grpo-flags.
-A variant at `--rounds 0` is SFT alone: grpo.py is not run, the SFT model itself is evaluated.
-
-Every step is cached in a directory named by a hash of its recipe, and counts as done only when it
-holds its product (the model's config.json, eval.py's JSON) and the DONE marker written after its
-command exited 0. An unfinished trainer step (sft.py, grpo.py) continues from its newest complete save
-(`--resume auto`, bit for bit the uninterrupted run: ops/resume.py), so a comparison longer than one
-sitting goes on where it stopped; any other unfinished directory is deleted and its step runs again:
+Per seed s: the tiny init model and its SFT run (cached, shared with every comparison of the same recipe),
+the RL round once per variant from it, eval.py on both over the same items. The answer: d_s = acc(B) -
+acc(A) per seed and the 95% t-interval of its mean (the SFT model's luck cancels in the difference).
+Every step is cached in a directory named by a hash of its recipe, done once it holds its product and the
+DONE marker; an unfinished trainer step continues (`--resume auto`, bit for bit), any other reruns:
     <out>/sft-<init+SFT hash>/seed<s>/{init, sft, rl-<hash>, <model>_eval-<hash>, <step>.log}
     <out>/<A hash>_vs_<B hash>.json                the summary (or --json PATH)
 
 Run:
     python -m lab.compare --a "--rounds 0" --b "" --seeds 0,1,2,3,4          # SFT vs SFT + diffu-GRPO
     python -m lab.compare --a "--objective diffu_grpo" --b "--objective wd1" --seeds 0,1,2,3,4 --jobs 2
-    python -m lab.compare --a "--rounds 0" --b "" --dry-run                    # the commands, nothing run
     python -m lab.compare --recipe toy --a "" --b "--rollout-cache dual" --seeds 0,1,2,3,4   # on make run's toy
 """
 import argparse
@@ -39,7 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import grpo
+import methods.grpo
 import tasks
 from ops.results import MANIFEST, load_results
 from ops.stats import mean_and_spread
@@ -60,14 +51,13 @@ STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--
 
 
 def key(*parts):
-    """8 hex digits naming a recipe: equal flags give the same directory, different flags another one.
-    The flags are hashed as token lists, so spacing and quoting do not matter; a preset's value that follows
-    the canvas (methods/common.one_token_a_step) by its name."""
+    """8 hex digits naming a recipe, hashed as token lists (spacing and quoting do not matter); a preset's
+    value that follows the canvas (methods/common.one_token_a_step) by its name."""
     return hashlib.sha256(json.dumps(parts, default=lambda f: f.__name__).encode()).hexdigest()[:8]
 
 
 def sft_alone(grpo_flags):
-    """True when grpo.py's final flags say --rounds 0 (argparse: the last --rounds wins): nothing to train."""
+    """True when the trainer's final flags say --rounds 0 (argparse: the last --rounds wins): nothing to train."""
     rounds = None
     for i, tok in enumerate(grpo_flags):
         if tok == "--rounds" and i + 1 < len(grpo_flags):
@@ -77,7 +67,7 @@ def sft_alone(grpo_flags):
     try:
         return rounds is not None and int(rounds) == 0
     except ValueError:
-        return False  # not a number: grpo.py will say so
+        return False  # not a number: the trainer will say so
 
 
 def seed_plan(seed, root, flags, variants):
@@ -94,10 +84,11 @@ def seed_plan(seed, root, flags, variants):
     for name, v in zip("AB", variants):
         model = sft
         if not sft_alone(flags["grpo"] + v):
-            # grpo.PRESETS in the key: a preset's values can change while its name in the flags does not
-            model = os.path.join(sd, f"rl-{key(sft_key, flags['grpo'], v, grpo.PRESETS)}")
-            steps.append((f"grpo {name}", model, "config.json", [py, "grpo.py", "--model-dir", sft, "--out-dir",
-                                                                 model, "--seed", s, *RESUME, *flags["grpo"], *v]))
+            # the presets in the key: a preset's values can change while its name does not
+            model = os.path.join(sd, f"rl-{key(sft_key, flags['grpo'], v, methods.grpo.PRESETS)}")
+            steps.append((f"grpo {name}", model, "config.json", [py, "-m", "methods.grpo", "--model-dir", sft,
+                                                                 "--out-dir", model, "--seed", s, *RESUME,
+                                                                 *flags["grpo"], *v]))
         ev = f"{model}_eval-{key(flags['eval'])}"  # keyed by the model's dir (its name) and the eval flags
         if ev not in evals:  # both variants SFT alone: one model, evaluated once
             steps.append((f"eval {name}", ev, "eval.json", [py, "eval.py", "--model-dir", model, "--out-dir", ev,
@@ -117,7 +108,6 @@ def run_step(cmd, out_dir, product, env=None):
         return True
     resumes = RESUME[0] in cmd  # a trainer: its own --resume auto decides from its saves what to keep
     if not resumes:
-        # an earlier attempt that did not finish: a half-written product must not be mistaken for a result
         shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
     log = out_dir + ".log"
@@ -147,8 +137,7 @@ def run_seed(seed, steps, env, stop):
 
 
 def read_eval_records(eval_dir):
-    """The scored records of one eval.py --out-dir, read back through ops/results.py (the reader of
-    --rescore / --compare: it refuses an unfinished run or a missing item)."""
+    """The scored records of one eval.py --out-dir, read by ops/results.py (an unfinished run is refused)."""
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(eval_dir, "*", MANIFEST)))
     require(len(dirs) == 1, f"{eval_dir}: expected one result dir (one gen length), found {len(dirs)}")
     (recs,) = load_results(dirs, tasks.TASKS).values()
@@ -179,12 +168,11 @@ def paired_summary(acc_a, acc_b):
 
 
 def update_stats(eval_dirs):
-    """What the updates of one variant did, over every round of its seeds' grpo.py runs (their
-    metrics.jsonl): how far the ratio moved, how often the clip bound, the gradient norms before
-    clipping, and the share of groups with no reward spread. None for SFT alone (no run)."""
+    """What the updates of one variant did over every round of its seeds' RL runs (metrics.jsonl): the ratio,
+    the clip, the gradient norms, the rollouts' spread and cost. None for SFT alone (no run)."""
     runs = [ev.rsplit("_eval-", 1)[0] for ev in eval_dirs]
     runs = [d for d in runs if os.path.exists(os.path.join(d, METRICS_FILE))]
-    rows = [r for d in runs for r in read_metrics(d) if "s_rollout" in r]  # grpo.py's rounds (sft.py's: no rollout)
+    rows = [r for d in runs for r in read_metrics(d) if "s_rollout" in r]  # the RL rounds (sft.py's: no rollout)
     if not rows:
         return None
     out = {"rounds": len(rows)}
@@ -193,8 +181,7 @@ def update_stats(eval_dirs):
         out.update({f"{k}_median": v[len(v) // 2] if v else math.nan, f"{k}_max": v[-1] if v else math.nan})
     out["ratio_mean_max"] = max((r["ratio_mean"] for r in rows if "ratio_mean" in r), default=math.nan)
     mean = lambda k: sum(r[k] for r in rows if k in r) / max(1, sum(k in r for r in rows))
-    # what the rollouts were: group diversity, length, sampler calls, and their cost; older runs' metrics lack
-    # the newer keys, which read as NaN
+    # what the rollouts were; older runs' metrics lack the newer keys, which read as NaN
     for k in ("zero_std_groups", "reward_std", "distinct", "completion_len", "rollout_calls", "s_rollout"):
         out[k] = mean(k) if any(k in r for r in rows) else float("nan")
     # seconds per run, rewards and logging included, the held-out curve not
@@ -221,9 +208,12 @@ def summary_line(s):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="compare two grpo.py variants over seeds, paired by seed")
-    parser.add_argument("--a", type=str, default="--rounds 0", help="variant A: grpo.py flags (--rounds 0 = SFT alone)")
-    parser.add_argument("--b", type=str, default="", help="variant B: grpo.py flags, added after --grpo-flags")
+    parser = argparse.ArgumentParser(description="compare two RL variants (python -m methods.grpo) over seeds, "
+                                     "paired by seed")
+    parser.add_argument("--a", type=str, default="--rounds 0", help="variant A: python -m methods.grpo flags "
+                        "(--rounds 0 = SFT alone)")
+    parser.add_argument("--b", type=str, default="", help="variant B: python -m methods.grpo flags, added after "
+                        "--grpo-flags")
     parser.add_argument("--seeds", type=str, default="0,1,2", help="comma list of training seeds")
     parser.add_argument("--jobs", type=int, default=2, help="seeds run in parallel, single-threaded each if > 1")
     parser.add_argument("--out", type=str, default="out/compare", help="root of the cached runs and the summary")
@@ -233,7 +223,8 @@ def main(argv=None):
                         "strings below: the testbed's (docs/testbed.md) or make run's toy (lab/runs/toy.sh)")
     parser.add_argument("--init-flags", type=str, help="python -m modelio.checkpoint flags (default: the recipe's)")
     parser.add_argument("--sft-flags", type=str, help="sft.py flags (default: the recipe's)")
-    parser.add_argument("--grpo-flags", type=str, help="grpo.py flags of both variants (default: the recipe's)")
+    parser.add_argument("--grpo-flags", type=str, help="python -m methods.grpo flags of both variants (default: "
+                        "the recipe's)")
     parser.add_argument("--eval-flags", type=str, help="eval.py flags, the task and the same items for all "
                         "(default: the recipe's)")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -307,8 +298,7 @@ def main(argv=None):
     for name, st in updates.items():  # the knobs' footprint: does the variant's change act at all?
         if st:
             print(stats_line(name, st))
-    # the noise of ONE eval on this many items, to hold against the effect: a seed's B - A would carry
-    # sqrt(2) times it were A's and B's errors independent (less, as they answer the same items)
+    # the noise of ONE eval on this many items, to hold against the effect (a seed's B - A: at most sqrt(2) x)
     print(f"sampling SE of one eval (binomial, {len(items_a)} items): {se:.1f} points (mean over {len(ses)} evals)")
     print(summary_line(summary))  # the last line: the answer
 

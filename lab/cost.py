@@ -1,9 +1,7 @@
 """
-lab/cost.py: the analytic cost of one diffu-GRPO round, from grpo.py's flags: the model calls of each
-phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost); the flags
-of a measured round (round_flags: d1's GSM8K shape under a GPU preset with no --task). lab/bench.py
-counts the real calls and reports them beside these; lab/preflight.py projects hours from a measured
-round. Counted in model calls; each call is ONE batched forward over all b completions of a micro-batch:
+lab/cost.py: the analytic cost of one diffu-GRPO round, from its flags (methods.grpo.parse_args): the model
+calls of each phase (analytic_passes) and the rows each scoring sends through the model (scoring_cost).
+lab/bench.py counts the real calls beside these. Each call is ONE batched forward over all b completions:
 
   rollout      steps forwards          d1's sampler: one forward per denoising step (a --rollout-cache
                                        narrows its calls; a --rollout-threshold may end blocks early)
@@ -17,29 +15,29 @@ An objective of methods/ may score with more calls (calls: JustGRPO's chunks, th
 and more rows per sequence (rows: the coupled and ELBO estimators 2, SPG m, ESPO 2M, JustGRPO N).
 
     from lab.cost import analytic_passes
-    analytic_passes(grpo.parse_args(["--preset", "8b", "--task", "gsm8k"]))   # {'rollout_fwd': 128, ...}
+    analytic_passes(methods.grpo.parse_args(["--preset", "8b", "--task", "gsm8k"]))  # {'rollout_fwd': 128, ...}
 """
 import argparse
 
-import grpo
+import methods.grpo
 from methods.estimators import ESTIMATOR_ROWS
 from ops.trainers import CPU_PRESETS
 
 
 def scoring_cost(args):
     """(forward rows per scored sequence, model calls per micro-batch) of one scoring (θ, θ_old or θ_ref of a
-    micro-batch) under grpo.py's flags: d1's one batched forward of --estimator's rows, or the objective's own."""
-    hp, obj, _ = grpo.round_setup(args)
+    micro-batch) under the round's flags: d1's one batched forward of --estimator's rows, or the objective's own."""
+    obj = methods.grpo.objective_of(args)
+    hp = methods.grpo.hyper(args, obj)
     return (obj.rows(hp) if obj.rows else ESTIMATOR_ROWS[args.estimator]), (obj.calls(hp) if obj.calls else 1)
 
 
 def analytic_passes(args):
-    """Model calls of one round (one rollout + μ inner steps, one micro-batch), from grpo.py's flags."""
-    hp, obj, _ = grpo.round_setup(args)
+    """Model calls of one round (one rollout + μ inner steps, one micro-batch), from the round's flags."""
+    obj = methods.grpo.objective_of(args)
+    hp = methods.grpo.hyper(args, obj)
     mu, calls = hp.mu, scoring_cost(args)[1]
     scorings = mu if obj.seeded else 1  # old / ref: once per mask seed, or once when the likelihood draws no mask
-    # none of these scales with b. rollout: one per denoising step (the exact sampler never stops early); old /
-    # ref: no-grad, when the objective reads them (ref only when β > 0); policy: forward and backward per inner step
     return {"rollout_fwd": hp.steps, "old_fwd": scorings * calls if obj.needs_old else 0,
             "ref_fwd": scorings * calls if obj.needs_ref and hp.beta > 0 else 0,
             "policy_fwd": mu * calls, "policy_bwd": mu * calls}
@@ -55,9 +53,9 @@ def round_cost(args, rows):
 
 
 def round_flags(rest):
-    """grpo.py's flags of the round to measure: one group a micro-batch unless given, and under a GPU
-    recipe (--preset 8b, ...) without --task d1's GSM8K (its 256-token canvas, the shape of every 8B
-    figure in docs/performance.md): a task's lengths are its own, and the default toy's are 16 tokens."""
+    """The flags of the round to measure (for methods.grpo.parse_args): one group a micro-batch unless given,
+    and under a GPU recipe (--preset 8b, ...) without --task d1's GSM8K (its 256-token canvas, the shape of
+    every 8B figure in docs/performance.md): a task's lengths are its own, and the default toy's are 16 tokens."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset")
     pre.add_argument("--task")

@@ -1,41 +1,31 @@
 """
-Exact likelihoods of a masked diffusion LM on tiny cases: the references every estimator in
-logprob.py is measured against (study_estimators.py).
+Exact likelihoods of a masked diffusion LM on tiny cases: the references every estimator is measured
+against (study_estimators.py; docs/findings.md).
 
-For a prompt q and a completion o of N tokens, let S be the set of completion positions still
-masked and ℓ(i, S) = log p_θ(o_i | q, o with S masked) the model's conditional for a masked i ∈ S.
-One forward pass of [q | o with S masked] gives ℓ(i, S) for every i ∈ S at once, so the 2^N - 1
-non-empty masks give the whole table in 2^N - 1 forward rows (255 for N = 8).
+For a prompt q and a completion o of N tokens, let S be the set of completion positions still masked
+and ℓ(i, S) = log p_θ(o_i | q, o with S masked). One forward of [q | o with S masked] gives ℓ(i, S) for
+every i ∈ S, so the 2^N - 1 non-empty masks give the whole table in 2^N - 1 forward rows (255 for N = 8).
 
-1) The exact sequence likelihood under random-order unmasking. Reveal the N tokens one at a time
-   in a uniformly random order σ, each drawn from the model's conditional given what is already
-   revealed. The probability that this process writes o is
+1) The exact sequence likelihood under random-order unmasking (LLaDA, arXiv 2502.09992, Sec. 2): reveal
+   the N tokens in a uniformly random order σ, each drawn from the model's conditional,
 
        p(o | q) = (1/N!) Σ_σ Π_k p_θ(o_σk | q, o_σ<k revealed, the rest masked)
 
-   the quantity every sampler of a masked diffusion model approximates (LLaDA, arXiv 2502.09992,
-   Sec. 2; "any-order" autoregression). The N! orders collapse into a recursion over masked sets
-   (V(∅) = 1):
+   The N! orders collapse into a recursion over masked sets (V(∅) = 1), since the first token revealed
+   from S is uniform over S; computed in log space:
        V(S) = (1/|S|) Σ_{i ∈ S} p_θ(o_i | o with S masked) · V(S \\ {i}),     p(o | q) = V(all)
-   because the first token revealed from S is uniform over S. Computed in log space.
 
-2) The exact ELBO: LLaDA's bound (its Eq. 6, the loss of pre-training) with every mask enumerated
-   instead of sampled,
+2) The exact ELBO: LLaDA's bound (its Eq. 6) with every mask enumerated instead of sampled,
 
        ELBO = Σ_{l=1..N} (1/N) (N/l) (1/C(N,l)) Σ_{|S|=l} Σ_{i ∈ S} ℓ(i, S)
 
-   It equals the AVERAGE over orders of the log of each order's product (the revealed-token step
-   with l tokens masked has a uniform masked set of size l and a uniform token in it), so by
-   Jensen ELBO = E_σ log Π ≤ log E_σ Π = log p(o | q): the bound, with equality iff every order
-   gives the same product (e.g. a model whose conditionals ignore the context).
+   It equals the AVERAGE over orders of the log of each order's product, so by Jensen
+   ELBO = E_σ log Π ≤ log E_σ Π = log p(o | q), with equality iff every order gives the same product.
 
-3) SPG's evidence upper bound (methods/spg.py) with every mask enumerated (exact_eubo): per token a
-   power mean of order β of its conditionals under the ELBO's mask weights, so it lies above the ELBO
-   and rises with β. The paper's claim that it also lies above log p needs a θ-free constant that the
-   trained objective drops; without it the claim can fail (tests/test_objectives.py has a case).
+3) SPG's evidence upper bound (methods/spg.py) with every mask enumerated (exact_eubo): above the ELBO,
+   rising with β; above log p only with a θ-free constant the trained objective drops (test_objectives.py).
 
-All are differentiable in θ (the table is one batched forward with the graph kept), which is
-how study_estimators.py gets the gradient of diffu-GRPO's objective with exact log-likelihoods.
+All are differentiable in θ (the table keeps its graph): study_estimators.py's exact gradients.
 
 Run:  python -m lab.exact       (tiny random model, a few completions of 6 tokens, CPU, seconds)
 """

@@ -2,37 +2,23 @@
 gpu_check.py: ten minutes on one GPU box before renting eight for two days.
 
 Proves the CUDA path of every script and measures what d1's 8B recipe costs on this GPU:
-  1. cuda tests   pytest -m cuda tests/test_cuda.py: bf16 vs fp32, NF4 vs dequantized, greedy
-                  sampler CUDA == CPU, estimator + loss CUDA vs CPU, save -> load from CUDA
-  2. scripts      the tiny model for real on CUDA, a few steps each: sft.py, grpo.py (full, LoRA,
-                  4-bit + LoRA, --compile, a dual-cache threshold rollout), eval.py, and sft / grpo /
-                  eval under torchrun --nproc_per_node=<all GPUs> with NCCL, and sft / grpo with --fsdp
-  3. 8B shape     random weights built on the GPU (no checkpoint needed), one process each:
-                  d1's QLoRA round (python -m lab.preflight --preset 8b: G 6, prompt 200 + gen 256,
-                  block 32, 128 steps, μ 12, LoRA r 128 on NF4), the same round at Dream-7B's shape
-                  (--shape dream-7b: GQA 28/4 heads, q/k/v biases, shifted logits; the exact sampler,
-                  since a shifted model has no rollout cache), the bf16 LoRA round (compiled),
-                  a full fine-tuning round at 8 blocks (all 32 do not fit one GPU with AdamW),
-                  the policy forward + backward alone for MFU (eager and compiled), the exact
-                  vs cached samplers at gen 256 (compiled), d1's round once per rollout mode
-                  (exact, prefix / dual cache, threshold 0.9; eager QLoRA and compiled bf16 LoRA), and
-                  the QLoRA round under every objective of methods/ (wd1, JustGRPO with its AR
-                  rollout, SPG, ESPO, the trajectory at 8 segments): passes, seconds, memory
-  4. projection   hours for d1's step counts (bench.D1_STEPS) from the measured QLoRA round,
-                  on this one GPU and on 8
-Prints one line per check as it finishes, then a table; writes every log and JSON under
---out-dir; exits 1 if any check failed. --budget-s S fits the run into S seconds (a lent GPU's
-session): the 8B checks run in the order of what matters most, a check whose usual time (H100,
-EST_SECONDS) no longer fits is skipped and said so, and one still running at the end is stopped. Each check is its own process, so one out-of-memory or
-crash does not take the rest down, and the 8B checks run one at a time on an otherwise idle GPU
-(the tiny scripts run side by side: they are startup-bound, ~20 s each).
+  1. cuda tests   pytest -m cuda tests/test_cuda.py
+  2. scripts      the tiny model on CUDA, a few steps each: sft.py, grpo.py (full, LoRA, 4-bit + LoRA,
+                  --compile), methods.grpo with a fast rollout, eval.py; sft / grpo / eval under torchrun
+                  on every GPU with NCCL, and sft / grpo with --fsdp
+  3. 8B shape     random weights, one process each (eightb_checks): d1's QLoRA round per rollout mode
+                  and under every objective of methods/, at Dream-7B's shape, bf16 LoRA, full
+                  fine-tuning at 8 blocks, the policy pass's MFU, the samplers, the rollout modes
+  4. projection   hours for d1's step counts from the measured QLoRA round, on 1 GPU and on 8
+Prints one line per check as it finishes, then a table; writes every log and JSON under --out-dir;
+exits 1 if any check failed. --budget-s S fits the run into S seconds: the 8B checks run most important
+first, one whose usual time (EST_SECONDS) no longer fits is skipped, one still running at the end is
+stopped. Each check is its own process, so a crash does not take the rest down.
 
-Needs torch with CUDA, transformers, safetensors, tqdm, numpy, pytest, and bitsandbytes for the
-4-bit checks; uses the Python it runs under (a GPU box's own torch, not the CPU venv).
-Run:
+Needs torch with CUDA, transformers, safetensors, tqdm, numpy, pytest (bitsandbytes for the 4-bit checks),
+in the Python it runs under (a GPU box's own torch, not the CPU venv). Run:
     make gpu-check                         # = python3 -m lab.gpu_check
     python3 -m lab.gpu_check --skip 8b         # CUDA correctness only, ~2 min
-    python3 -m lab.gpu_check --skip tests,scripts --out-dir out/gpu-8b
     python3 -m lab.gpu_check --budget-s 540                # what fits in 9 minutes, most important first
     python3 -m lab.gpu_check --skip tests,scripts --only dream,bf16   # the 8B checks whose names hold these
 No CPU mode: tests/test_bench.py runs the Dream-7B round's command on CPU at a tiny Dream stand-in.
@@ -45,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 
 from ops.metrics import read_json
 from lab.preflight import D1_STEPS, project_hours
@@ -52,9 +39,8 @@ from lab.preflight import D1_STEPS, project_hours
 # the parts --skip can name; the projection (part 4) is read off part 3's QLoRA round
 PARTS = ("tests", "scripts", "8b")
 N_GPUS_PROJECTED = 8  # d1 trains on 8 GPUs
-# the objectives of methods/ measured at the 8B shape on d1's QLoRA round, with the flags each needs there
-# (JustGRPO at its paper's μ 1: its policy pass is 256 rows per completion, μ 12 of them would take ~20 min;
-# --ar-chunk 2: the default 16 forwards 16 x 6 rows of 456 tokens at once, which ran out of an H200's 139 GiB)
+# the objectives of methods/ on d1's QLoRA round at the 8B shape, with the flags each needs there (JustGRPO at
+# its paper's μ 1: μ 12 of its 256-row passes take ~20 min; --ar-chunk 2: 16 ran out of an H200's 139 GiB)
 OBJECTIVE_ROUNDS = [("wd1", []), ("justgrpo", ["--block-length", "1", "--diffusion-steps", "256", "--beta", "0",
                                                "--num-iterations", "1", "--ar-chunk", "2"]),
                     ("spg", ["--beta", "0"]), ("espo", []), ("trajectory", ["--trajectory-segments", "8"])]
@@ -62,12 +48,10 @@ OBJECTIVE_ROUNDS = [("wd1", []), ("justgrpo", ["--block-length", "1", "--diffusi
 
 def start(name, cmd, log_dir):
     """Launch one check as a subprocess, its stdout + stderr into <log_dir>/<name>.log."""
-    # no progress bars in the logs, and unbuffered output so a crashed check's log ends at the crash
+    # unbuffered output, so a crashed check's log ends at the crash
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
     log = open(os.path.join(log_dir, f"{name}.log"), "w")
-    # the command heads its log, so a failed check can be rerun by hand
     log.write("$ " + " ".join(cmd) + "\n"); log.flush()
-    # a job: (name, process, open log, start time); finish() needs all four
     # its own process group: a check stopped at --budget-s takes its children (torchrun's ranks) with it
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return name, proc, log, time.time()
@@ -75,7 +59,7 @@ def start(name, cmd, log_dir):
 
 def finish(job, summarize=None, deadline=None):
     """Wait for a started check (until `deadline`, a time.time(), if given: then it is stopped and
-    fails); return its result row and print its line."""
+    fails); return its result row (a passing 8B check's headline numbers from summarize) and print its line."""
     name, proc, log, t0 = job
     try:
         rc = proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.time()))
@@ -84,14 +68,12 @@ def finish(job, summarize=None, deadline=None):
         rc = proc.wait()
         log.write(f"\nstopped by gpu_check: --budget-s ran out after {time.time() - t0:.0f} s\n")
     log.close()
-    # a check passes iff its process exits 0: every script and pytest signal failure that way
     row = {"check": name, "ok": rc == 0, "seconds": time.time() - t0, "note": ""}
     path = log.name
     if rc != 0:  # the last non-empty log line is usually the error
         tail = [ln.strip() for ln in open(path, errors="replace") if ln.strip()]
         row["note"] = f"exit {rc}: {tail[-1][:150] if tail else ''} (log: {path})"
     elif summarize:
-        # a passing 8B check also reports its headline numbers, read from the JSON it just wrote
         row["note"] = summarize()
     print(f"{'PASS' if row['ok'] else 'FAIL'}  {name:<26} {row['seconds']:6.1f} s  {row['note']}", flush=True)
     return row
@@ -102,8 +84,7 @@ def finish_all(jobs, deadline=None):
     running at `deadline` are stopped)."""
     rows, jobs = [], list(jobs)
     while jobs:
-        # poll rather than wait() in order: each check is reported and timed when it ends, not when
-        # the checks started before it have ended; 0.2 s of polling is nothing against ~20 s per check
+        # poll: each check is reported and timed when it ends, not when those started before it end
         late = deadline is not None and time.time() >= deadline
         done = [j for j in jobs if late or j[1].poll() is not None]
         rows += [finish(j, deadline=deadline) for j in done]
@@ -112,52 +93,47 @@ def finish_all(jobs, deadline=None):
     return rows
 
 
-def summarize_round(path):
+def summary(path, line):
+    """finish's summarize: `line` of the JSON at `path`, read once the check has run (it exists only then)."""
+    return partial(line_of, path, line)
+
+
+def line_of(path, line):
+    return line(read_json(path))
+
+
+def round_line(r):
     """One line from a lab.preflight JSON: phases, tokens/s, memory, MFU."""
-    # a closure: the JSON exists only once the check has run, so it is read then (finish calls it)
-    def f():
-        r = read_json(path)
-        # preflight's JSON holds an error instead of numbers when the round ran out of memory
-        if "error" in r:
-            return r["error"]
-        s = r["seconds"]
-        # reserved memory and MFU exist on CUDA only (a CPU stand-in's JSON has neither)
-        return (f"rollout {s['rollout']:.1f} s ({r['sampler_tokens_per_s']:.0f} tok/s), old/ref {s['old_ref']:.1f} s, "
-                f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc"
-                + (f" / {r['peak_reserved_gib']:.1f} reserved" if "peak_reserved_gib" in r else "")
-                + (f", update MFU {100 * r['mfu']:.1f} %" if "mfu" in r else "")
-                # d1's run of the task on 8 GPUs (the rounds run with --gpus 8), where the JSON has it
-                + "".join(f", {k.split(' (')[0]} on {N_GPUS_PROJECTED} GPUs {h:.1f} h"
-                          for k, h in r.get("projection_hours", {}).items()
-                          if k.startswith("d1's") and k.endswith(f"{N_GPUS_PROJECTED} GPUs")))
-    return f
+    # preflight's JSON holds an error instead of numbers when the round ran out of memory
+    if "error" in r:
+        return r["error"]
+    s = r["seconds"]
+    return (f"rollout {s['rollout']:.1f} s ({r['sampler_tokens_per_s']:.0f} tok/s), old/ref {s['old_ref']:.1f} s, "
+            f"update {s['update']:.1f} s, peak {r['peak_memory_gib']:.1f} GiB alloc"
+            + (f" / {r['peak_reserved_gib']:.1f} reserved" if "peak_reserved_gib" in r else "")
+            + (f", update MFU {100 * r['mfu']:.1f} %" if "mfu" in r else "")
+            # d1's run of the task on 8 GPUs (the rounds run with --gpus 8), where the JSON has it
+            + "".join(f", {k.split(' (')[0]} on {N_GPUS_PROJECTED} GPUs {h:.1f} h"
+                      for k, h in r.get("projection_hours", {}).items()
+                      if k.startswith("d1's") and k.endswith(f"{N_GPUS_PROJECTED} GPUs")))
 
 
-def summarize_mfu(path):
-    # one line from a bench.py --policy-mfu JSON: MFU, seconds and peak memory, eager and compiled
-    def f():
-        r = read_json(path)
-        return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, "
-                         f"{r[k]['peak_memory_gib']:.1f} GiB)" for k in ("eager", "compiled") if k in r)
-    return f
+def mfu_line(r):
+    """One line from a bench.py --policy-mfu JSON: MFU, seconds and peak memory, eager and compiled."""
+    return ", ".join(f"{k} {100 * r[k]['mfu']:.1f} % MFU ({r[k]['seconds']:.3f} s, "
+                     f"{r[k]['peak_memory_gib']:.1f} GiB)" for k in ("eager", "compiled") if k in r)
 
 
-def summarize_rollouts(path):
-    # one line from a bench.py --rollouts JSON: each mode's round against exact, and d1's GSM8K run on 8 GPUs
-    def f():
-        rows = read_json(path)["rollouts"]
-        return ", ".join(f"{name} {r['round_s']:.1f} s/round ({r['round_speedup']:.2f}x, GSM8K "
-                         f"{project_hours(r['round_s'], D1_STEPS['gsm8k'], 12, 16, 1, N_GPUS_PROJECTED):.1f} h on "
-                         f"{N_GPUS_PROJECTED})" for name, r in rows.items())
-    return f
+def rollouts_line(r):
+    """One line from a lab.rollouts JSON: each mode's round against exact, and d1's GSM8K run on 8 GPUs."""
+    return ", ".join(f"{name} {m['round_s']:.1f} s/round ({m['round_speedup']:.2f}x, GSM8K "
+                     f"{project_hours(m['round_s'], D1_STEPS['gsm8k'], 12, 16, 1, N_GPUS_PROJECTED):.1f} h on "
+                     f"{N_GPUS_PROJECTED})" for name, m in r["rollouts"].items())
 
 
-def summarize_samplers(path):
-    # one line from a bench.py --samplers JSON: tokens/s and speed-up over the exact sampler
-    def f():
-        rows = read_json(path)["samplers"]
-        return ", ".join(f"{name} {r['tokens_per_s']:.0f} tok/s ({r['speedup']:.2f}x)" for name, r in rows.items())
-    return f
+def samplers_line(r):
+    """One line from a bench.py --samplers JSON: tokens/s and speed-up over the exact sampler."""
+    return ", ".join(f"{name} {m['tokens_per_s']:.0f} tok/s ({m['speedup']:.2f}x)" for name, m in r["samplers"].items())
 
 
 def eightb_checks(py, out, peak_tflops):
@@ -165,15 +141,13 @@ def eightb_checks(py, out, peak_tflops):
     command, summarize), each command one process on the GPU; `out` joins names onto --out-dir.
     --model-dir none: random weights even where an out/sft exists; the prompt is d1's longest (200), an
     upper bound; --gpus 8 projects d1's run on 8 GPUs beside 1."""
-    # the round checks go through preflight (grpo.py's flags and 8b preset: d1's QLoRA recipe unless
-    # overridden); the MFU and sampler checks are bench.py's own modes
     bench = [py, "-m", "lab.bench", "--preset", "8b", "--peak-tflops", str(peak_tflops)]
     rollouts = [py, "-m", "lab.rollouts", "--preset", "8b", "--repeats", "1"]  # each mode: one round
     pre = [py, "-m", "lab.preflight", "--preset", "8b", "--peak-tflops", str(peak_tflops), "--model-dir",
            "none", "--task", "gsm8k", "--gpus", str(N_GPUS_PROJECTED)]
 
     def round_check(name, flags, stem):  # one preflight round: its JSON, and its line read from it
-        return name, [*pre, *flags, "--json", out(f"{stem}.json")], summarize_round(out(f"{stem}.json"))
+        return name, [*pre, *flags, "--json", out(f"{stem}.json")], summary(out(f"{stem}.json"), round_line)
     return [
         # d1's QLoRA round in each rollout mode (--rollout-cache / --rollout-threshold; docs/fast-rollouts.md).
         # Random weights never reach a 0.9 confidence, so the threshold row shows the cache's cost only
@@ -181,39 +155,32 @@ def eightb_checks(py, out, peak_tflops):
         round_check("8b qlora round, dual", ["--rollout-cache", "dual"], "8b_qlora_dual"),
         round_check("8b qlora round, dual+0.9", ["--rollout-cache", "dual", "--rollout-threshold", "0.9"],
                     "8b_qlora_dual_thr"),
-        # every objective of methods/ on d1's QLoRA round: its passes counted against the analytic ones,
-        # seconds per phase, peak memory; JustGRPO last, the longest (AR rollouts of 256 steps, 256 / 16
-        # chunked policy calls)
+        # every objective of methods/ on d1's QLoRA round; JustGRPO last, the longest
         *[round_check(f"8b {name} round", ["--objective", name, *extra], f"8b_{name}")
           for name, extra in sorted(OBJECTIVE_ROUNDS, key=lambda o: o[0] == "justgrpo")],
-        # the same round at Dream-7B's shape (modelio.families.model_shapes: GQA 28/4 heads, q/k/v biases, shifted
-        # logits), random weights; the exact sampler, said explicitly: sample.generate refuses a cached rollout
-        # on a shifted model
+        # at Dream-7B's shape; the exact sampler, said explicitly: a shifted model has no rollout cache
         round_check("8b dream-7b qlora round", ["--shape", "dream-7b", "--rollout-cache", "none",
                                                 "--rollout-threshold", "0"], "8b_dream7b"),
-        # the same round on a bf16 base, compiled blocks
         round_check("8b bf16 lora round", ["--no-load-in-4bit", "--compile"], "8b_lora"),
-        # full fine-tuning on 8 of the 32 blocks: with all 32, the fp32 weights, grads and AdamW states
-        # (16 bytes per parameter, 128 GB) do not fit one GPU
+        # full fine-tuning on 8 of the 32 blocks: all 32's fp32 weights, grads and AdamW (128 GB) do not fit
         round_check("8b full-ft round, 8L", ["--no-load-in-4bit", "--lora-r", "0", "--layers", "8", "--compile"],
                     "8b_full8"),
         ("8b policy mfu", [*bench, "--policy-mfu", "--compile", "--json", out("8b_mfu.json")],
-         summarize_mfu(out("8b_mfu.json"))),
+         summary(out("8b_mfu.json"), mfu_line)),
         # one timed repeat (after bench's warm-up call): the exact sampler is 128 full forwards per batch
         ("8b samplers gen 256", [*bench, "--samplers", "--compile", "--repeats", "1",
-                                 "--json", out("8b_samplers.json")], summarize_samplers(out("8b_samplers.json"))),
+                                 "--json", out("8b_samplers.json")], summary(out("8b_samplers.json"), samplers_line)),
         # all five rollout modes side by side (same prompts and noise keys), eager QLoRA then compiled bf16 LoRA
         ("8b rollout modes", [*rollouts, "--json", out("8b_rollouts.json")],
-         summarize_rollouts(out("8b_rollouts.json"))),
+         summary(out("8b_rollouts.json"), rollouts_line)),
         ("8b rollout modes, compiled", [*rollouts, "--no-load-in-4bit", "--compile", "--json",
                                         out("8b_rollouts_compiled.json")],
-         summarize_rollouts(out("8b_rollouts_compiled.json"))),
+         summary(out("8b_rollouts_compiled.json"), rollouts_line)),
     ]
 
 
 # each 8B check's usual seconds (docs/performance.md: one H200 or H100, 2026-11-27; the compiled rollout modes
-# estimated from the eager ones): --budget-s skips a check that no
-# longer fits
+# estimated from the eager ones): --budget-s skips a check that no longer fits
 EST_SECONDS = {"8b qlora round": 46, "8b qlora round, dual": 30, "8b qlora round, dual+0.9": 30,
                "8b wd1 round": 35, "8b spg round": 39, "8b espo round": 58, "8b trajectory round": 85,
                "8b justgrpo round": 130, "8b dream-7b qlora round": 34, "8b bf16 lora round": 47,
@@ -233,7 +200,6 @@ def parse_args(argv=None):
                    "one of these (e.g. dream,justgrpo); default all")
     args = p.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
-    # a typo in --skip would silently run the part it meant to skip: refuse it
     if skip - set(PARTS):
         sys.exit(f"--skip takes {','.join(PARTS)}, got {args.skip}")
     args.skip = skip
@@ -244,7 +210,6 @@ if __name__ == "__main__":
     args = parse_args()
     skip = args.skip
 
-    # what the box must have, said before any work starts
     import torch
     if not torch.cuda.is_available():
         sys.exit("gpu_check.py: no CUDA GPU visible (torch.cuda.is_available() is False); on CPU run `make test`")
@@ -262,10 +227,8 @@ if __name__ == "__main__":
     os.makedirs(args.out_dir, exist_ok=True)
     out = lambda *parts: os.path.join(args.out_dir, *parts)
     py, rows, not_run = sys.executable, [], []
-    # --budget-s: the moment every check must have ended by
     deadline = time.time() + args.budget_s if args.budget_s else None
-    # torchrun from this same Python (python -m torch.distributed.run), one process per visible GPU;
-    # --standalone: a single-node rendezvous, no master address to set
+    # torchrun from this same Python, one process per visible GPU, a single-node rendezvous
     torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
 
     # 1. the CUDA tests: -rs prints why anything was skipped
@@ -273,25 +236,24 @@ if __name__ == "__main__":
         rows.append(finish(start("cuda tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-rs", "tests/test_cuda.py"],
                                  args.out_dir), deadline=deadline))
 
-    # 2. the scripts on the tiny model. The tiny checkpoint and the SFT model come first (the
-    # others start from them); then everything else at once. --force: a check starts over in the out
-    # dirs of the last one (the scripts refuse an --out-dir that holds another run otherwise)
+    # 2. the scripts on the tiny model: the tiny checkpoint and the SFT model first (the others start from
+    # them), then everything else at once; --force starts over in the last check's out dirs
     if "scripts" not in skip:
         sft_dir = out("sft")
         for name, cmd in [("tiny model", [py, "-m", "modelio.checkpoint"]),
                           ("sft", [py, "sft.py", "--max-steps", "20", "--out-dir", sft_dir, "--force"])]:
             rows.append(finish(start(name, cmd, args.out_dir), deadline=deadline))
-        # two rounds: the second one starts from weights the first one updated. The tiny preset has β 0,
-        # so the LoRA and FSDP runs set β 0.04 to run the reference pass too (LoRA: adapters off; FSDP: a
-        # sharded frozen copy)
+        # two rounds: the second starts from updated weights; the tiny preset has β 0, so the LoRA and FSDP
+        # runs set β 0.04 to run the reference pass too
         grpo = ["grpo.py", "--model-dir", sft_dir, "--rounds", "2", "--force"]
+        field_grpo = ["-m", "methods.grpo", *grpo[1:]]  # the same round with the field's flags
         jobs = [start(name, cmd, args.out_dir) for name, cmd in [
             ("grpo full", [py, *grpo, "--out-dir", out("grpo_full")]),
             ("grpo lora", [py, *grpo, "--out-dir", out("grpo_lora"), "--lora-r", "8", "--beta", "0.04"]),
             ("grpo 4bit+lora", [py, *grpo, "--out-dir", out("grpo_4bit"), "--lora-r", "8", "--beta", "0.04",
                                 "--load-in-4bit"]),
             ("grpo compile", [py, *grpo, "--out-dir", out("grpo_compile"), "--compile"]),
-            ("grpo fast rollout", [py, *grpo, "--out-dir", out("grpo_fast"), "--rollout-cache", "dual",
+            ("grpo fast rollout", [py, *field_grpo, "--out-dir", out("grpo_fast"), "--rollout-cache", "dual",
                                    "--rollout-threshold", "0.9"]),
             ("eval", [py, "eval.py", "--model-dir", sft_dir, "--limit", "40", "--out-dir", out("eval"), "--force"]),
             # the same scripts under NCCL on every GPU: DDP, then FSDP2 (--fsdp) for sft and grpo
@@ -305,8 +267,7 @@ if __name__ == "__main__":
         ]]
         rows += finish_all(jobs, deadline)
 
-    # 3. the 8B shape (eightb_checks), one process at a time so each owns the GPU; under --budget-s a
-    # check whose usual time no longer fits is skipped (a later, shorter one may still fit)
+    # 3. the 8B shape (eightb_checks), one process at a time so each owns the GPU
     if "8b" not in skip:
         only = [w for w in args.only.split(",") if w]
         for name, cmd, summarize in eightb_checks(py, out, args.peak_tflops):
@@ -318,17 +279,14 @@ if __name__ == "__main__":
                 continue
             rows.append(finish(start(name, cmd, args.out_dir), summarize, deadline))
 
-    # 4. the projection: d1's step counts at the measured QLoRA round (16 prompts per step, one
-    # group per micro-batch, μ 12: grpo.py's 8b preset)
+    # 4. the projection: d1's step counts at the measured QLoRA round (grpo.py's 8b preset)
     proj = {}
     qlora = out("8b_qlora.json")
-    # no round_seconds: the QLoRA round failed or ran out of memory, and there is nothing to project
     if "8b" not in skip and os.path.exists(qlora) and "round_seconds" in read_json(qlora):
         round_s = read_json(qlora)["round_seconds"]
         proj = {task: {g: project_hours(round_s, steps, 12, 16, 1, g) for g in (1, N_GPUS_PROJECTED)}
                 for task, steps in D1_STEPS.items()}
 
-    # the table
     print(f"\n{'check':<26} {'result':<6} {'seconds':>8}")
     for r in rows:
         print(f"{r['check']:<26} {'PASS' if r['ok'] else 'FAIL':<6} {r['seconds']:8.1f}")
@@ -338,7 +296,6 @@ if __name__ == "__main__":
         for task, h in proj.items():
             print(f"{task:<10} {D1_STEPS[task]:>6} {h[1]:9.1f} {h[N_GPUS_PROJECTED]:9.1f}")
     failed = [r["check"] for r in rows if not r["ok"]]
-    # every row and the projection in one JSON, with the box's device and versions, to compare boxes
     with open(out("gpu_check.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "n_gpus": n_gpus, "torch": torch.__version__,
                    "transformers": transformers.__version__, "checks": rows, "not_run": not_run,
@@ -346,5 +303,4 @@ if __name__ == "__main__":
     print(f"\n{len(rows) - len(failed)}/{len(rows)} checks passed"
           + (f"; FAILED: {', '.join(failed)}" if failed else "")
           + (f"; not run (--budget-s): {', '.join(not_run)}" if not_run else ""))
-    # exit 1 on any failure, so `make gpu-check` fails too
     sys.exit(1 if failed else 0)

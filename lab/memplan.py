@@ -1,13 +1,10 @@
 """
-memplan.py: the peak GPU memory of one diffu-GRPO policy step at an 8B-class shape (LLaDA-8B's or
-Dream-7B's, lab.bench --shape), planned on a laptop. The activations are MEASURED: saved_tensors_hooks
-count the bytes autograd keeps in one policy forward of models with the real layer widths and 1 or 2
-blocks (blocks are identical, so n blocks save depth1 + (n - 1) * per_block, exactly); weights, adapters,
-gradients and AdamW states are COUNTED from the config's fields (shape_params). On an H100 the plan was
-6 % above the measured peak of d1's QLoRA step at LLaDA-8B's shape (29.3 vs 27.6 GiB; README, Performance).
+memplan.py: the peak GPU memory of one diffu-GRPO policy step at an 8B-class shape, planned on a laptop
+(docs/performance.md). The activations are MEASURED (saved_tensors_hooks) in one policy forward of models
+with the real layer widths and 1 or 2 blocks (identical blocks: n save depth1 + (n - 1) * per_block,
+exactly); weights, adapters, gradients and AdamW states are COUNTED from the config (shape_params).
 
-Run (through bench.py; on CPU ~1 min where bf16 matmuls are fast, over 15 min on one AVX2-only core;
-~10 GB RAM for the 8B widths):
+Run (through bench.py; on CPU ~1 min with fast bf16 matmuls, ~10 GB RAM for the 8B widths):
     python -m lab.bench --preset 8b --memory-plan                 # QLoRA (the 8b preset is 4-bit)
     python -m lab.bench --preset 8b --shape dream-7b --memory-plan                     # the same for Dream-7B
     python -m lab.bench --preset 8b --memory-plan --lora-r 0 --no-load-in-4bit        # full fine-tuning, FSDP2 over 8
@@ -36,7 +33,7 @@ def shape_params(config):
     block_rest), "total": LLaDA-8B 8,015,581,184, Dream-7B 7,615,616,512 (tests/test_bench.py)."""
     C, V, n, shapes = config.d_model, config.padded_vocab, config.n_layers, linear_shapes(config)
     bias = sum(shapes[k][1] for k in ("q_proj", "k_proj", "v_proj")) if config.include_qkv_bias else 0
-    # the LM head is never tied to the embedding (LLaDAConfig.validate refuses weight_tying)
+    # the LM head is never tied to the embedding
     counts = {"linears": sum(i * o for i, o in shapes.values()), "block_rest": 2 * C + bias, "root": 2 * V * C + C}
     counts["dense"] = counts["root"] + n * counts["block_rest"]
     return {**counts, "total": n * counts["linears"] + counts["dense"]}
@@ -46,24 +43,20 @@ def saved_bytes(model, prompt, completion, p_mask=0.15):
     """Bytes autograd keeps for backward after ONE policy forward (one_step_logprobs with grad),
     counted with saved_tensors_hooks, each storage once. Parameters (and 4-bit weights) are not
     counted: they live anyway. Returns the activation bytes."""
-    # autograd also saves weights (a matmul keeps W for the input gradient); those storages are
-    # skipped here, since memory_plan counts every weight once as a parameter term
+    # autograd also saves weights; memory_plan counts those once as parameters
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     # keyed by storage: views of one tensor (slices, reshapes, transposes) share a storage, so it counts once
     seen = {}
 
-    # pack runs for every tensor autograd saves; it returns t itself (no copy or offload), we only look
     def pack(t):
         st = t.untyped_storage()
         if st.data_ptr() not in params:
             seen[st.data_ptr()] = st.nbytes()
         return t
 
-    # one policy forward with grad, as in grpo.policy_step; backward never runs here
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=p_mask,
                                  generator=mask_generator(0, 0))
-    # dropping the output frees the graph and with it every saved tensor counted above
     del logp
     return sum(seen.values())
 
@@ -76,32 +69,26 @@ def probe_activations(config, batch, prompt_len, gen_length, dtype, lora_r=128, 
     out = {}
     for ckpt in (False, True):
         for n in (1, 2):
-            # the real widths with n blocks: at LLaDA-8B's a block is 218M parameters and the embedding + head
-            # 1.04B (Dream-7B: 233M, 1.09B), so even n = 2 is ~1.5B (~3 GB in bf16): the probe fits on a laptop.
+            # the real widths with n blocks: even n = 2 is ~1.5B parameters at 8B (~3 GB in bf16), laptop-sized;
             # replace keeps every field (a family's logit_shift too, which config.json never carries)
             cfg = dataclasses.replace(config, n_layers=n)
             torch.manual_seed(0)
             with torch.device(device):
                 m = LLaDA(cfg).to(dtype)
+            # the plan's own setting: what a block saves depends on its linears being NF4 and carrying adapters
             if load_in_4bit:
-                # the probe uses the plan's own setting: what a block saves depends on its linears being NF4
-                # and/or carrying adapters
                 quantize_blocks(m)
             if lora_r:
-                # d1's RL adapters (alpha 64, dropout 0.05, docs/d1.md §4.3); each saves its dropped-out fp32 input
+                # d1's RL adapters (docs/d1.md §4.3); each saves its dropped-out fp32 input
                 add_lora(m, r=lora_r, alpha=64.0, dropout=0.05, targets=targets)
             m.gradient_checkpointing = ckpt
-            # train mode, as grpo.policy_step: LoRA dropout is active in the policy pass
             m.train()
             g = torch.Generator().manual_seed(0)
-            # the token values do not change the bytes, only the shapes (batch, prompt_len) and (batch, gen_length) do
             prompt = torch.randint(0, cfg.mask_token_id, (batch, prompt_len), generator=g).to(device)
             completion = torch.randint(0, cfg.mask_token_id, (batch, gen_length), generator=g).to(device)
             out[n, ckpt] = saved_bytes(m, prompt, completion)
             del m
-    # block 1 is kept apart because it can differ from the others: under LoRA the frozen embedding's
-    # output needs no gradient. Under checkpointing a block keeps only its input, which is what
-    # the _ckpt per_block measures
+    # block 1 can differ from the others: under LoRA the frozen embedding's output needs no gradient
     return {"depth1": out[1, False], "per_block": out[2, False] - out[1, False],
             "depth1_ckpt": out[1, True], "per_block_ckpt": out[2, True] - out[1, True]}
 
@@ -116,37 +103,31 @@ def memory_plan(config, batch, gen_length, probe, lora_r=128, load_in_4bit=True,
     counts, shapes, V, n = shape_params(config), linear_shapes(config), config.padded_vocab, config.n_layers
     block_params = counts["linears"] + counts["block_rest"]  # everything one block holds
     ck = "_ckpt" if gradient_checkpointing else ""
-    # backward adds, on top of the saved activations: at most one block's activations at a time (freed
-    # as backward moves down; recomputed under checkpointing, so per_block either way), and the fp32
-    # gradient of the completion log-softmax, (B, N, V) x 4 bytes: 0.72 GiB at B 6, N 256, LLaDA's V
+    # backward adds one block's activations at a time (per_block, recomputed under checkpointing too) and the
+    # fp32 gradient of the completion log-softmax, (B, N, V) x 4 bytes: 0.72 GiB at B 6, N 256, LLaDA's V
     transient = probe["per_block"] + batch * gen_length * V * 4
     if lora_r:
         # LoRA / QLoRA. NF4 bytes per frozen block weight: 4 bits, + one 8-bit absmax per 64 weights,
         # + one fp32 scale per 256 absmaxes (double quantization) = 0.516; a bf16 base is 2 bytes
         per_weight = 0.5 + 1 / 64 + 4 / (64 * 256) if load_in_4bit else 2.0
-        # an adapter on an in -> out linear has r * (in + out) fp32 parameters (A: r x in, B: out x r); k and v
-        # are narrower than q under grouped-query attention
+        # an adapter on an in -> out linear has r * (in + out) fp32 parameters
         lora = n * lora_r * sum(sum(shapes[t]) for t in targets) * 4
-        # embedding, LM head, norms and biases stay bf16 (2 bytes each); the adapters' grads and AdamW's two
-        # moments are three more fp32 copies of the adapters
+        # embedding, LM head, norms and biases stay bf16; the adapters' grads and AdamW's moments: 3 fp32 copies
         plan = {("NF4 blocks" if load_in_4bit else "bf16 blocks") + " + bf16 embedding/head":
                 n * counts["linears"] * per_weight + 2 * counts["dense"],
                 "LoRA adapters (fp32)": lora, "LoRA grads + AdamW states (fp32)": 3 * lora}
     else:
-        # full fine-tuning under FSDP2: 16 bytes per parameter (fp32 master weight 4, grad 4, AdamW's
-        # two moments 8), all sharded over world_size; the frozen bf16 reference only exists when β > 0,
-        # also sharded; and the bf16 parameters FSDP gathers at a time: the root unit (embedding, head)
-        # and two blocks (the current one and the prefetched next one)
+        # full fine-tuning under FSDP2: 16 bytes per parameter (fp32 weight, grad, AdamW's two moments) and the
+        # bf16 reference (β > 0), sharded; gathered at a time: the root unit and two blocks (current, prefetched)
         total = counts["total"]
         plan = {f"fp32 weights + grads + AdamW, sharded /{world_size}": 16 * total / world_size,
                 f"bf16 reference copy, sharded /{world_size}": 2 * total / world_size if beta else 0.0,
                 "gathered bf16 params: root + 2 blocks": 2 * (counts["root"] + 2 * block_params)}
         # full FT: one block's fp32 gradients exist in full before they are reduce-scattered
         transient += 4 * block_params
-    # blocks 2..n save exactly what block 2 saved (identical blocks), so this is exact, not an estimate
     plan["saved activations (probe x depth)"] = probe["depth1" + ck] + (n - 1) * probe["per_block" + ck]
     plan["backward transient"] = transient
-    # bytes -> GiB; the peak is taken as the plain sum of the terms
+    # bytes -> GiB; the peak is the plain sum of the terms
     plan = {k: v / 2**30 for k, v in plan.items()}
     plan["total"] = sum(plan.values())
     return plan

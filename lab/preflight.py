@@ -1,25 +1,21 @@
 """
 lab/preflight.py: before renting GPUs for a day or two, measure one round of the run you are about to
-launch and project its wall-clock (the cost model is in lab/bench.py's docstring).
+launch and project its wall-clock (the cost model: lab/cost.py; docs/performance.md).
 
-The flags are grpo.py's own, parsed by grpo.parse_args, so presets and defaults are exactly the
-trainer's. One micro-batch round (groups_per_micro groups of G: rollout, old/ref log-probs, μ
-policy updates) runs through grpo.py's phase functions (bench.bench) on this machine's first
-device, with the model in --model-dir or, where there is none, random weights of the preset's
-shape (--preset 8b: --shape llada-8b, the default, or dream-7b). Reported: seconds per phase,
-rollout tokens/s, peak memory allocated and reserved against the device's total (a warning above
-90 %), and hours for --rounds and for d1's step count:
+The flags are the trainer's own (`python -m methods.grpo`'s), so presets and defaults are exactly the
+trainer's. One micro-batch round runs through grpo.py's phase functions (bench.bench) on this machine's
+first device, with the model in --model-dir or random weights of the preset's shape (--preset 8b:
+--shape llada-8b or dream-7b). Reported: seconds per phase, rollout tokens/s, peak memory against the
+device's total (a warning above 90 %), and hours for --rounds and for d1's step count:
 
     hours = ceil(steps / μ) rounds x ceil(micro-batches per round / GPUs) x seconds per round
 
-since a round is μ optimizer steps and its micro-batches run in parallel across ranks. Rewards,
-logging and checkpoints are left out (seconds per round against minutes). The prompt is
+Rewards, logging and checkpoints are left out (seconds per round against minutes). The prompt is
 --max-prompt-length tokens, the longest d1's left cut lets through: an upper bound.
 
 Run:
     python -m lab.preflight --preset 8b --task gsm8k            # d1's QLoRA recipe on this GPU
     python -m lab.preflight --preset 8b --task gsm8k --num-iterations 8 --gpus 8
-    python -m lab.preflight --preset 8b --task gsm8k --rollout-cache dual --compile   # a cached rollout
     python -m lab.preflight --preset 8b --task gsm8k --shape dream-7b     # Dream-7B's shape (exact sampler)
     python -m lab.preflight --preset 8b --task gsm8k --gpus 8 --max-hours 24   # jobs and requeues of 24 h
     python -m lab.preflight --preset 8b --model-dir none --no-load-in-4bit --lora-r 0 --layers 8   # full FT, 8 blocks
@@ -30,7 +26,7 @@ import math
 
 import torch
 
-import grpo
+import methods.grpo
 from modelio.adapters import quantize_blocks
 from ops.ddp import default_dtype
 from ops.stop import BUDGET_STEPS
@@ -38,7 +34,7 @@ from lab.bench import add_shape_flag, bench, format_table, preset_model
 
 MEMORY_WARNING = 0.9  # warn when the peak reserved memory exceeds this share of the device
 
-# d1's trained optimizer steps per task (docs/d1.md §4.3, its issue #25); a round is μ steps
+# d1's trained optimizer steps per task (docs/d1.md §4.3 and §9); a round is μ steps
 D1_STEPS = {"gsm8k": 7700, "math": 6600, "countdown": 5000, "sudoku": 3800}
 
 
@@ -46,12 +42,9 @@ def project_hours(round_seconds, steps, num_iterations, prompts_per_step=16, gro
     """Wall-clock hours of a diffu-GRPO run of `steps` optimizer steps on n_gpus GPUs, from one
     measured micro-batch round (rollout + old/ref + μ updates of groups_per_micro groups) that took
     `round_seconds`: rounds x ceil(micro-batches / n_gpus) x round_seconds."""
-    # a round is one rollout + μ optimizer steps (grpo.py), and d1's step counts are optimizer steps
     rounds = math.ceil(steps / num_iterations)
-    # the round's prompts_per_step / groups_per_micro micro-batches run in parallel, one per GPU at a
-    # time; ceil: a GPU left with one extra micro-batch makes the others wait for it
+    # ceil: a GPU left with one extra micro-batch makes the others wait for it
     micro = math.ceil(prompts_per_step / groups_per_micro / n_gpus)
-    # rewards, logging and checkpoints are left out (seconds per round against minutes)
     return rounds * micro * round_seconds / 3600
 
 
@@ -64,24 +57,18 @@ def jobs_needed(run_hours, max_hours, round_hours):
 
 
 def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1, shape="llada-8b"):
-    """One diffu-GRPO micro-batch round for the configuration that grpo.py's flags `gargs` describe
-    (grpo.parse_args), measured on this machine's first device: seconds per phase, peak memory
-    against the device's total (a warning above 90 %), and the projected wall-clock of the run
-    (gargs.rounds x μ optimizer steps; also d1's step count when --task is one of d1's). The model
-    is gargs.model_dir if it holds one, else random weights of the preset's shape (8b: `shape`, a
-    modelio.families.model_shapes() name; n_layers > 0: that many blocks)."""
-    # the first GPU unless --device says cpu (or there is none); --dtype's default is grpo.py's (bf16 on
-    # GPU, fp32 on CPU)
+    """One micro-batch round of the run the trainer's flags `gargs` describe, measured on this machine's first
+    device (the module's docstring says what is reported), on gargs.model_dir's model or random weights of
+    the preset's shape (8b: `shape`, a methods.dream.model_shapes() name; n_layers > 0: that many blocks)."""
+    # the first GPU unless --device says cpu (or there is none)
     device = "cuda" if torch.cuda.is_available() and gargs.device in ("", "cuda") else "cpu"
     dtype = default_dtype(gargs.dtype, device)
-    # a real checkpoint where --model-dir holds one; "--model-dir none" (no config.json): random weights
     model, source = preset_model(gargs, device, dtype, gargs.model_dir, n_layers, shape)
     if model is None:
         return {"model": f"{shape} shape", "error": source}
-    # QLoRA, d1's recipe: the blocks become NF4 in place here, and bench() then adds the adapters on top
+    # QLoRA: the blocks become NF4 in place here, and bench() then adds the adapters on top
     if gargs.load_in_4bit:
         quantize_blocks(model)
-    # the flags that set the cost of a round, echoed into the report and the JSON
     res = {"config": {k: getattr(gargs, k) for k in ("preset", "task", "num_generations", "groups_per_micro",
                                                       "max_prompt_length", "gen_length", "block_length",
                                                       "diffusion_steps", "num_iterations", "beta", "lora_r",
@@ -89,21 +76,15 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1, shape="
                                                       "objective", "estimator", "rollout_cache",
                                                       "rollout_threshold", "max_hours")},
            "model": source}
-    # the flag, as the others: "model" says what ran (a checkpoint in --model-dir brings its own shape)
     res["config"]["shape"] = shape
     try:
-        # one micro-batch round through grpo.py's phase functions: groups_per_micro groups of G completions.
-        # The prompt is max_prompt_length tokens, the longest that d1's left cut lets through (docs/d1.md §2.4):
-        # an upper bound on the cost
         res.update(bench(model, gargs, gargs.max_prompt_length, repeats=repeats, peak_tflops=peak_tflops))
     except torch.cuda.OutOfMemoryError as e:
         # out of memory is an answer, not a crash: the report says this configuration does not fit
         res["error"] = f"out of GPU memory: {str(e).splitlines()[0]}"
         return res
     round_s = sum(res["seconds"].values())
-    # the run's GPU count: --gpus, else every visible one (1 on a CPU-only machine)
     n_gpus = n_gpus or max(1, torch.cuda.device_count())
-    # this run's length in optimizer steps (--rounds rounds of μ), and d1's trained count for the task
     steps = {"this run": gargs.rounds * gargs.num_iterations}
     if gargs.task in D1_STEPS:
         steps[f"d1's {gargs.task}"] = D1_STEPS[gargs.task]
@@ -120,8 +101,7 @@ def preflight(gargs, n_gpus=0, n_layers=0, peak_tflops=989.0, repeats=1, shape="
         res["jobs"] = {k: jobs_needed(hours(n, g), gargs.max_hours, hours(gargs.num_iterations, g))
                        for k, (n, g) in cases.items()}
     if "device_memory_gib" in res:
-        # reserved, not allocated: what the caching allocator holds (free cached blocks included) is what
-        # runs out, so the warning compares that with the device's total
+        # reserved, not allocated: what the caching allocator holds is what runs out
         res["memory_share"] = res["peak_reserved_gib"] / res["device_memory_gib"]
     return res
 
@@ -144,19 +124,19 @@ def format_preflight(res):
 
 
 def main(argv=None):
-    """`python -m lab.preflight [grpo.py flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
+    """`python -m lab.preflight [trainer flags] [--gpus N --layers N --peak-tflops F --json FILE]`;
     returns the exit status (1 when the round could not run, e.g. out of memory)."""
-    extra = argparse.ArgumentParser(description="measure one round of the grpo.py run these flags describe "
-                                    "and project its wall-clock; every other flag is grpo.py's")
+    extra = argparse.ArgumentParser(description="measure one round of the run these flags describe and "
+                                    "project its wall-clock; every other flag is the trainer's (python -m "
+                                    "methods.grpo's: grpo.py's and the field's)")
     extra.add_argument("--gpus", type=int, default=0, help="GPUs of the run (default: all visible)")
     extra.add_argument("--layers", type=int, default=0, help="random weights with this many blocks")
     extra.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (989 = H100/H200 dense bf16)")
     extra.add_argument("--json", type=str, default="", help="also write the numbers here")
     add_shape_flag(extra)
-    # preflight's own flags are taken out first; everything else goes to grpo.parse_args untouched, so
-    # a grpo.py command line is preflighted as is
+    # everything but preflight's own flags goes to methods.grpo.parse_args untouched
     ex, rest = extra.parse_known_args(argv)
-    res = preflight(grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops, shape=ex.shape)
+    res = preflight(methods.grpo.parse_args(rest), ex.gpus, ex.layers, ex.peak_tflops, shape=ex.shape)
     print(format_preflight(res))
     if ex.json:
         with open(ex.json, "w") as f:

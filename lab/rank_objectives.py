@@ -1,16 +1,12 @@
 """
 lab/rank_objectives.py: the objectives ranked on `make run`'s toy, where RL has a large, repeatable signal
-(diffu-GRPO: about +24 points over SFT alone on 3 seeds). One command (`make rank-objectives`): from the same
-SFT checkpoints (lab/compare.py's cache, one per seed), each objective runs grpo.py for every seed with the
-SAME rollout budget (the toy preset's rounds x prompts x G), at its own paper's loss settings where the toy
-allows (OBJECTIVES below says which and where not), is evaluated with d1's greedy protocol on the toy's 200
-held-out puzzles, and is compared with diffu-GRPO paired by seed (the same SFT model, the same items): the
-mean of the per-seed differences and its 95 % t-interval over seeds. The table: held-out accuracy, the paired
-difference against diffu-GRPO, SFT alone, rounds and completions used, and seconds per round (training time
-over rounds, rewards and logging included). Printed, and written as JSON (--json).
-
-Every run is lab.compare's, cached by its recipe: a second call reads the finished runs back, and a stopped
-one continues (--resume auto). diffu-GRPO's runs are shared by every comparison.
+(docs/objectives.md, "Ranked on the toy"). From the same SFT checkpoints (lab/compare.py's cache, one per
+seed), each objective runs `python -m methods.grpo` for every seed with the SAME rollout budget, at its own
+paper's loss settings where the toy allows (OBJECTIVES), is evaluated with d1's greedy protocol on the toy's
+held-out puzzles, and is compared with diffu-GRPO paired by seed: the mean of the per-seed differences and
+its 95 % t-interval. The table (printed, and --json): held-out accuracy, the paired difference, SFT alone,
+rounds and completions used, seconds per round. Every run is lab.compare's, cached by its recipe: a second
+call reads the finished runs back, a stopped one continues (--resume auto).
 
     python -m lab.rank_objectives                        # 5 seeds, every objective (about 2.7 hours on 2 cores)
     python -m lab.rank_objectives --seeds 0,1 --objectives wd1,spg --dry-run

@@ -1,13 +1,10 @@
 """
 How long a learner's path through one d1 round is, measured on the code as it runs.
 
-A reader who follows one diffu-GRPO round (rollout, rewards, the one-step estimate, the loss, the
-optimizer step) reads every function the round calls. This runs one round of grpo.py on the tiny
-model (CPU, a few seconds) with a trace hook, and counts the lines of every function of this
-repository that the round enters, by file: the function-level reading path. The round is the body
-of grpo.py's `for rnd in ...` loop up to its "# 6." comment (logging and saving are left out); the
-loop's own lines count as grpo.py's. Also printed: sample.generate's lines and parameters, and the
-README's lines up to the end of its algorithm section (what a reader reads before the code).
+One round of grpo.py on the tiny model (CPU, seconds) under a trace hook: the lines of every function of
+this repository the round enters, by file. The round is grpo.train's `for rnd in ...` loop up to its
+"# 6." comment (logging and saving left out), whose own lines count as grpo.py's. Also printed:
+sample.generate's lines and parameters, and the README's lines to the end of its algorithm section.
 
 Run:  python -m lab.reading_path              # this checkout
       python -m lab.reading_path --all-steps  # the whole round: logging and the save included
@@ -25,7 +22,8 @@ from modelio.checkpoint import make_tiny
 
 REPO = Path(__file__).resolve().parent.parent
 ALGORITHM_SECTION = "## The algorithm, and where each line lives"
-ROUND_VAR = "rnd"        # grpo.py's loop variable: `for rnd in ...` is the round
+ROUND_VAR = "rnd"        # grpo.train's loop variable: `for rnd in ...` is the round
+ROUND_FUNCTION = "train"  # the function of grpo.py that holds the loop
 ROUND_END = "# 6."       # the comment that opens the round's logging step
 SKIP_PARTS = {"tests", ".venv", "out", ".git"}
 
@@ -54,9 +52,10 @@ def function_spans(path):
 
 
 def round_loop(path):
-    """(first, last) line of grpo.py's round loop up to ROUND_END, and the loop's whole last line."""
+    """(first, last) line of grpo.train's round loop up to ROUND_END, and the loop's whole last line."""
     tree = ast.parse(Path(path).read_text())
-    loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For) and getattr(n.target, "id", "") == ROUND_VAR)
+    train = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == ROUND_FUNCTION)
+    loop = next(n for n in ast.walk(train) if isinstance(n, ast.For) and getattr(n.target, "id", "") == ROUND_VAR)
     lines = Path(path).read_text().split("\n")
     end = next((i for i in range(loop.lineno, loop.end_lineno + 1) if lines[i - 1].strip().startswith(ROUND_END)),
                loop.end_lineno + 1)
@@ -81,14 +80,14 @@ def trace_round(argv, all_steps=False):
     state = {"in_round": False}
     entered = set()  # (file, code first line)
 
-    def local(frame, event, arg):  # grpo.py's module frame only: where in the loop it is
+    def local(frame, event, arg):  # grpo.train's frame only: where in the loop it is
         if event == "line":
             state["in_round"] = first <= frame.f_lineno <= last
         return local
 
     def hook(frame, event, arg):
         code = frame.f_code
-        if code.co_name == "<module>" and os.path.abspath(code.co_filename) == grpo:
+        if code.co_name == ROUND_FUNCTION and os.path.abspath(code.co_filename) == grpo:
             return local
         if state["in_round"]:
             f = project_file(code.co_filename)

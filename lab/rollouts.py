@@ -1,17 +1,12 @@
 """
-lab/rollouts.py: one diffu-GRPO round per rollout mode, side by side. d1 rolls out with the
-exact sampler; grpo.py's --rollout-cache {prefix,dual} and --rollout-threshold τ swap in Fast-dLLM's
-key-value cache and confidence-threshold parallel unmasking (methods/sampling.py). For each mode of
-lab/samplers.SAMPLERS (exact, prefix cache, dual cache, threshold 0.9 with and without the dual
-cache) the same round (lab/bench.bench: grpo.py's own phase functions, every other flag grpo.py's)
-runs from a fresh copy of the model with the same prompts and noise keys, and the table gives:
-  - rollout and round seconds (medians over --repeats rounds) and their ratio against exact;
-  - the rollout's model calls and canvas columns per sample beside the analytic counts (the cache
-    keeps the calls and narrows them; a threshold may end a block early, so its count is a bound);
-  - the share of the first round's tokens equal to the exact sampler's under the same noise.
-A trained model's confidence, and so what a threshold saves, depends on prompts it can read:
---task-prompts rolls out grpo.py's own first prompts (its --task / --data) with the tokenizer in
---model-dir instead of random ids. The measured figures are in docs/fast-rollouts.md.
+lab/rollouts.py: one diffu-GRPO round per rollout mode, side by side (docs/fast-rollouts.md gives the
+figures). For each mode of lab/samplers.SAMPLERS (exact, prefix / dual cache, threshold 0.9 with and
+without the dual cache) the same round (lab/bench.bench, every other flag the trainer's, python -m
+methods.grpo's) runs from a fresh copy of the model with the same prompts and noise keys; the table gives
+rollout and round seconds and their ratio against exact, the rollout's model calls and canvas columns per
+sample beside the analytic counts (a threshold's is a bound), and the share of the first round's tokens
+equal to the exact sampler's. --task-prompts rolls out the trainer's own first prompts (its --task /
+--data, the tokenizer in --model-dir) instead of random ids: a trained model's confidence needs them.
 
 Run:
     python -m lab.rollouts --gen-length 256 --block-length 32 --diffusion-steps 128   # d1's shape, tiny model
@@ -27,7 +22,7 @@ import sys
 
 import torch
 
-import grpo
+import methods.grpo
 import tasks
 from modelio.adapters import quantize_blocks
 from modelio.tokenizer import load_tokenizer
@@ -35,7 +30,7 @@ from ops.ddp import default_dtype
 from lab.bench import bench, default_prompt_len, device_label, preset_model
 from lab.cost import round_flags
 from taskdata.data import group_prompts, load_rl_data
-from lab.samplers import SAMPLERS
+from lab.samplers import SAMPLERS, aligned
 
 
 def task_prompt(gargs, model_dir, eos_id):
@@ -46,9 +41,10 @@ def task_prompt(gargs, model_dir, eos_id):
 
 
 def bench_rollouts(model, gargs, prompt_len, repeats=3, modes=SAMPLERS, prompt=None):
-    """The round that grpo.py's flags `gargs` describe, once per rollout mode (name -> methods/sampling.py's
-    cache / threshold options; "exact" first), each from a fresh copy of `model` with the same prompts
-    (random ones of prompt_len tokens, or `prompt` (B, P)) and noise keys. -> {mode: figures}."""
+    """The round that the trainer's flags `gargs` describe (methods.grpo.parse_args), once per rollout
+    mode (name -> methods/sampling.py's cache / threshold options; "exact" first), each from a fresh copy
+    of `model` with the same prompts (random ones of prompt_len tokens, or `prompt` (B, P)) and noise
+    keys. -> {mode: figures}."""
     rows, ref = {}, None
     bench(copy.deepcopy(model), gargs, prompt_len, prompt=prompt)  # a warm-up round (allocator, threads), not timed
     for name, opts in modes.items():
@@ -76,24 +72,21 @@ def format_rollout_table(rows, device, setup):
               f"{r['round_speedup']:.2f}x", f"{r['calls']:g} ({r['analytic_calls']})",
               f"{r['columns']:g} ({r['analytic_columns']})", f"{100 * r['agreement']:.1f}%")
              for name, r in rows.items()]
-    w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
-    # the name column left-aligned, the numbers right-aligned
-    fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
-    title = f"one diffu-GRPO round per rollout mode, {setup}, on {device}"
-    return "\n".join([title, fmt(head)] + [fmt(x) for x in lines])
+    return aligned(f"one diffu-GRPO round per rollout mode, {setup}, on {device}", head, lines)
 
 
 def main(argv=None):
-    """`python -m lab.rollouts [grpo.py flags] [--model-dir D --task-prompts --repeats R --json F]`."""
-    p = argparse.ArgumentParser(description="a diffu-GRPO round per rollout mode; every other flag is grpo.py's")
+    """`python -m lab.rollouts [trainer flags] [--model-dir D --task-prompts --repeats R --json F]`."""
+    p = argparse.ArgumentParser(description="a diffu-GRPO round per rollout mode; every other flag is the "
+                                "trainer's (python -m methods.grpo's)")
     p.add_argument("--model-dir", type=str, default="", help="official-layout checkpoint, hub cache or hub id "
                    "(default: random weights of --preset)")
-    p.add_argument("--task-prompts", action="store_true", help="grpo.py's own first prompts (--task, --data) with "
+    p.add_argument("--task-prompts", action="store_true", help="the trainer's own first prompts (--task, --data) with "
                    "the tokenizer in --model-dir, instead of random ids")
     p.add_argument("--repeats", type=int, default=3, help="rounds per mode; times are medians")
     p.add_argument("--json", type=str, default="", help="also write the numbers here")
     args, rest = p.parse_known_args(argv)
-    gargs = grpo.parse_args(round_flags(rest))  # as bench.py: one group unless given, d1's GSM8K
+    gargs = methods.grpo.parse_args(round_flags(rest))  # as bench.py: one group unless given, d1's GSM8K
     device = gargs.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, source = preset_model(gargs, device, default_dtype(gargs.dtype, device.split(":")[0]), args.model_dir)
     if model is None:

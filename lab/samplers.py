@@ -22,10 +22,7 @@ def sync(device):
 
 SAMPLERS = {  # name -> generate() options; "exact" is the reference every other row is compared with
     "exact": {},
-    # Fast-dLLM options (arXiv 2505.22618; methods/sampling.py): "prefix" reuses the keys/values of the
-    # prompt and finished blocks from each block's first step; "dual" also those of the masked suffix,
-    # so later steps forward only the block's columns; threshold 0.9 also writes every masked token
-    # of the block at least that confident, and a block can finish in fewer steps
+    # Fast-dLLM's options (methods/sampling.py)
     "prefix cache": dict(cache="prefix"),
     "dual cache": dict(cache="dual"),
     "exact + threshold 0.9": dict(threshold=0.9),
@@ -34,10 +31,8 @@ SAMPLERS = {  # name -> generate() options; "exact" is the reference every other
 
 
 def analytic_columns(prompt_len, gen_length, block_length, steps, cache=None):
-    """Canvas columns one sample sends through the model in a rollout: exact, steps x (P + N); a
-    cached sampler runs the whole canvas at each block's first step and then only its window (prefix:
-    the block and the masked suffix right of it; dual: the block). With a threshold this is an upper
-    bound (a block may finish early)."""
+    """Canvas columns one sample sends through the model in a rollout: exact, steps x (P + N); cached, the
+    whole canvas at each block's first step, then its window. With a threshold: an upper bound."""
     L, num_blocks = prompt_len + gen_length, gen_length // block_length
     spb = steps // num_blocks  # steps per block
     if cache is None:
@@ -69,11 +64,9 @@ def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, 
                 sync(device); t0 = time.perf_counter()
                 out = run()[:, prompt.shape[1]:]  # (B, N)
                 sync(device); secs.append(time.perf_counter() - t0)
-            # the first sampler, "exact", is the reference every row is compared with
             ref = out if ref is None else ref
             s = statistics.median(secs)
             rows[name] = {"seconds": s, "tokens_per_s": out.numel() / s, "model_calls": len(calls),
-                          # the compute proxy: canvas columns forwarded per sample (exact: steps x (P + N))
                           "columns_per_sample": sum(calls),
                           "agreement": (out == ref).float().mean().item(),
                           "rows_identical": (out == ref).all(dim=1).float().mean().item()}
@@ -81,7 +74,6 @@ def compare_samplers(model, prompt, gen_length=256, block_length=32, steps=128, 
         # the hook goes even when a sampler fails: the model is used again after this
         handle.remove()
     for r in rows.values():
-        # median seconds of the exact sampler over this one's
         r["speedup"] = rows["exact"]["seconds"] / r["seconds"]
     return rows
 
@@ -91,14 +83,11 @@ def format_sampler_table(rows, device, setup):
     lines = [(name, f"{r['seconds']:.3f}", f"{r['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x",
               str(r["model_calls"]), str(r["columns_per_sample"]), f"{100 * r['agreement']:.1f}%",
               f"{100 * r['rows_identical']:.0f}%") for name, r in rows.items()]
+    return aligned(f"greedy sampling, {setup}, on {device}", head, lines)
+
+
+def aligned(title, head, lines):
+    """A table under `title`: the name column left-aligned, the numbers right-aligned."""
     w = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
-    # the name column left-aligned, the numbers right-aligned
-    fmt = lambda x: "  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x))
-    return "\n".join([f"greedy sampling, {setup}, on {device}", fmt(head)] + [fmt(x) for x in lines])
-
-# -----------------------------------------------------------------------------
-# memory: measured saved activations of one policy forward, and the plan built on them, are in
-# memplan.py (probe_activations, memory_plan); --memory-plan below runs them
-
-
-# -----------------------------------------------------------------------------
+    rows = ["  ".join(f"{c:<{w[i]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(x)) for x in [head] + lines]
+    return "\n".join([title] + rows)

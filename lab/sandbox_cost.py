@@ -1,7 +1,6 @@
 """
-lab/sandbox_cost.py: what the code reward's execution costs. Programs per second that
-sandbox/run.py scores for one rollout group of G programs with unit tests each, one by one and
-batched over the CPU cores. No model: the reward's side of a code-task round (docs/code-task.md).
+lab/sandbox_cost.py: what the code reward's execution costs (docs/code-task.md): programs per second that
+sandbox/run.py scores for one rollout group, one by one and batched over the CPU cores. No model.
 
 Run (through lab/bench.py, which prints the line):
     python -m lab.bench --sandbox

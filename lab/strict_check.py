@@ -1,10 +1,8 @@
 """
-lab/strict_check.py: the strict verdict (sandbox/run.py with STRICT_ASSERTS: the two-process check of
-sandbox/worker.py) on the code benchmarks' reference solutions, against d1's plain asserts. Per
-benchmark: the items whose reference solution passes every test in each mode, the items where the
-modes disagree (each one named), the share of tests with a verdict from the checker ("covered": for
-the rest no verdict came back, and they failed), and the seconds per program in each mode.
-Honest programs should score as before: every disagreement is explained in docs/code-task.md.
+lab/strict_check.py: the strict verdict (sandbox/run.py's two-process check) on the code benchmarks'
+reference solutions, against d1's plain asserts (docs/code-task.md explains every disagreement). Per
+benchmark: the items passing every test in each mode, those where the modes disagree (named), the share
+of tests with a verdict from the checker ("covered"), and the seconds per program in each mode.
 
 Run (the data files are local, as for eval.py --canonical):
     python -m lab.strict_check humaneval:../shared/data/humaneval/HumanEval.jsonl.gz \\

@@ -1,12 +1,10 @@
 """
 d1's ablations in miniature: the table and the learning curves of lab/runs/ablations.sh.
 
-Reads <root>/<variant>/seed*/metrics.jsonl (grpo.py --eval-every --test-curve writes heldout_acc before the first
-round and every few rounds) and reports, per variant: the final held-out accuracy per seed, its mean
-with a 95 % t-interval over seeds, the gain over the `default` variant paired by seed (same SFT
-checkpoint, same rollout seed) with its interval, and the training seconds (evaluation excluded).
-The curves (mean held-out accuracy over seeds against round and against wall-clock) go to
-<root>/curves.json and, when matplotlib is installed, to a picture.
+Reads <root>/<variant>/seed*/metrics.jsonl (grpo.py --eval-every --test-curve's heldout_acc) and reports,
+per variant: the final held-out accuracy per seed, its mean with a 95 % t-interval, the gain over the
+`default` variant paired by seed with its interval, and the training seconds. The mean curves (against
+round and wall-clock) go to <root>/curves.json and, with matplotlib, to a picture.
 
 Run:  python -m lab.study_ablations out/ablate [--png docs/ablations.png]
 """

@@ -1,38 +1,18 @@
 """
 How good is each likelihood estimator? d1's (logprob.py), those of methods/estimators.py, and the likelihood of
 every objective of methods/ (JustGRPO's AR order, the trajectory in N segments, SPG's bounds and its
-objective's choice between them, ESPO's coupled ELBO), measured against the exact values of exact.py,
-on (prompt, completion) pairs sampled from the trained toy model and from a random one, with each
-estimator's cost (forward rows per estimate) beside it.
-
-Pairs. Toy Sudoku prompts from the training grids (those diffu-GRPO trains on); G completions per
-prompt sampled as in a rollout (16 tokens, 8 steps, temperature 1). An exact value needs 2^N - 1
-forward rows, so the first 16 - N completion tokens are moved into the prompt (revealed context)
-and the last N (default 8, 255 rows) are the completion being scored.
-
-Per estimator and model, over all pairs (sequence level: sums over the N tokens, in nats):
-  bias    mean of (estimate - exact log p(o|q)), each pair's estimate averaged over --draws
-  sd      the spread of one estimate (square root of the mean within-pair variance over draws)
-  rmse    root mean square error of one estimate
-  rank    Spearman correlation of one draw with the exact values across all pairs (mean over draws)
-  cos seq cosine between the gradient (all weights) of one estimate and of the exact log p(o|q),
-          mean over pairs
-  cos grpo cosine between the group objective's gradient from the estimator and from exact log-
-          likelihoods, mean over groups: at the first inner step (ρ = 1) with β = 0 the clipped
-          objective's gradient is Σ_i A_i ∇ log π(o_i) (d1 Eq. 3, token-level normalisation is a
-          constant here) with A_i = r_i - mean(r) from the toy reward, and Σ_i A_i ∇ℓ_i for SPG's ℓ;
-          groups whose rewards are all equal carry no gradient and are skipped (all of them for the
-          random model, whose reward is always 0)
-Rows are forward-pass rows per estimate (a row = one sequence of P + N tokens through the model).
-The reference rows: the exact ELBO, and SPG's exact EUBO with the share of pairs where it falls
-below the exact log-likelihood it is meant to bound. JustGRPO's AR likelihood is exact for its own
-(left-to-right) policy: checked against a plain loop on every pair; its row measures how far that is
-from the likelihood of the diffusion policy that sampled the pair. The trajectory rows score the last
-N tokens on the sampler's canvases with the first 16 - N as context from the start (an approximation:
-in the rollout some of them were written later).
+objective's choice between them, ESPO's coupled ELBO), measured against exact.py's exact values on toy
+(prompt, completion) pairs sampled from the trained toy model and from a random one, with each estimator's
+cost (forward rows per estimate). docs/findings.md "How good is each likelihood estimator?" describes the
+pairs (the last N of 16 tokens scored exactly, the rest revealed context) and the columns: bias, sd, rmse and
+rank of one estimate against the exact log p(o|q) (nats per sequence), and the cosines of its gradient with
+the exact one's, per sequence and for the group objective at ρ = 1, β = 0 (Σ_i A_i ∇ℓ_i). The references: the
+exact ELBO, and SPG's exact EUBO with the share of pairs where it falls below log p. JustGRPO's AR likelihood
+is checked against a plain loop on every pair. The trajectory rows score the last N tokens with the first
+16 - N as context from the start (an approximation: in the rollout some of them were written later).
 
 Run:  python -m lab.study_estimators     (needs out/toy/seed0/grpo: `bash lab/runs/toy.sh 0`, or `make lab-estimators`)
-      writes out/study/estimators.json and prints the README's table
+      writes out/study/estimators.json and prints the table
 """
 import argparse
 import json
@@ -44,7 +24,7 @@ from types import SimpleNamespace
 import torch
 from tqdm import tqdm
 
-import grpo
+import methods.grpo
 from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from modelio.checkpoint import load, make_tiny
 from taskdata.puzzles import make_toy, split_grids
@@ -57,9 +37,8 @@ from methods.spg import block_logprobs, bounds
 from methods.trajectory import stepmerge_logprobs
 from rewards import toy_reward
 
-# name -> (the sequence log-likelihood estimate of one pair, a scalar with its graph, forward rows per estimate).
-# `p` is a pair (sample_pairs): p.q context (1, P'), p.o completion (1, N), p.commit the steps the sampler wrote
-# o at (1, N), p.a its advantage; `g` a torch.Generator. d1's estimators and the field's likelihoods of methods/
+# name -> (the sequence log-likelihood estimate of one pair, a scalar with its graph, forward rows per estimate);
+# `p` is a pair (sample_pairs), `g` a torch.Generator. d1's estimators and the field's likelihoods of methods/
 ESTIMATORS = {
     "one-step, p_mask 0": (lambda m, p, g: one_step_logprobs(m, p.q, p.o, p_mask_prompt=0.0, generator=g).sum(), 1),
     "one-step, p_mask 0.15 (d1)": (
@@ -104,8 +83,7 @@ def cosine(a, b):
 
 
 def mean_ci(values):
-    """(mean, 95 % half-width by the normal approximation) of a list of floats; the half-width is
-    None for fewer than 2 values (no spread to measure), both None for none."""
+    """(mean, 95 % normal half-width) of a list of floats; the half-width None for 1 value, both None for 0."""
     if not values:
         return None, None
     t = torch.tensor(values, dtype=torch.float64)
@@ -119,8 +97,12 @@ def spearman(x, y):
     return (rx @ ry / (rx.norm() * ry.norm())).item()
 
 
-# grpo.py's defaults (the tiny preset, d1's exact sampler) with an objective that has the sampler record its trajectory
-TRACE_HP, _, TRACE_SAMPLER = grpo.round_setup(grpo.parse_args(["--objective", "trajectory"]))
+# grpo.py's defaults (the tiny preset, d1's exact sampler) with an objective that has the sampler record its trajectory:
+# grpo.rollout as methods/grpo.py hands it the recording sampler
+TRACE_ARGS = methods.grpo.parse_args(["--objective", "trajectory"])
+TRACE_OBJECTIVE = methods.grpo.objective_of(TRACE_ARGS)
+TRACE_HP = methods.grpo.hyper(TRACE_ARGS, TRACE_OBJECTIVE)
+TRACE_ROLLOUT = methods.grpo.rollout_of(TRACE_ARGS, TRACE_OBJECTIVE)
 
 
 def sample_pairs(model, tok, exs, G, N, seed):
@@ -130,10 +112,10 @@ def sample_pairs(model, tok, exs, G, N, seed):
     for gi, ex in enumerate(exs):
         q = torch.tensor(prompt_ids(tok, ex["prompt"]))  # (P,)
         # a rollout as grpo.py's toy preset draws it: (G, 16), with the step each token was written at
-        out, trace = grpo.rollout(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi), nullcontext,
-                                  TRACE_HP, TRACE_SAMPLER)
+        out, record = TRACE_ROLLOUT(model, q.repeat(G, 1), torch.Generator().manual_seed(seed + gi), nullcontext,
+                                   TRACE_HP)
         rs = [toy_reward(tok.decode(o, skip_special_tokens=True), ex) for o in out]
-        for o, c, r in zip(out, trace["commit_step"], rs):
+        for o, c, r in zip(out, record["commit_step"], rs):
             # the first 16 - N sampled tokens become revealed context, the last N the scored completion
             pairs.append(SimpleNamespace(q=torch.cat([q, o[:-N]])[None], o=o[-N:][None], commit=c[-N:][None], r=r,
                                          gi=gi, a=r - sum(rs) / len(rs)))
@@ -191,19 +173,16 @@ def study(model, pairs, draws, seed, names=tuple(ESTIMATORS)):
             "cos_grpo_ci": mean_ci([cosine(gg[name], gg["exact"]) for gg in informative])[1],
             "groups_with_signal": len(informative),
         }
-    elbo_t = torch.tensor(elbo, dtype=torch.float64)
-    # the exact ELBO as one more row: the bias every MC ELBO estimate inherits, at 2^N - 1 rows
-    rows["exact ELBO (reference)"] = {"rows": 2 ** N - 1, "bias": (elbo_t - exact_t).mean().item(),
-                                      "sd": 0.0, "rmse": (elbo_t - exact_t).pow(2).mean().sqrt().item(),
-                                      "rank": spearman(elbo_t, exact_t), "cos_seq": None, "cos_seq_ci": None,
-                                      "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None}
-    # SPG's EUBO with every mask enumerated: does the upper bound the objective trains with lie above log p?
-    eubo_t = torch.tensor(eubo, dtype=torch.float64)
-    rows[f"exact EUBO, β {SPG_BETA} (reference)"] = {
-        "rows": 2 ** N - 1, "bias": (eubo_t - exact_t).mean().item(), "sd": 0.0,
-        "rmse": (eubo_t - exact_t).pow(2).mean().sqrt().item(), "rank": spearman(eubo_t, exact_t), "cos_seq": None,
-        "cos_seq_ci": None, "cos_grpo": None, "cos_grpo_ci": None, "groups_with_signal": None,
-        "below_logp": (eubo_t < exact_t).double().mean().item()}
+    # the exact ELBO (the bias every MC ELBO estimate inherits) and SPG's exact EUBO, at 2^N - 1 rows each
+    for name, values in (("exact ELBO (reference)", elbo), (f"exact EUBO, β {SPG_BETA} (reference)", eubo)):
+        v = torch.tensor(values, dtype=torch.float64)
+        rows[name] = {"rows": 2 ** N - 1, "bias": (v - exact_t).mean().item(), "sd": 0.0,
+                      "rmse": (v - exact_t).pow(2).mean().sqrt().item(), "rank": spearman(v, exact_t),
+                      "cos_seq": None, "cos_seq_ci": None, "cos_grpo": None, "cos_grpo_ci": None,
+                      "groups_with_signal": None}
+    # does the upper bound SPG trains with lie above log p?
+    rows[f"exact EUBO, β {SPG_BETA} (reference)"]["below_logp"] = \
+        (torch.tensor(eubo, dtype=torch.float64) < exact_t).double().mean().item()
     return rows, exact, elbo, ar_gap
 
 

@@ -1,21 +1,16 @@
 """
-What a fast rollout does to the groups RL learns from, on one checkpoint, without training. GRPO's
-signal is the spread of rewards inside a group of G completions of one prompt; a sampler that makes
-siblings alike takes it away. For each rollout mode (d1's exact sampler, Fast-dLLM's dual cache, and
-the dual cache with a confidence threshold τ under both of methods/sampling.py's THRESHOLD_RULES), the same
-prompts and the same noise keys (grpo.py's own rollout and rewards), and per mode:
-  - calls: the sampler's model calls per rollout (the batch's; d1's exact sampler makes `steps`);
+What a fast rollout does to the groups RL learns from, on one checkpoint, without training: the offline
+ablation of the threshold rule in docs/fast-rollouts.md. GRPO's signal is the spread of rewards inside a
+group; a sampler that makes siblings alike takes it away. For each rollout mode (exact, dual cache, and
+dual + τ under both of methods/sampling.py's THRESHOLD_RULES), the same prompts and noise keys through
+grpo.py's own rollout, and per mode (means over --seeds):
+  - calls: the sampler's model calls per rollout;
   - distinct: the share of distinct completions in a group (1 = all G differ, 1/G = all equal);
   - zero-spread: the share of groups whose rewards are all equal (no advantage, no gradient);
   - reward: the mean reward;
-  - nll: the sampled tokens' mean -log π(o_k | q) under the one-step estimator, no prompt mask (the
-    token_nll grpo.py logs): lower means the samples sit nearer the mode.
-Means over --seeds noise seeds. This is the offline ablation of the threshold rule in
-docs/fast-rollouts.md: Fast-dLLM's rule (the sampled token's own probability >= τ) makes siblings
-alike at temperature > 0; ours (the position's sampling peak >= τ, the draw kept) does not.
+  - nll: the sampled tokens' mean one-step -log π(o_k | q), no prompt mask: lower is nearer the mode.
+Every flag not listed below is the trainer's (`python -m methods.grpo`'s).
 
-Every flag not listed below is grpo.py's (grpo.parse_args): --task, --preset, the canvas and the
-temperature are those of the run they describe.
 Run:  python -m lab.study_rollouts --model-dir out/toy/seed0/grpo
       python -m lab.study_rollouts --preset testbed --model-dir SFT_DIR --thresholds 0.9,0.5
 """
@@ -27,6 +22,7 @@ from contextlib import nullcontext
 import torch
 
 import grpo
+import methods.grpo
 import tasks
 from modelio.checkpoint import load
 from taskdata.data import group_prompts, load_rl_data
@@ -49,30 +45,32 @@ def group_stats(model, tokenizer, exs, gargs, seed):
     """One rollout of len(exs) prompts x G under gargs' rollout mode -> the figures of one seed."""
     G, eos = gargs.num_generations, model.config.eos_token_id
     prompt = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)[0]  # (b, P), G rows per prompt
-    hp, _, rollout_sampler = grpo.round_setup(gargs)  # the rollout mode of gargs' flags
-    completion, sampler = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp,
-                                       rollout_sampler)  # (b, N)
+    obj = methods.grpo.objective_of(gargs)
+    hp = methods.grpo.hyper(gargs, obj)
+    do_rollout = methods.grpo.rollout_of(gargs, obj)  # the rollout mode of gargs' flags
+    completion, record = do_rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp)  # (b, N)
     mask = grpo.completion_mask(completion, eos)  # (b, N): up to and including the first EOS
     texts = tokenizer.batch_decode(completion, skip_special_tokens=True)
     rewards = torch.tensor([r for r, _ in total_rewards(texts, [ex for ex in exs for _ in range(G)])])  # (b,)
     logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=0.0)  # (b, N)
-    return {"calls": sampler["model_calls"], "distinct": distinct_share(completion, mask, G),
+    return {"calls": record["model_calls"], "distinct": distinct_share(completion, mask, G),
             "zero_spread": (rewards.view(-1, G).std(dim=1) < 1e-6).float().mean().item(),
             "reward": rewards.mean().item(), "nll": (-(logp * mask).sum() / mask.sum()).item()}
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="group diversity per rollout mode; every other flag is grpo.py's")
+    p = argparse.ArgumentParser(description="group diversity per rollout mode; every other flag is the "
+                                "trainer's (python -m methods.grpo's)")
     p.add_argument("--model-dir", type=str, required=True, help="the checkpoint (an SFT or RL model)")
     p.add_argument("--prompts", type=int, default=64, help="prompts (groups of G) per seed")
     p.add_argument("--seeds", type=int, default=3, help="noise seeds; figures are means over them")
     p.add_argument("--thresholds", type=str, default="0.9,0.7,0.5", help="comma list of τ")
     p.add_argument("--json", type=str, default="", help="also write the table here")
     args, rest = p.parse_known_args(argv)
-    gargs = grpo.parse_args(["--model-dir", args.model_dir, *rest])
+    gargs = methods.grpo.parse_args(["--model-dir", args.model_dir, *rest])
     model, tokenizer = load(args.model_dir)
     model.eval()
-    exs = load_rl_data(gargs, tasks.TASKS)[:args.prompts]  # grpo.py's first prompts (the toys generate theirs)
+    exs = load_rl_data(gargs, tasks.TASKS)[:args.prompts]  # the trainer's first prompts (the toys generate theirs)
     table = {}
     for name, (cache, tau, rule) in modes([float(t) for t in args.thresholds.split(",")]).items():
         g = copy.copy(gargs)

@@ -2,23 +2,16 @@
 Is there a signal in one round of diffu-GRPO? The agreement between the policy gradients of
 independent rollout batches, for a checkpoint on the toy.
 
-For K independent batches of --prompts toy prompts (from the training grids, as grpo.py draws
-them) × G completions (rollouts with grpo.py's own `rollout`), take the gradient of the diffu-GRPO
-objective at its first inner step (ρ = 1, β = 0: the token mean of -A_i log π(o_ik), d1 Eq. 3) with
-the objective's likelihood (grpo.round_setup: d1's estimator of --estimator, or the objective's own) and
-loss (grpo.OBJECTIVES), and report the mean pairwise cosine between the K
-gradients. If it is near 1, every round pushes the same way and training follows the signal. If
-it is near 0, each round's gradient is mostly sampling noise: Adam normalises its steps, so the
-weights random-walk at the learning rate, and a model that had nothing consistent left to learn
-gets worse (docs/findings.md). Averaging b batches shrinks the noise by √b,
-so the cosine tells how much larger a batch would have to be.
-
---task pbe measures the same for the code toy (taskdata/pbe.py: prompts of the training functions, its
-48-token canvas, d1's coding reward run in sandbox/run.py). Every flag not listed in the parser
-below is grpo.py's own (grpo.parse_args), so the measured gradient is that of the run they describe.
+For K independent batches of toy prompts (as grpo.py draws them) × G completions (grpo.py's own
+rollout), take the gradient of the objective at its first inner step (ρ = 1, β = 0: for diffu-GRPO the
+token mean of -A_i log π(o_ik), d1 Eq. 3) with the objective's likelihood and loss (methods.grpo), and
+report the mean pairwise cosine between the K gradients. Near 1: every round pushes the same way. Near 0:
+each round's gradient is mostly sampling noise, and Adam's normalised steps random-walk the weights
+(docs/findings.md). Averaging b batches shrinks the noise by √b. --task pbe measures the code toy. Every
+flag not listed in the parser is the trainer's own (`python -m methods.grpo`'s), so the measured gradient
+is that of the run they describe.
 
 Run:  python -m lab.study_signal --model-dir out/toy/seed0/sft          (about a minute on 2 cores)
-      python -m lab.study_signal --objective wd1 --model-dir out/toy/seed0/sft
       python -m lab.study_signal --task pbe --model-dir out/code_toy/seed0/sft
       python -m lab.study_signal --preset testbed --model-dir out/testbed/seed0/sft    (the testbed)
 """
@@ -31,6 +24,7 @@ from contextlib import nullcontext
 import torch
 
 import grpo
+import methods.grpo
 import tasks
 from logprob import mask_generator
 from modelio.checkpoint import load
@@ -46,17 +40,20 @@ def mean_pairwise_cosine(grads):
 
 def batch_gradient(model, tokenizer, exs, gargs, seed):
     """(flat gradient of the objective of `gargs` at the first inner step, ρ = 1, for one batch of
-    exs × G rollouts; mean reward). The batch goes through grpo.py's own functions and registry."""
+    exs × G rollouts; mean reward). The batch goes through grpo.py's own functions, the objective's
+    plugged in as methods/grpo.py plugs it."""
     eos, G = model.config.eos_token_id, gargs.num_generations
     prompt = group_prompts(tokenizer, exs, G, gargs.max_prompt_length, eos)[0]  # (b, P), G rows per prompt
-    hp, objective, sampler = grpo.round_setup(gargs)  # the round's hyper-parameters, objective, sampler
-    # (b, N); trace: the sampler's record, which a trajectory objective reads
-    completion, trace = grpo.rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp, sampler)
+    objective = methods.grpo.objective_of(gargs)  # the round's objective, hyper-parameters and rollout
+    hp = methods.grpo.hyper(gargs, objective)
+    do_rollout = methods.grpo.rollout_of(gargs, objective)
+    # (b, N); record: the sampler's, with the trace a trajectory objective reads
+    completion, record = do_rollout(model, prompt, torch.Generator().manual_seed(seed), nullcontext, hp)
     texts, rows = tokenizer.batch_decode(completion, skip_special_tokens=True), [ex for ex in exs for _ in range(G)]
     # the task's rewards from its record, as grpo.py scores them (a program runs in sandbox/run.py)
     rewards = torch.tensor([r for r, _ in total_rewards(texts, [{**ex, "task": gargs.task} for ex in rows])])
-    b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), trace=trace,
-                        adv=grpo.group_advantages(rewards, G, gargs.scale_std))
+    b = grpo.MicroBatch(0, [], prompt, completion, grpo.completion_mask(completion, eos), None, record,
+                        adv=grpo.group_advantages(rewards, G, gargs.scale_std))  # pads attended, as LLaDA
     # the objective's likelihood (d1's: the per-token estimate of --estimator, (b, N)) under mask seed `seed`
     logp = objective.logprobs(model, b, mask_generator(seed, b.index), hp, None)
     # θ_old = θ_ref = θ (the first inner step): ρ = 1, the clip is inactive and the KL has no gradient, so for
@@ -69,15 +66,16 @@ def batch_gradient(model, tokenizer, exs, gargs, seed):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="agreement of RL gradients across rollout batches; every flag "
-                                     "not listed here is grpo.py's (--task, --estimator, --objective, --p-mask, ...)")
+                                     "not listed here is the trainer's (python -m methods.grpo's: --task, "
+                                     "--estimator, --objective, --p-mask, ...)")
     parser.add_argument("--model-dir", type=str, default="out/toy/seed0/sft", help="a toy checkpoint")
     parser.add_argument("--batches", type=int, default=6, help="independent batches K of --prompts-per-step prompts")
     parser.add_argument("--same-prompts", action="store_true", help="every batch rolls out the SAME prompts (new "
                         "samples and masks): separates a prompt-specific signal from sampling noise")
     parser.add_argument("--json", type=str, default="", help="also append the result to this JSON-lines file")
     args, rest = parser.parse_known_args()
-    # grpo.py's flags and toy preset: prompts per batch, G, the estimator, the objective, the sampler
-    gargs = grpo.parse_args(rest)  # a toy's canvas comes from its record in tasks.py
+    # the trainer's flags and toy preset: prompts per batch, G, the estimator, the objective, the sampler
+    gargs = methods.grpo.parse_args(rest)  # a toy's canvas comes from its record in tasks.py
     if args.batches < 2:
         parser.error("--batches must be >= 2: the agreement is between batches")
     if not tasks.get(gargs.task).make:

@@ -1,16 +1,12 @@
 """
 What the testbed offers RL, measured at a checkpoint BEFORE any RL (docs/testbed.md):
 
-  - pass@1 and pass@k on held-out problems, sampling as the rollouts do (grpo.py's testbed preset):
-    pass@k well above pass@1 is room that RL can turn into pass@1;
-  - greedy accuracy (eval.py's protocol: temperature 0, gen / 2 steps);
-  - prompt_read: how much of what a completion must copy from its prompt it copied right
-    (lab/testbed_families.read_prompt), the failure docs/testbed.md found;
+  - pass@1 and pass@k on held-out problems, sampling as the rollouts do (pass@k well above pass@1 is
+    room RL can turn into pass@1; Chen et al. 2021's unbiased estimator, 1 - C(n - c, j) / C(n, j));
+  - greedy accuracy (eval.py's protocol);
+  - prompt_read: how much of what a completion must copy from its prompt it copied right;
   - the share of groups of G samples whose rewards are all equal (no GRPO signal from them);
   - distinct completions per k, and the completion length in tokens (mean, std), EOS excluded.
-
-pass@k is the unbiased estimator of Chen et al. (2021) over n = k samples per problem, which is
-simply "any of the k is correct"; pass@j for j < k uses 1 - C(n - c, j) / C(n, j).
 
 Run:  python -m lab.study_testbed --model-dir out/testbed/seed0/sft      (about a minute on 2 cores)
 """
@@ -26,6 +22,7 @@ from modelio.checkpoint import load
 from taskdata.data import pad_left
 import tasks
 from eval import eval_prompt_ids
+from logprob import SEED_STRIDE
 from rewards import countdown_reward
 from sample import generate
 
@@ -44,7 +41,7 @@ def sample_many(model, tokenizer, items, k, gen, block, steps, temperature, seed
         chunk = rows[i:i + batch]
         prompt = pad_left(chunk, eos)  # (b, P), EOS-padded on the left as the rollouts and eval.py do
         P = prompt.shape[1]
-        g = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        g = torch.Generator().manual_seed(seed * SEED_STRIDE + i)
         out = generate(model, prompt, gen_length=gen, block_length=block, steps=steps, temperature=temperature,
                        generator=g)[:, P:]  # (b, gen)
         texts += tokenizer.batch_decode(out, skip_special_tokens=True)

@@ -1,10 +1,8 @@
 """
 Where a testbed model's held-out accuracy comes from: greedy accuracy split by how many numbers the
-Countdown problem has (2, 3 or 4 numbers: 1, 2 or 3 reasoning lines), for every cached eval of a
-lab.compare tree. It reads the eval.py results that lab.compare wrote; nothing is run again.
-
-Why: a mean over all held-out items hides which problems RL moved. On the testbed nearly all of it is
-in the 2-number third (docs/testbed.md), and a problem no completion solves gives a zero-spread group.
+Countdown problem has (2, 3 or 4), for every cached eval of a lab.compare tree (nothing is run again).
+A mean over all items hides which problems RL moved: on the testbed nearly all of it is in the 2-number
+third (docs/testbed.md).
 
 Run:
     python -m lab.testbed_breakdown                                   # every seed and model under out/compare

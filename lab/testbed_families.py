@@ -1,19 +1,15 @@
 """
-The other task families tried as the testbed of issue 23 (docs/testbed.md), besides taskdata/countdown_toy.py.
-Both write d1's format with a reasoning of varying length, have clean labels, and hold out by structure.
+The other task families tried as the testbed (docs/testbed.md), besides taskdata/countdown_toy.py, in
+d1's format with clean labels, held out by structure:
 
-  addition   "Add 4721+389": one line per column from the right, "1+9=10", "2+8+1=11", ...; the answer
-             is the sum. Operands of 1-5 digits; held out: the operand-length pairs in HELD_OUT_LENGTHS.
-  sudoku     "Sudoku: 3102200002100320" (the toy's puzzles, 2-6 blanks): one line per blank cell in an
-             order where each is forced by its row, column or box ("b3=2" = cell 3 is 2), then the grid.
-             Held out: the test GRIDS of puzzles.split_grids.
-  toy        the control: the same puzzles as make run's toy, clean labels, the bare grid as the completion
-             (no reasoning, no tags: every answer digit sits at a fixed distance from its prompt digit).
+  addition   "Add 4721+389": one line per column from the right ("1+9=10", "2+8+1=11", ...), then the sum;
+             held out: the operand-length pairs in HELD_OUT_LENGTHS.
+  sudoku     the toy's puzzles (2-6 blanks): one line per blank in an order where each is forced ("b3=2"),
+             then the grid; held out: the test grids of puzzles.split_grids.
+  toy        the control: make run's toy puzzles, clean labels, the bare grid as the completion.
 
-make(family, n, seed, split) -> examples {"prompt", "completion", "answer", ...}; solved(text, ex)
-checks the <answer> content. The lab hands a family (or another label order of the testbed,
-countdown_toy.ORDERS) in behind --task countdown_toy: countdown_toy_variant() is that task's record with
-the family's maker, and this file runs a script with it in place:
+countdown_toy_variant() is --task countdown_toy's record with a family's maker (or another label order of
+the testbed, countdown_toy.ORDERS); this file runs a script with it in place:
 
     python -m lab.testbed_families --family sudoku sft.py --task countdown_toy --out-dir out/tb-sudoku ...
     python -m lab.testbed_families --order left grpo.py --task countdown_toy ...

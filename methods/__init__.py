@@ -1,9 +1,14 @@
 """
-The field's methods beside d1, one file each. They build on d1's pieces (model.py, sample.py,
-logprob.py) and plug in through grpo.py's seams, never as a branch inside d1's functions: the
-objectives through grpo.OBJECTIVES (`--objective NAME`; d1's own loss is written out in grpo.py),
-the estimators through `--estimator`, the samplers through `--rollout-cache` / `--rollout-threshold`
-(and eval.py's --cache / --threshold / --remasking).
+The field's methods beside d1, one file each. They import the core (the eight top files and what they
+import) and run through their own entry points, which reuse the core's phases and loops, never as a
+branch inside d1's functions; the core never imports them:
+
+    python -m methods.grpo     grpo.py's round with --objective NAME (OBJECTIVES), --estimator, the
+                               Fast-dLLM rollouts (--rollout-cache / --rollout-threshold), the papers' presets
+    python -m methods.eval     eval.py with the field's samplers (--cache / --threshold / Dream's --remasking)
+    python -m methods.sft      sft.py with the field's model families (a Dream --model-dir)
+    python -m methods.sampling the field's sampler demo
+    python -m methods.dream    writes a tiny Dream
 
     wd1.py          wd1 (arXiv 2507.08838): ratio-free weighted likelihood of d1's one-step estimate
     justgrpo.py     JustGRPO (arXiv 2601.15165): AR rollouts and the exact AR likelihood, N forwards
@@ -11,10 +16,12 @@ the estimators through `--estimator`, the samplers through `--rollout-cache` / `
     espo.py         ESPO (arXiv 2512.03759): one clipped sequence ratio of coupled ELBOs, k2 KL
     trajectory.py   d2's StepMerge / TraceRL (arXiv 2509.21474, 2509.06949): the recorded unmasking,
                     scored in N segments of the sampler's steps (N = 1: d1's estimator)
-    common.py       the pieces they share (masked means, the clipped surrogate, k2 / k3 KL) and
-                    Objective, the record an objective is registered as
+    common.py       Objective, the record an objective is registered as (methods/grpo.py's OBJECTIVES),
+                    and the pieces they share: PPO's clipped surrogate, the k2 KL
     estimators.py   DiffuCoder's coupled estimator and LLaDA's Monte-Carlo ELBO (--estimator)
     sampling.py     Fast-dLLM's KV caches and threshold, Dream's decoding orders, the trajectory record
+    dream.py        the Dream family (Dream-org/Dream-v0-Instruct-7B) on model.py's generic options
+    grpo.py, eval.py, sft.py   the entry points above
 
 Each file opens with its paper, its equations, what it needs from a round (old / reference passes,
 the sampler's record) and its cost in forward passes; a deviation from the paper's released code is

@@ -20,19 +20,15 @@ padding included) and A_i = r_i - mean_G r:
     ρ_i = exp((S_θ(o_i) - S_old(o_i)) / N)
     L = (1/b) Σ_i -min(ρ_i A_i, clip(ρ_i, 1-ε, 1+ε) A_i) + β (1/b) Σ_i ½ (S_θ(o_i) - S_ref(o_i))² / N
 
-Deviations, from their code: advantages are mean-centred as in the paper (their code uses leave-one-
-out, G/(G-1) times larger); counts are rounded half up (theirs: torch.round, ties to even). θ_old and
-θ_ref are scored in eval mode, the policy in train mode, here as in theirs: with LoRA dropout on (every
-LoRA preset) ρ is not exactly 1 at the first inner step, in either code; it is with --lora-dropout 0.
-
-Cost per round, per micro-batch: rollout; then per inner step, old and ref 2M no-grad rows per
-sequence (one call each), policy 2M rows forward + backward: 4 rows with M = 2 (d1: 1).
+Deviations from their code (docs/differences.md): advantages mean-centred as in the paper (their code:
+leave-one-out, G/(G-1) times larger); counts rounded half up (theirs: torch.round, ties to even).
 """
 import torch
 
 from logprob import canvas_mask, token_logprobs
 from methods.estimators import random_subsets, stratified_counts
 from methods.common import Objective, clipped_surrogate, k2, one_token_a_step
+from sample import draw_device
 
 # their GSM8K recipe (recipes/run_gsm8k_llada.sh + train.yaml): LLaDA-8B-Instruct with no SFT, LoRA r 128 / α 64,
 # G 6 x 16 prompts, μ 8, M 2, ε 0.2, β 1e-3 (MATH 1e-3, Countdown 3e-3 with ε 0, Sudoku 1e-2), constant lr 3e-6,
@@ -48,7 +44,7 @@ PRESET = dict(objective="espo", num_generations=6, prompts_per_step=16, groups_p
 def coupled_counts(b, N, generator=None):
     """(b,) masked counts in {0..N} for one draw, stratified over the b rows of a micro-batch: one shared
     k ~ U{0..N}, row r gets k + r (N+1) / b rounded half up, mod N+1 (uniform for every row)."""
-    gen_device = generator.device if generator is not None else "cpu"
+    gen_device = draw_device(generator, "cpu")
     k = int(torch.randint(0, N + 1, (1,), generator=generator, device=gen_device))
     return stratified_counts(k + 1, N + 1, b) - 1  # (b,): LLaDA's counts over {1..N+1}, shifted to {0..N}
 

@@ -1,6 +1,6 @@
 """
 The likelihood estimators beside d1's one-step estimator (logprob.py): the field's ways to score a
-completion of a masked diffusion LM, used by grpo.py --estimator and by the objectives of methods/.
+completion of a masked diffusion LM, used by `python -m methods.grpo --estimator` and by the objectives of methods/.
 
 1) Coupled-GRPO (DiffuCoder, arXiv 2506.20639). Draw t ~ U(0.2, 0.8); view 1 masks each completion
    token with probability t, view 2 masks exactly the complement. Every completion token is then
@@ -15,27 +15,23 @@ completion of a masked diffusion LM, used by grpo.py --estimator and by the obje
    a lower bound that we estimate by Monte Carlo, with the number of masked tokens stratified
    across each batch to cut variance. Also for evaluation (e.g. multiple-choice scoring).
 
-Their quality against exact values on the toy: lab/study_estimators.py.
-
+Their quality against exact values on the toy: lab/study_estimators.py (docs/findings.md).
     from methods.estimators import estimate_logprobs
     lp = estimate_logprobs(model, prompt, completion, "coupled", 0.15, generator)   # (B, N)
 """
 import torch
 
 from logprob import canvas_mask, noisy_prompt, one_step_logprobs, token_logprobs
+from sample import draw_device
 
 ESTIMATORS = ("one_step", "coupled", "elbo")
 ELBO_DRAWS = 2  # --estimator elbo: mask draws per sequence, 2 forward rows = coupled's cost
 ESTIMATOR_ROWS = {"one_step": 1, "coupled": 2, "elbo": ELBO_DRAWS}  # forward rows per scored sequence
 
-# -----------------------------------------------------------------------------
-# 1) coupled-GRPO
-
-
 def coupled_masks(shape, generator=None, device="cpu", t_min=0.2, t_max=0.8):
     """View-1 completion mask for coupled-GRPO; view 2 is its complement (~mask).
     One t ~ U(t_min, t_max) per sequence, then position k is masked in view 1 iff u_k < t."""
-    gen_device = generator.device if generator is not None else "cpu"
+    gen_device = draw_device(generator, "cpu")
     B, N = shape
     t = t_min + (t_max - t_min) * torch.rand(B, 1, generator=generator, device=gen_device)  # (B, 1)
     u = torch.rand(B, N, generator=generator, device=gen_device)  # (B, N)
@@ -58,25 +54,17 @@ def coupled_logprobs(model, prompt, completion, mask_id=None, p_mask_prompt=0.15
     am = canvas_mask(attention_mask, P + N, times=2)  # (2B, P+N): the two views' rows, or None
     logits = model(torch.cat([x1, x2], dim=0), attention_mask=am)[:, P:]  # (2B, N, V)
     lp = token_logprobs(logits, completion.repeat(2, 1))  # (2B, N)
-    # each token is read from the view in which it is masked (the visible one would be trivial).
-    # We deliberately drop DiffuCoder's ELBO weights 1/t and 1/(1-t): in the token-level GRPO
-    # ratio exp(logπ_θ - logπ_old) they would only rescale each token's log-ratio (by up to 5x at
-    # t=0.2), which interacts with the clip range ε that d1 tuned for unweighted log-probs.
-    # We also drop the third, fully masked pass of DiffuCoder's code (that is d1's estimator;
-    # average it in yourself if wanted). A reader who wants the ELBO-style sum
-    # can multiply view-1 entries by 1/t and view-2 entries by 1/(1-t).
+    # each token is read from the view in which it is masked. DiffuCoder's ELBO weights 1/t and 1/(1-t) are
+    # dropped: in the token-level ratio they would only rescale each token's log-ratio (up to 5x at t=0.2),
+    # against the clip range d1 tuned for unweighted log-probs; so is its third, fully masked pass (d1's).
     return torch.where(m1, lp[:B], lp[B:])  # (B, N)
 
-# -----------------------------------------------------------------------------
-# 2) LLaDA's Monte-Carlo ELBO
 
 def stratified_counts(k, L, b):
     """Masked-token counts n_i for the b rows of one batch, given the shared draw k in {1..L}:
-    n_i = round(k + i*L/b), wrapped into [1, L]. Spreading the counts over the range (instead of b
-    independent draws) is LLaDA's variance reduction. Deviation: LLaDA uses torch.round on a
-    float linspace, which rounds exact .5 ties to even, so a tie row's count depends on k's
-    parity and is no longer uniform on {1..L} (e.g. L=3, b=16, row 8). We round half up in
-    integer arithmetic: n_i = k + const_i (mod L), exactly uniform for every row -> unbiased."""
+    n_i = round(k + i*L/b), wrapped into [1, L]: LLaDA's variance reduction. Deviation: LLaDA's torch.round
+    of a float linspace rounds .5 ties to even, so a tie row's count depends on k's parity and is not uniform
+    on {1..L} (e.g. L=3, b=16, row 8); rounding half up in integers keeps every row exactly uniform."""
     i = torch.arange(b)
     offset = (2 * i * L + b) // (2 * b)  # = floor(i*L/b + 1/2), exact
     return (k - 1 + offset) % L + 1  # (b,) long, each in [1, L]
@@ -85,7 +73,7 @@ def stratified_counts(k, L, b):
 def stratified_mask(L, b, generator=None):
     """(b, L) bool answer mask, row i masks exactly n_i positions chosen uniformly at random,
     and (b,) counts n_i. Drawn on the generator's device (CPU by default)."""
-    gen_device = generator.device if generator is not None else "cpu"
+    gen_device = draw_device(generator, "cpu")
     k = int(torch.randint(1, L + 1, (1,), generator=generator, device=gen_device))
     n = stratified_counts(k, L, b)  # (b,)
     return random_subsets(n, L, generator), n  # (b, L) bool, (b,)
@@ -95,7 +83,7 @@ def random_subsets(counts, L, generator=None):
     """(b, L) bool on the CPU: row i True at a uniformly random set of counts[i] positions. The rank of
     each position under an i.i.d. uniform key is a uniform random permutation; the ranks below n_i are
     a uniform subset of size n_i. Drawn on the generator's device."""
-    gen_device = generator.device if generator is not None else "cpu"
+    gen_device = draw_device(generator, "cpu")
     rank = torch.rand(len(counts), L, generator=generator, device=gen_device).argsort(-1).argsort(-1)  # (b, L)
     return rank.cpu() < counts.unsqueeze(1)
 
@@ -148,10 +136,8 @@ def elbo_logprob(model, prompt, answer, mc_num=128, batch_size=16, cfg_scale=0.0
               for _ in range(mc_num // batch_size)]  # one estimate per pass of batch_size rows
     return sum(values) / len(values)
 
-# -----------------------------------------------------------------------------
-# the estimator by name (grpo.py --estimator: d1's one_step, or one of the above for the ablation)
 
-
+# the estimator by name (methods.grpo --estimator: d1's one_step, or one of the above for the ablation)
 def estimate_logprobs(model, prompt, completion, estimator="one_step", p_mask_prompt=0.15, generator=None,
                       mask_id=None, attention_mask=None):
     """(B, N) per-token log-prob estimates by name; pass a freshly keyed generator for θ, θ_old and

@@ -16,25 +16,20 @@ Loss (their logprob_loss): token-level PPO with the group-normalised advantage, 
     A_i = (r_i - mean_G r) / (std_G r + 1e-4)                   (grpo.py --scale-std)
     L = Σ_i Σ_{t<N} -min(ρ_it A_i, clip(ρ_it, 1-ε, 1+ε) A_i) / (N · V̄),   ε = 0.2
 
-summed over EVERY position of the canvas, the EOS padding after the answer included (their code has
-no completion mask), and divided by the constant N times (V̄ + 1e-5), V̄ the number of completions of
-the micro-batch whose advantage is not 0, averaged over the ranks (their `valid_samples`, gathered and
-meaned). As in their train.py the micro-batches' gradients are SUMMED (their 8 accumulation steps; d1's
-HF Trainer and grpo.py average them), so their max_grad_norm 1.0 clips the same gradient here, and
-AdamW's β2 is theirs, 0.999 (grpo.py --adam-beta2; d1: 0.99). Both in PRESET.
+summed over EVERY position of the canvas, the EOS padding included (their code has no completion mask),
+divided by N (V̄ + 1e-5), V̄ the completions of the micro-batch whose advantage is not 0, averaged over
+the ranks (their `valid_samples`). As in their train.py the micro-batches' gradients are SUMMED (d1's
+trainer averages them), so their max_grad_norm 1.0 clips the same gradient, and AdamW's β2 is theirs,
+0.999 (d1: 0.99). Both in PRESET.
 
-θ_old: the sampler records each token's log-prob as it writes it (sample.generate, record=True), which
-IS log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs. Deviation: their code trains with μ = 1
-and uses the detached current log-prob as θ_old (ρ ≡ 1, the clip never binds); the recorded values
-are equal at the first inner step (tested) and stay the right θ_old for μ > 1.
+θ_old: the sampler records each token's log-prob as it writes it (methods/sampling.generate, record=True),
+which IS log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs. Deviation (docs/differences.md): their
+code (μ = 1) uses the detached current log-prob (ρ ≡ 1); the two agree at the first inner step (tested).
 
 Memory: the policy pass runs --ar-chunk positions per forward (b × chunk rows) and backpropagates each
 chunk at once, so activation memory stays flat in N (theirs: one position per forward and backward).
 
-Cost per round, per micro-batch: rollout N forwards (b rows); old, ref: none; policy μ × N/chunk
-forwards + backwards of b × chunk rows, i.e. N rows per sequence per inner step (d1: 1).
-
-The paper's settings are PRESET (grpo.py --preset justgrpo); check() refuses a sampler that does not
+The paper's settings are PRESET (python -m methods.grpo --preset justgrpo); check() refuses a sampler that does not
 write one token per step left to right (a cache or a threshold, blocks > 1), and a KL term.
 """
 import math
@@ -75,9 +70,8 @@ def ar_logprobs(model, prompt, completion, positions=None, mask_id=None, attenti
 
 
 def valid_samples(advantages):
-    """V̄: the completions of the micro-batch whose advantage is not 0 (they carry the signal), averaged
-    over the ranks as their accelerator.gather(valid_samples).mean() does (a collective: every rank calls it
-    once per micro-batch, as every rank runs the same number of them)."""
+    """V̄: the completions of the micro-batch whose advantage is not 0, averaged over the ranks as their
+    accelerator.gather(valid_samples).mean() does (a collective: every rank calls it once per micro-batch)."""
     valid = (advantages != 0).sum().float()
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(valid)
@@ -103,9 +97,8 @@ def justgrpo_loss(logp, old_logp, advantages, epsilon, positions=None, valid=Non
 
 
 def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss=None):
-    """The policy's forwards and backwards for micro-batch b: --ar-chunk positions at a time, each chunk's
-    share of the loss (justgrpo_loss, additive over positions) backpropagated at once, so memory stays
-    flat in N. Not divided by `accum`: their micro-batches' gradients add up. -> the stats of the whole pass."""
+    """The policy's forwards and backwards for micro-batch b, --ar-chunk positions at a time, each chunk's share
+    of the loss backpropagated at once. Not divided by `accum`: their gradients add up. -> the pass's stats."""
     N, stats = b.completion.shape[1], {}
     chunk = hp.own["ar_chunk"]
     valid = valid_samples(b.adv)  # once per micro-batch: a collective under torchrun
@@ -113,7 +106,7 @@ def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss=None):
         positions = list(range(t0, min(N, t0 + chunk)))
         with amp():
             logp = ar_logprobs(model, b.prompt, b.completion, positions, mask_id, b.pad_mask)  # (b, C)
-        loss, st = justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon, positions, valid)
+        loss, st = justgrpo_loss(logp, b.record["token_logp"], b.adv, hp.epsilon, positions, valid)
         loss.backward()  # summed over micro-batches, as their gradient accumulation
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + v
@@ -142,7 +135,7 @@ def add_flags(parser):
 
 
 OBJECTIVE = Objective(
-    lambda logp, b, j, hp: justgrpo_loss(logp, b.trace["token_logp"], b.adv, hp.epsilon),
+    lambda logp, b, j, hp: justgrpo_loss(logp, b.record["token_logp"], b.adv, hp.epsilon),
     logprobs=lambda model, b, g, hp, mask_id: ar_logprobs(model, b.prompt, b.completion, mask_id=mask_id,
                                                           attention_mask=b.pad_mask),
     needs_old=False, needs_ref=False, seeded=False, trace=True, policy_pass=policy_pass,

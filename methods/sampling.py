@@ -1,44 +1,32 @@
 """
 The field's samplers beside d1's: sample.py's semi-autoregressive loop with the options later work
-added, built from sample.py's pieces (its schedule, Gumbel draw, confidences, top-k). With every
-option off it IS sample.generate, token for token (tests/test_sample.py checks it).
+added, built from sample.py's pieces. With every option off it IS sample.generate, token for token
+(tests/test_sample.py). docs/fast-rollouts.md gives the measurements and the two threshold rules.
 
-Fast-dLLM (arXiv 2505.22618): trade exactness for speed, both approximations.
+Fast-dLLM (arXiv 2505.22618), both approximations:
   cache="prefix": at each block's first step run the full canvas once and keep every layer's keys and
-      values (model.py's return_kv / past_kv); the block's later steps forward only the columns [block
-      start, end of canvas) and reuse the cached prefix (prompt + finished blocks).
-  cache="dual": also reuse the cached keys/values of the masked suffix right of the block, so later
-      steps forward only the block's columns (B, block_length).
-  threshold=τ: confidence-threshold parallel unmasking. Each step writes the scheduled tokens and also
-      every blank of the block the model is sure of (Fast-dLLM uses τ = 0.9); a block whose blanks run out
-      early skips its remaining steps, so `steps` becomes an upper bound on forward passes. "Sure" is
-      threshold_rule's: "certainty" (ours) a position whose sampling distribution softmax(logits / T)
-      peaks at >= τ, written with its sampled token whatever it is; "fast_dllm" a position whose sampled
-      token has temperature-1 probability >= τ. Greedy (T = 0) they are one rule; sampling (T > 0),
-      Fast-dLLM's rule pulls the samples toward the mode (docs/fast-rollouts.md).
-  The number of forward passes under `threshold` depends on the data: under FSDP every rank must make
-  the same calls, so do not combine it with sharded models.
+      values (model.py's return_kv / past_kv); later steps forward only [block start, end of canvas).
+  cache="dual": also reuse the masked suffix's keys/values: later steps forward only the block's columns.
+  threshold=τ: each step also writes every blank of the block the model is sure of (Fast-dLLM: τ = 0.9);
+      a block whose blanks run out skips its remaining steps. "Sure" (threshold_rule): "certainty" (ours)
+      the sampling distribution softmax(logits / T) peaks at >= τ; "fast_dllm" the sampled token's
+      temperature-1 probability is >= τ. Its forward count depends on the data: not under FSDP.
 
-Dream's decoding orders (Dream-org/Dream-v0-Instruct-7B; the `diffusion_generate` of Dream's
-generation_utils.py, its `alg` option): remasking="origin" | "maskgit_plus" | "topk_margin" | "entropy",
-with `eps` and `alg_temp`. They replace both the confidence and the schedule: step i goes from noise level
-t = ts[i] to s = ts[i + 1], ts = linspace(1, eps, steps_per_block + 1) (Dream's default eps = 1e-3).
-  "origin": each blank is written with probability 1 - s/t (all left at the last step), no ranking;
-  "maskgit_plus" / "topk_margin" / "entropy": dream_transfer_tokens' count of blanks with the best
-      dream_confidence; alg_temp > 0 draws those positions from softmax(confidence / alg_temp) instead.
-With block_length = gen_length this is Dream's own sampler over the whole canvas; per block, semi-AR
-Dream. The model's forward aligns Dream's shifted logits with their positions (model.py), so any order
-runs on any model. Not with cache or threshold.
+Dream's decoding orders (Dream-v0-Instruct-7B's diffusion_generate, its `alg`): remasking="origin" |
+"maskgit_plus" | "topk_margin" | "entropy", with `eps` and `alg_temp`. Step i goes from noise level
+t = ts[i] to s = ts[i + 1], ts = linspace(1, eps, steps_per_block + 1). "origin" writes each blank with
+probability 1 - s/t; the others write dream_transfer_tokens' count of blanks with the best
+dream_confidence (alg_temp > 0: drawn from softmax(confidence / alg_temp)). block_length = gen_length is
+Dream's own sampler; the model aligns Dream's shifted logits (model.py), so any order runs on any model.
+Not with cache or threshold.
 
-The record (record=True), what the trajectory objectives score (methods/trajectory.py, justgrpo.py):
-`stats` receives "commit_step" (B, gen_length) long, the step (0 .. steps-1, counted over all blocks)
-at which each position was written, and "token_logp" (B, gen_length) fp32, the written token's log-prob
-under that step's logits (temperature 1, the whole vocabulary). `stats` always receives "model_calls".
+`stats` receives "model_calls", and with record=True (methods/trajectory.py, justgrpo.py) "commit_step" and
+"token_logp" (B, gen_length): the step each position was written at, its token's temperature-1 log-prob.
 
     from methods.sampling import generate
     out = generate(model, prompt, gen_length=256, block_length=32, steps=128, cache="dual", threshold=0.9)
 
-Run a tiny demo on CPU (sample.py's, with these options):
+Run a tiny demo on CPU (sample.py's, with these options; a Dream --model-dir too, methods/dream.py):
     python -m methods.sampling --gen-length 256 --block-length 32 --steps 128 --cache dual --threshold 0.9
     python -m methods.sampling --gen-length 64 --block-length 64 --steps 64 --remasking entropy --eps 1e-3
 """
@@ -47,17 +35,17 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+import methods.dream  # noqa: F401  (registers the Dream family: a Dream --model-dir loads)
 from model import SHIFT_NO_CACHE
+from modelio.families import read_config
+from modelio.hub import config_dir
 from sample import (REMASKING_STRATEGIES, block_logits, check_generate_args, demo, demo_parser, new_canvas,
                     num_transfer_tokens, predict, remasking_confidence, select_top_k, uniform)
 
-# Dream's orders: "origin" writes each blank by a coin flip, the other three rank a confidence. The names are
-# Dream's `alg` values
+# Dream's `alg` values: "origin" writes each blank by a coin flip, the other three rank a confidence
 DREAM_CONFIDENCES = ("maskgit_plus", "topk_margin", "entropy")
 DREAM_ORDERS = ("origin", *DREAM_CONFIDENCES)
 ORDERS = (*REMASKING_STRATEGIES, *DREAM_ORDERS)  # LLaDA's (with its even schedule), then Dream's
-# which blanks `threshold` writes at once: those whose sampling distribution peaks at >= τ, with their sampled
-# token (ours), or those whose sampled token's temperature-1 probability is >= τ (Fast-dLLM's)
 THRESHOLD_RULES = ("certainty", "fast_dllm")
 CACHE_MODES = (None, "prefix", "dual")  # None = every step runs the full canvas, as d1's sampler
 
@@ -65,9 +53,8 @@ CACHE_MODES = (None, "prefix", "dual")  # None = every step runs the full canvas
 def dream_transfer_tokens(mask_count: torch.Tensor, steps: int, eps: float) -> torch.Tensor:
     """Dream's counts (diffusion_generate): going from noise level t = ts[i] to s = ts[i + 1], ts =
     linspace(1, eps, steps + 1), step i writes int(n * (1 - s / t)) of the n blanks left, the last step all
-    of them. mask_count (B,) -> (B, steps) long. Flooring makes early steps write little, even 0, and
-    leaves most to the last (10 over 4 -> 2, 2, 2, 4). As in Dream, n is the batch AVERAGE: every row gets the
-    same counts (in generate() every row starts a block with the same count, so the average is each row's)."""
+    of them (10 over 4 -> 2, 2, 2, 4). mask_count (B,) -> (B, steps) long. As in Dream, n is the batch
+    AVERAGE (in generate() every row starts a block with the same count, so the average is each row's)."""
     ts = torch.linspace(1, eps, steps + 1, device=mask_count.device)        # (steps + 1,) fp32, as Dream's
     n = mask_count.sum() / mask_count.shape[0]                              # () fp32: Dream's num_mask_token
     counts = []
@@ -103,8 +90,7 @@ def check_options(model, remasking, cache, threshold, threshold_rule, eps, alg_t
     if threshold is not None and (remasking != "low_confidence" or not 0.0 < threshold <= 1.0):
         raise ValueError(f"threshold must be in (0, 1] and needs remasking='low_confidence' (it is a "
                          f"confidence), got threshold={threshold}, remasking={remasking!r}")
-    # Dream's diffusion_generate has no cache; with a Dream model the cached window would also lack the column
-    # left of it that the shift by one reads
+    # Dream's diffusion_generate has no cache
     if remasking in DREAM_ORDERS and cache is not None:
         raise ValueError(f"remasking={remasking!r} (Dream's) takes no cache, got {cache=}")
     if not 0.0 <= eps < 1.0:
@@ -113,6 +99,22 @@ def check_options(model, remasking, cache, threshold, threshold_rule, eps, alg_t
         raise ValueError(f"alg_temp must be >= 0 and > 0 only with {DREAM_CONFIDENCES}, got {alg_temp=}, {remasking=}")
     if threshold_rule not in THRESHOLD_RULES:
         raise ValueError(f"threshold_rule must be one of {THRESHOLD_RULES}, got {threshold_rule!r}")
+
+
+def check_cache_applies(model_dir, cache):
+    """Up front, before a model loads: the key/value cache (--rollout-cache, --cache) has no meaning on a
+    model with shifted logits (Dream) -> one ValueError. Read from config.json alone, where it is at hand
+    (none, or a broken one: the core's checks say so later)."""
+    path = config_dir(model_dir) if model_dir and cache not in (None, "", "none") else None
+    if path is None:
+        return
+    try:
+        config = read_config(path)[2]
+    except (ValueError, OSError):
+        return
+    if config.logit_shift:
+        raise ValueError(f"--model-dir {model_dir} has shifted logits (Dream): the KV cache ({cache}) does not "
+                         f"apply to it ({SHIFT_NO_CACHE}); run the exact sampler")
 
 
 def step_logits(model, x, attention_mask, prompt_index, mask_id, cache, kv, i, start, end):
@@ -176,18 +178,15 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
                     else remasking_confidence(logits, x0, remasking, generator)  # (B, K)
                 confidence = confidence.masked_fill(~block_mask, float("-inf"))  # (B, K)
                 if alg_temp > 0:
-                    # Dream draws k positions from softmax(confidence / alg_temp) without replacement
-                    # (multinomial); the top k of confidence / alg_temp + Gumbel noise is the same draw
-                    # (Gumbel-top-k), and our generator works on any device. float64 makes u = 0 (noise -inf:
-                    # a blank that could miss the last step's count) practically impossible
+                    # Dream draws k positions from softmax(confidence / alg_temp) without replacement; the top k
+                    # of confidence / alg_temp + Gumbel noise is the same draw. float64: u = 0 practically never
                     u = uniform(block_mask.shape, generator, x.device, torch.float64)  # (B, K)
                     confidence = confidence.double() / alg_temp - torch.log(-torch.log(u))  # (B, K)
                 # the schedule: the k most confident blanks. & block_mask: after early extra writes, k can
                 # exceed the blanks left, and top-k would then also pick -inf (already written) positions
                 transfer = select_top_k(confidence, schedule[:, i]) & block_mask  # (B, K)
             if threshold is not None:  # parallel unmasking: also every blank the model is sure of
-                # certainty: how likely the draw at this position is its mode (then writing it now, in
-                # parallel, costs little), whichever token was drawn: an unbiased draw of the position
+                # certainty: how likely the draw at this position is its mode, whichever token was drawn
                 sure = confidence if threshold_rule == "fast_dllm" or temperature == 0 else \
                     F.softmax(choice_logits / temperature, dim=-1).amax(dim=-1)  # (B, K)
                 transfer |= (sure >= threshold) & block_mask                # (B, K)
@@ -206,10 +205,7 @@ def generate(model, prompt, attention_mask=None, gen_length=128, block_length=32
     return x                                                                # (B, P + gen_length)
 
 
-# -----------------------------------------------------------------------------
 # grpo.py's rollouts with these options (docs/fast-rollouts.md)
-
-
 def add_rollout_flags(parser):
     """grpo.py's Fast-dLLM rollout options; off by default, which is d1's exact sampler."""
     r = parser.add_argument_group("fast rollouts (methods/sampling.py, docs/fast-rollouts.md)")

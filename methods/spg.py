@@ -1,9 +1,7 @@
 """
 SPG: sandwiched policy gradient (Wang et al., arXiv 2510.09541, ICLR 2026; code facebookresearch/SPG
-at a1c7120, spg/spg_trainer.py, built on d1). Raising a LOWER bound of the likelihood is right for a
-completion that did better than its siblings; for one that did worse the aim is to lower the true
-likelihood, which lowering a lower bound does not do. So SPG raises the ELBO where A > 0 and lowers an
-evidence UPPER bound (EUBO), or a mixture of the two, where A < 0:
+at a1c7120, spg/spg_trainer.py, built on d1). Lowering a LOWER bound does not lower the likelihood, so
+SPG raises the ELBO where A > 0 and lowers an evidence UPPER bound (EUBO), or a mixture, where A < 0:
 
     ℓ_i = ELBO_i                               if A_i > 0
     ℓ_i = ω EUBO_i + (1 - ω) ELBO_i            otherwise  (ω = 1: "SPG w/ EUBO"; 0.5: "w/ Mixture", the paper's best)
@@ -19,22 +17,17 @@ bounds come from the same m masked views of a completion (m = 2 in their runs), 
 paper's Corollary 1 with its θ-free constant dropped: with every mask enumerated it is a power mean of
 order β of the masked conditionals, ≥ the exact ELBO and (the paper's claim, tested on the toy) ≥ log p.
 
-Block-wise masks that look like semi-AR inference (their forward_process, "block_random"): a view
-picks a block of the sampler's --block-length among those holding completion tokens (their randperm,
-then mod: uniform only when the count divides the canvas' blocks), leaves the blocks before it clean,
-masks k ~ U{1..len} random tokens of it and everything after it; the prompt and the clean blocks before
-it are then masked with probability --p-mask (0.15), and those masks are scored too; the chosen block's
-visible tokens never are (their is_mask_prompt = ~is_mask & (rand < p), with is_mask the whole chosen
-block; until issue 47 ours lightly masked them too, ~2.3 extra masked, scored tokens a view at block 32).
-Positions after the first EOS are masked and never scored.
-
-Cost per round, per micro-batch: rollout; then μ × (m rows forward + backward per sequence), nothing
-else (d1: μ × 1 row, plus μ old and μ reference rows).
+Block-wise masks like semi-AR inference (their forward_process, "block_random"): a view picks a block
+of --block-length among those holding completion tokens (their randperm, then mod), leaves the blocks
+before it clean, masks k ~ U{1..len} random tokens of it and everything after it; the prompt and the
+clean blocks are then masked with probability --p-mask (0.15), scored too; the chosen block's visible
+tokens never are. Positions after the first EOS are masked and never scored.
 """
 import torch
 
 from logprob import canvas_mask, prompt_mask, token_logprobs
 from methods.common import Objective
+from sample import draw_device
 
 # their GSM8K run (sbatch + train.yaml): LLaDA-8B-Instruct with no SFT, NF4 base, LoRA r 128 / α 64, G 6 x 16 prompts,
 # μ 4, no KL, lr 3e-6, gen 256 / block 32 / 128 steps at T 0.9 (Sudoku 0.3 and β 1.0), m 2, β 1.5, ω 0.5. Their step
@@ -49,7 +42,7 @@ def block_views(prompt, completion, lengths, block, draws, p_mask, mask_id, gene
     """SPG's block-wise masked views: (b, m, P+N) input ids and (b, m, N) bool, the completion tokens
     each view scores (masked and within the first lengths[i] positions). lengths (b,) long, >= 1."""
     (b, P), N = prompt.shape, completion.shape[1]
-    gen_device = generator.device if generator is not None else "cpu"
+    gen_device = draw_device(generator, "cpu")
     n_blocks = N // block
     pos = torch.arange(N)
     inputs, scored = [], []
@@ -65,9 +58,8 @@ def block_views(prompt, completion, lengths, block, draws, p_mask, mask_id, gene
             inner = torch.randperm(size, generator=generator, device=gen_device).cpu()[:k] + block * idx
             masked = pos >= block * idx + size  # everything after the chosen block's completion tokens
             masked[inner] = True  # k random tokens of the block
-            # what the view keeps clean, the prompt and the blocks BEFORE the chosen one, is lightly masked at
-            # p_mask and scored where it is completion; never the chosen block's visible tokens (their
-            # forward_process: is_mask_prompt = ~is_mask & (rand < p), is_mask covering the chosen block)
+            # the prompt and the clean blocks BEFORE the chosen one are lightly masked at p_mask (scored where
+            # completion), never the chosen block's visible tokens (their is_mask_prompt = ~is_mask & (rand < p))
             light = prompt_mask((1, P + N), p_mask, generator)[0]
             full = torch.cat([light[:P], masked | (light[P:] & (pos < block * idx))])  # (P+N,)
             rows.append(torch.where(full.to(completion.device), mask_id, torch.cat([prompt[i], completion[i]])))

@@ -17,13 +17,9 @@ sampler's own conditionals (tested against the log-probs it records). TraceRL's 
 with --p-mask 0 (it never masks the prompt); its loss differs from d2's (a clip of 0.2, a mean per
 merged step, the KL to θ_old, z-scored advantages), which is not reproduced here.
 
-The sampler records each token's commit step (sample.generate, record=True); the canvases are rebuilt
-from it. The loss on top is d1's diffu-GRPO, unchanged (grpo.py registers d1's loss with this
-likelihood), as d2's is: its token mean summed over the segments equals d1's exactly.
-
-Memory: the policy pass runs one segment at a time, forward and backward, so activations are d1's
-(d2: one segment per micro-step). Cost per round, per micro-batch: rollout S forwards; old and ref
-μ × N forwards of b rows (no grad); policy μ × N forwards + backwards: N times d1's.
+The canvases are rebuilt from each token's commit step (methods/sampling.generate, record=True). The
+loss on top is d1's diffu-GRPO, unchanged, as d2's is. The policy pass runs one segment at a time,
+forward and backward, so activations are d1's (d2: one segment per micro-step); the cost is N times d1's.
 """
 from dataclasses import replace
 
@@ -65,16 +61,15 @@ def stepmerge_logprobs(model, prompt, completion, commit_step, steps, n_segments
 
 def trajectory_logprobs(model, b, generator, hp, mask_id=None):
     """The objective's likelihood of micro-batch b: stepmerge_logprobs under the round's hyper-parameters."""
-    return stepmerge_logprobs(model, b.prompt, b.completion, b.trace["commit_step"], hp.steps,
+    return stepmerge_logprobs(model, b.prompt, b.completion, b.record["commit_step"], hp.steps,
                               hp.own["trajectory_segments"], hp.p_mask, generator, mask_id, b.pad_mask)
 
 
 def policy_pass(model, b, j, generator, hp, mask_id, accum, amp, loss):
-    """One segment at a time: its tokens' share of d1's token-mean loss, backpropagated at once.
-    `loss` is the registered objective's (d1's); masked_mean over the segment's tokens times their
-    share of the micro-batch's tokens adds up to d1's loss over all of them."""
+    """One segment at a time: its tokens' share of `loss` (d1's token mean), backpropagated at once; the
+    shares add up to d1's loss over all the micro-batch's tokens."""
     n_segments = hp.own["trajectory_segments"]
-    seg = segments(b.trace["commit_step"], hp.steps, n_segments)
+    seg = segments(b.record["commit_step"], hp.steps, n_segments)
     q = noisy_prompt(b.prompt, hp.p_mask, generator, mask_id)
     total, stats = b.mask.sum().clamp(min=1), {}
     for n in range(n_segments):

@@ -9,8 +9,6 @@ raise the likelihood of the completions that did better than their siblings, wei
 better, and lower that of those that did worse. No importance ratio, no clip, no KL: it reads neither
 θ_old nor θ_ref, so a round is the rollout plus μ policy passes (lab/cost.analytic_passes: no old / ref
 calls). A group of equal rewards has w_pos = w_neg = 1/G: the two terms cancel, no signal (as in GRPO).
-
-Cost per round: the rollout, then μ × (1 forward + 1 backward) of the estimator's rows.
 """
 from methods.common import Objective
 

@@ -48,7 +48,7 @@ def is_4bit(layer):
 
 def linear_4bit(weight, bias=None):
     """A bitsandbytes NF4 Linear4bit (double quant, bf16 compute) holding `weight` (out, in), and `bias`
-    (out,) unquantized and frozen when the layer has one (Dream's q/k/v; LLaDA's layers have none).
+    (out,) unquantized and frozen when the layer has one (include_qkv_bias; LLaDA's layers have none).
     Quantization happens on the weight's own device (CUDA on GPU; bitsandbytes' CPU backend on CPU)."""
     import bitsandbytes as bnb
     # nn.Linear convention: the weight is (out, in), the constructor takes (in, out)
@@ -83,8 +83,8 @@ def dense_weight(layer):
 
 def quantize_blocks(model):
     """Swap every block linear of an in-memory model for bitsandbytes NF4 (as
-    checkpoint.from_pretrained(load_in_4bit=True) does while reading). For random-weight models
-    (bench.py's 8B shape, the CUDA tests), which never pass through a checkpoint directory."""
+    checkpoint.from_pretrained(load_in_4bit=True) does while reading), for a model that never passes
+    through a checkpoint directory (random weights of a given shape)."""
     # block linears only: wte, the norms and the LM head stay dense, as in d1
     for block in model.transformer.blocks:
         for name in BLOCK_LINEARS:
@@ -185,7 +185,7 @@ def lora_disabled(model):
 
 def merge_lora(model):
     """Fold every adapter into its base weight and restore plain nn.Linear layers with the
-    official names, ready for checkpoint.save_pretrained (d1 shipped no merge script: d1 issue #13).
+    official names, ready for checkpoint.save_pretrained (d1 ships no script that merges its adapters).
     A 4-bit base is dequantized first, so the merged layer is a bf16 nn.Linear."""
     for block in model.transformer.blocks:
         for name in BLOCK_LINEARS:
@@ -196,7 +196,7 @@ def merge_lora(model):
                 merged = nn.Linear(W.shape[1], W.shape[0], bias=layer.base.bias is not None, device="meta")
                 # frozen like the base it replaces; the adapter tensors are dropped with the wrapper
                 merged.weight = nn.Parameter(W, requires_grad=False)
-                if layer.base.bias is not None:  # Dream's q/k/v bias: LoRA leaves it as it was
+                if layer.base.bias is not None:  # a q/k/v bias: LoRA leaves it as it was
                     merged.bias = nn.Parameter(layer.base.bias.data, requires_grad=False)
                 setattr(block, name, merged)
     return model

@@ -9,29 +9,18 @@ The layout (docs/llada.md §2) is what GSAI-ML/LLaDA-8B-Instruct ships:
     tokenizer.json, tokenizer_config.json, generation_config.json
     configuration_llada.py, modeling_llada.py    remote code, named by config.json's auto_map
 
-Our state-dict keys are LLaDA's official ones minus "model.", so reading and writing is a rename; a Dream
-directory (Dream-org/Dream-v0-Instruct-7B: Qwen2 names, config.json's model_type "Dream") is the same with
-its own names, translated by modelio/families.py.
-  from_pretrained(path, dtype, device, load_in_4bit): strict (every missing/unexpected key, shape or dtype
-      mismatch in one line; a NaN or inf weight named with its shard) and streamed: built on the meta device,
-      then each tensor goes from its shard straight into place, so the weights exist once (8B bf16: 16 GB);
-      optional NF4 base.
-  save_pretrained(model, path): shards + index + config.json, LoRA merged on the fly, crash-safe.
-  save_merged(model, base_dir, out_dir): what a training run saves: the base's other files copied
-      byte for byte (copy_model_files: remote code, tokenizer, generation config), then the weights;
-      on a 4-bit base the adapters go onto the ORIGINAL bf16 weights re-read from base_dir.
-  make_tiny(path, family): a 0.9M-parameter random LLaDA (or Dream) + byte-level tokenizer in exactly this
-      layout, so the CPU pipeline and the tests load it through the same code as the 8B.
-  load(path) -> (model, tokenizer): what every script calls; a hub id or hub cache is resolved to its
-      snapshot first (modelio/hub.py); creates the default tiny model.
+Our state-dict keys are LLaDA's official ones minus "model.", so reading and writing is a rename; a directory
+of another registered family is the same with its own names, translated by its Family (modelio/families.py).
+from_pretrained (strict, streamed, optional NF4), save_pretrained (LoRA merged on the fly, crash-safe),
+save_merged (a training save: the base's other files, then the weights), make_tiny and load (what every
+script calls): docs/model.md.
 
-    from modelio.checkpoint import from_pretrained, save_pretrained, load
     model, tok = load("/path/to/LLaDA-8B-Instruct", device="cuda")
-    qmodel = from_pretrained(path, device="cuda", load_in_4bit=True)   # NF4 base, d1's RL setup
 
-`python -m modelio.checkpoint` writes the tiny model to out/tiny-llada (`--family dream`: a tiny Dream).
+`python -m modelio.checkpoint` writes the tiny model to out/tiny-llada (tiny_main: the same for another family).
 """
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -40,7 +29,7 @@ import torch
 import torch.nn as nn
 
 from modelio.adapters import LoRALinear, block_linears, is_4bit, linear_4bit, lora_state_dict
-from modelio.families import CONFIG_FILE, DREAM, FAMILY_NAMES, family_of_config, read_config
+from modelio.families import CONFIG_FILE, family_named, family_of_config, read_config
 from modelio.hub import resolve_model
 from modelio.model_files import copy_model_files, local_auto_map  # the base's other files: remote code, tokenizer
 from modelio.provenance import WEIGHTS_KEY, WeightsHash
@@ -56,17 +45,11 @@ MAX_LISTED = 8                     # a load error spells out this many names of 
 
 
 def from_pretrained(path, dtype=None, device=None, load_in_4bit=False):
-    """Load a local directory in the official layout (config.json + safetensors shards).
-
-    dtype: None keeps the stored dtype (bf16 for LLaDA-8B); device: None means CPU.
-    Strict: any missing or unexpected key, or a shape mismatch, is one ValueError naming them; so is a
-    tensor holding NaN or inf, found as it is read (_check_finite).
-    Streaming: the model is built on the meta device (no memory), then each tensor is read
-    from its shard straight onto `device` and put in place (peak memory: see the read loop).
-    load_in_4bit: the seven linear layers of every block become bitsandbytes NF4 with double
-    quantization and bf16 compute (d1's QLoRA RL setup), quantized tensor by tensor as they
-    are read; embeddings, norms and the LM head stay in `dtype` (bf16 by default), as
-    transformers' 4-bit loading leaves the output layer unquantized."""
+    """Load a local directory in the official layout (config.json + safetensors shards). dtype: None keeps
+    the stored dtype; device: None means CPU. Strict: a missing or unexpected key, a shape mismatch or a
+    NaN / inf tensor is one ValueError naming them. Streamed from a model built on the meta device.
+    load_in_4bit: every block's seven linears become NF4 (double quantization, bf16 compute: d1's QLoRA),
+    quantized as they are read; embeddings, norms and the LM head stay in `dtype` (bf16 by default)."""
     from safetensors import safe_open
     path = Path(path)
     # config, shards, truncation, keys and shapes, from the file headers, before a single weight is read
@@ -107,12 +90,10 @@ def _check_finite(t, file, key, hint="a model with it computes NaN; copy or save
 
 
 def verify(path):
-    """Check an official-layout directory without reading a weight -> its LLaDAConfig. config.json
-    parses into a supported config; every shard the index names is there and complete (its size is
-    what its header says); every key and shape is what the config asks for. from_pretrained runs it
-    first; the entry scripts run it up front (checks.check_model_dir), so a bad directory fails in a
-    second with one message instead of after minutes of set-up. What it cannot see without reading the
-    weights, a NaN or inf among them, from_pretrained refuses as each tensor is read (_check_finite)."""
+    """Check an official-layout directory without reading a weight -> its LLaDAConfig: config.json parses
+    into a supported config; every shard the index names is there and complete; every key and shape is
+    what the config asks for. from_pretrained runs it first, the entry scripts up front
+    (checks.check_model_dir); a NaN or inf weight from_pretrained refuses as it is read (_check_finite)."""
     path = Path(path)
     # the family by model_type; every field the model needs there and of its type (modelio/families.py)
     raw, family, config = read_config(path)
@@ -204,7 +185,7 @@ def _put_tensor(model, key, t, load_in_4bit):
     module_name, _, attr = key.rpartition(".")  # 'transformer.blocks.3.q_proj', 'weight'
     module = model.get_submodule(module_name)
     parent_name, _, child = module_name.rpartition(".")  # 'transformer.blocks.3', 'q_proj'
-    # block linears become quantized when their weight arrives (not the LM head); a bias (Dream's) stays dense
+    # block linears become quantized when their weight arrives (not the LM head); a q/k/v bias stays dense
     if load_in_4bit and child in BLOCK_LINEARS and ".blocks." in key and attr == "weight":
         bias = None if module.bias is None or module.bias.is_meta else module.bias
         model.get_submodule(parent_name).register_module(child, linear_4bit(t, bias))
@@ -218,13 +199,10 @@ def _put_tensor(model, key, t, load_in_4bit):
 
 
 def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
-    """Write config.json + model-0000i-of-0000N.safetensors + model.safetensors.index.json with
-    the official key names, so the directory loads here and in LLaDA's own loader.
-    LoRA adapters are merged on the fly, tensor by tensor (W + (alpha/r) B A), without touching
-    the model, so a training run can checkpoint and keep training its adapters. Shards are
-    written to a temporary name and renamed, and the index is written last, so a crash never
-    leaves a directory whose index points at half-written files. config.json's auto_map keeps only
-    the remote code that is in `path` already (local_auto_map)."""
+    """Write config.json + model-0000i-of-0000N.safetensors + model.safetensors.index.json with the official
+    key names. LoRA adapters are merged on the fly, tensor by tensor (W + (alpha/r) B A), without touching
+    the model. Shards are written to a temporary name and renamed, the index last, so a crash never leaves
+    an index naming half-written files. config.json's auto_map keeps only the remote code in `path`."""
     from safetensors.torch import save_file
     # dequantized NF4 is not the original bf16 weights: refuse rather than write a lossy copy
     for name, m in model.named_modules():
@@ -241,7 +219,7 @@ def save_pretrained(model, path, max_shard_bytes=MAX_SHARD_BYTES):
         if ".lora_A" in key or ".lora_B" in key:
             continue
         # a LoRA-wrapped linear: its merged weight goes under the plain name, ….q_proj.weight (merged_weight
-        # passed uncalled: the merge runs when its shard is written), its bias (Dream's) unchanged, ….q_proj.bias
+        # passed uncalled: the merge runs when its shard is written), its bias (if any) unchanged, ….q_proj.bias
         key = key.replace(".base.bias", ".bias")
         if key.endswith(".base.weight"):
             layer = model.get_submodule(key[:-len(".base.weight")])
@@ -355,13 +333,12 @@ TINY_DIR = os.path.join("out", "tiny-llada")  # where the scripts' defaults expe
 
 
 def make_tiny(path, seed=0, max_shard_bytes=MAX_SHARD_BYTES, tags=False, family="llada", **overrides):
-    """Write a randomly initialised tiny LLaDA + its tokenizer to `path` in the official layout
-    (config.json, safetensors shards + index, tokenizer files, generation_config.json).
-    From then on the directory is loaded exactly like LLaDA-8B-Instruct. Returns the path.
+    """Write a randomly initialised tiny LLaDA + its tokenizer to `path` in the official layout, loaded from
+    then on exactly like LLaDA-8B-Instruct. Returns the path.
     tags: d1's format tags as single tokens (the testbed's tokenizer); overrides: TINY_CONFIG fields;
-    family="dream": a tiny Dream in Dream's layout (Qwen2 names, q/k/v biases, GQA, shifted logits)."""
-    tok = make_tiny_tokenizer(tags=tags, family=family)
-    fam = FAMILY_NAMES[family]
+    family: the name of a registered family (modelio/families.py), written in its layout with its tokens."""
+    fam = family_named(family)
+    tok = make_tiny_tokenizer(tags=tags, **(fam.tiny_tokenizer or {}))
     # byte tokenizer: 256 byte ids, then the family's special tokens (LLaDA: BOS 256, EOS 257, mask 258, ...)
     ids = {role: tok.convert_tokens_to_ids(t) for role, t in fam.tokens.items()}
     # the vocabulary and special ids come from the tokenizer, as config.json's do for the 8B
@@ -401,32 +378,32 @@ def load(path=TINY_DIR, device=None, dtype=None, load_in_4bit=False):
     return model, load_tokenizer(path)
 
 
-# -----------------------------------------------------------------------------
-
-if __name__ == "__main__":
-    # the tiny model goes to disk and back through the official layout, exactly like the 8B would
-    import argparse
-
-
-    parser = argparse.ArgumentParser(description="write the tiny LLaDA in the official layout and run one forward pass")
-    parser.add_argument("--out-dir", type=str, default=TINY_DIR, help="where to write the tiny model")
+def tiny_main(family="llada", out_dir=TINY_DIR, argv=None):
+    """The command line that writes a family's tiny model (`python -m modelio.checkpoint`: LLaDA's) and
+    runs one forward pass of it, read back from disk through the official layout, as the 8B would be."""
+    tiny = {**TINY_CONFIG, **family_named(family).tiny}  # its query heads per key/value head are kept
+    parser = argparse.ArgumentParser(description=f"write the tiny {family} model in its official layout and run "
+                                                 f"one forward pass")
+    parser.add_argument("--out-dir", type=str, default=out_dir, help="where to write the tiny model")
     parser.add_argument("--seed", type=int, default=0, help="random init seed")
     parser.add_argument("--tags", action="store_true", help="d1's format tags as single tokens (the testbed's)")
-    parser.add_argument("--family", type=str, default="llada", choices=sorted(FAMILY_NAMES),
-                        help="the model family's layout, tokenizer and architecture (modelio/families.py)")
     parser.add_argument("--d-model", type=int, default=TINY_CONFIG["d_model"], help="width (MLP 3x, heads of 32)")
     parser.add_argument("--n-layers", type=int, default=TINY_CONFIG["n_layers"], help="transformer blocks")
-    parser.add_argument("--rope-theta", type=float, default=None, help="RoPE base (default: the family's, "
-                        f"{TINY_CONFIG['rope_theta']:g} LLaDA, {DREAM.tiny['rope_theta']:g} Dream)")
-    args = parser.parse_args()
-    tiny = {**TINY_CONFIG, **FAMILY_NAMES[args.family].tiny}  # its query heads per key/value head are kept
-    shape = dict(d_model=args.d_model, n_layers=args.n_layers, mlp_hidden_size=3 * args.d_model,
-                 n_heads=args.d_model // 32, n_kv_heads=args.d_model // 32 // (tiny["n_heads"] // tiny["n_kv_heads"]),
+    parser.add_argument("--rope-theta", type=float, default=None,
+                        help=f"RoPE base (default: the family's, {tiny['rope_theta']:g})")
+    args = parser.parse_args(argv)
+    n_heads = args.d_model // 32
+    shape = dict(d_model=args.d_model, n_layers=args.n_layers, mlp_hidden_size=3 * args.d_model, n_heads=n_heads,
+                 n_kv_heads=max(1, n_heads // (tiny["n_heads"] // tiny["n_kv_heads"])),
                  **({"rope_theta": args.rope_theta} if args.rope_theta else {}))
-    make_tiny(args.out_dir, seed=args.seed, tags=args.tags, family=args.family, **shape)
+    make_tiny(args.out_dir, seed=args.seed, tags=args.tags, family=family, **shape)
     model, tok = load(args.out_dir)
-    # one user turn through the chat template, rendered exactly as for LLaDA-8B-Instruct
+    # one user turn through the chat template, rendered exactly as for the 8B
     ids = torch.tensor([prompt_ids(tok, "Hello")])  # (1, P)
     logits = model(ids)  # (1, P, V)
     print(f"wrote {args.out_dir}: {model.num_params():,} parameters, {len(tok)} tokens")
     print(f"prompt {tok.decode(ids[0])!r} -> {ids.shape[1]} tokens -> logits {tuple(logits.shape)}")
+
+
+if __name__ == "__main__":
+    tiny_main()

@@ -1,18 +1,13 @@
 """
-The tokenizer side: the special tokens, the chat template, prompt ids, and a tiny stand-in per family.
+The tokenizer side: the special tokens, the chat template, prompt ids, and a tiny byte-level stand-in.
 
-LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer beside its weights (no remote code,
-docs/llada.md §4). What the algorithm needs from it is a handful of special tokens:
-the mask token every diffusion step writes, EOS (also the pad token and d1's "end of completion"),
-the end-of-turn token, and BOS, which only the chat template inserts (`tokenizer(text)` adds no
-BOS). Their ids are read from the tokenizer and config.json once (special_ids), never typed in.
+LLaDA-8B-Instruct ships a plain Hugging Face fast tokenizer (docs/llada.md §4). The algorithm needs a
+handful of its special tokens: the mask token, EOS (also the pad token and d1's "end of completion"), the
+end-of-turn token, and BOS, which only the chat template inserts. Their ids are read from the tokenizer
+and config.json once (special_ids), never typed in; another family names its own (Family.tokens).
 
-Dream's is Qwen2's BPE with Qwen2's ChatML template; its mask is <|mask|>, its end of turn <|im_end|>
-(modelio/families.py holds each family's token strings; special_ids reads them for the loaded model).
-
-The tiny byte-level tokenizer (make_tiny_tokenizer) has the family's special tokens in the family's
-order and its chat template, so the CPU pipeline and the tests render prompts exactly as for the 8B;
-checkpoint.make_tiny saves it beside the tiny model.
+The tiny byte-level tokenizer (make_tiny_tokenizer) has LLaDA's special tokens in LLaDA's order and its
+chat template (or a family's own: Family.tiny_tokenizer), so the tests render prompts as for the 8B.
 
     from modelio.tokenizer import load_tokenizer, special_ids, prompt_ids
     tok = load_tokenizer("/path/to/LLaDA-8B-Instruct")
@@ -28,7 +23,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelio.families import family_of_config
+from modelio.families import CONFIG_FILE, family_of, family_of_config
 
 # LLaDA's special tokens as strings; their ids are looked up in the tokenizer / config, never typed in.
 BOS_TOKEN = "<|startoftext|>"
@@ -44,15 +39,8 @@ CHAT_TEMPLATE = (
     "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
 )
-IM_START_TOKEN = "<|im_start|>"             # Qwen2 / Dream: a turn opens with it, <|im_end|> closes it
-# Qwen2's ChatML template with its default system turn, as Qwen2 and Dream-v0-Instruct render a conversation
-# (the tiny Dream's; a real Dream directory brings its own tokenizer_config.json and that template is used)
-QWEN2_CHAT_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+# the tiny tokenizer's special tokens after the 256 bytes, in LLaDA's order -> ids 256..261 (262 tokens)
+LLADA_SPECIALS = (BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN)
 BYTE_VOCAB = 256  # the tiny tokenizer: one id per byte value, the special tokens after them
 # d1's format tags, one token each in the testbed's tokenizer (make_tiny_tokenizer(tags=True)): a real BPE
 # vocabulary writes each in a few tokens, the byte tokenizer in 8 to 12, which would make the tags most of a
@@ -65,15 +53,15 @@ D1_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
 
 @dataclass
 class SpecialIds:
-    mask: int   # <|mdm_mask|> (Dream: <|mask|>), from config.json (mask_token_id)
+    mask: int   # <|mdm_mask|>, from config.json (mask_token_id)
     eos: int    # <|endoftext|>, from config.json (eos_token_id); also the pad token
-    eot: int    # <|eot_id|> (Dream: <|im_end|>), from the tokenizer
-    bos: int    # <|startoftext|> (Dream: <|endoftext|>), from the tokenizer
+    eot: int    # <|eot_id|>, from the tokenizer
+    bos: int    # <|startoftext|>, from the tokenizer
     pad: int
 
 
 # the vocabulary in one of the forms transformers reads: a fast tokenizer's tokenizer.json (LLaDA's, the tiny
-# models'), Qwen2's BPE pair (what a Dream directory without tokenizer.json has), a sentencepiece model
+# models'), a byte-level BPE pair (vocab.json + merges.txt), a sentencepiece model
 VOCAB_FORMS = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 # a tokenizer's JSON files, each a JSON object where present. Not special_tokens_map.json: LLaDA-8B-Base's is
 # broken, and read around (_without_broken_special_tokens_map)
@@ -136,8 +124,9 @@ def _read_tokenizer(path):
         with warnings.catch_warnings(), tempfile.TemporaryDirectory() as clean:
             warnings.simplefilter("ignore", FutureWarning)  # transformers' notes on a config.json it has no class for
             path = _without_broken_special_tokens_map(path, clean)
-            if _remote_code_tokenizer(path):
-                return _qwen2_tokenizer(path)
+            reader = _remote_code_reader(path)
+            if reader is not None:
+                return reader(path)
             return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -161,20 +150,18 @@ def _without_broken_special_tokens_map(path, clean):
     return clean
 
 
-def _remote_code_tokenizer(path):
-    """True when tokenizer_config.json sends AutoTokenizer to remote code (Dream's auto_map names
-    tokenization_dream.DreamTokenizer), which we never run."""
+def _remote_code_reader(path):
+    """None, unless tokenizer_config.json sends AutoTokenizer to remote code (its auto_map), which we never
+    run: then the model family's own reader of those files (Family.read_tokenizer), found by config.json."""
     cfg = Path(path) / "tokenizer_config.json"
-    return cfg.is_file() and "AutoTokenizer" in json.loads(cfg.read_text()).get("auto_map", {})
-
-
-def _qwen2_tokenizer(path):
-    """Dream's DreamTokenizer is Qwen2's byte-level BPE (tokenization_dream.py): the same files read by
-    transformers' own classes, tokenizer.json where there is one, else vocab.json + merges.txt as Qwen2's.
-    The special tokens and the chat template come from tokenizer_config.json either way."""
-    from transformers import PreTrainedTokenizerFast, Qwen2Tokenizer
-    cls = PreTrainedTokenizerFast if (Path(path) / "tokenizer.json").is_file() else Qwen2Tokenizer
-    return cls.from_pretrained(str(path), local_files_only=True)
+    if not (cfg.is_file() and "AutoTokenizer" in json.loads(cfg.read_text()).get("auto_map", {})):
+        return None
+    config = Path(path) / CONFIG_FILE
+    family = family_of(json.loads(config.read_text())) if config.is_file() else None
+    if family is None or family.read_tokenizer is None:
+        raise ValueError(f"{cfg} sends AutoTokenizer to remote code, which nano-d1 never runs, and no model "
+                         f"family here reads it (config.json names the family)")
+    return family.read_tokenizer
 
 
 def special_ids(tokenizer, config):
@@ -191,7 +178,7 @@ def special_ids(tokenizer, config):
     if ids["mask"] != config.mask_token_id or ids["eos"] != config.eos_token_id:
         raise ValueError(f"tokenizer ids {ids} disagree with config mask_token_id="
                          f"{config.mask_token_id}, eos_token_id={config.eos_token_id}")
-    # the tokenizer's own pad token if it declares one; LLaDA's and Dream's is EOS either way
+    # the tokenizer's own pad token if it declares one; LLaDA's is EOS either way
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.eos_token_id
     return SpecialIds(mask=config.mask_token_id, eos=config.eos_token_id, eot=ids["eot"], bos=ids["bos"], pad=pad)
 
@@ -236,13 +223,13 @@ def _bytes_to_unicode():
     return chars
 
 
-def make_tiny_tokenizer(tags=False, family="llada"):
-    """A byte-level tokenizer: id b is byte b (so '7' is 55), then LLaDA's special tokens in
-    LLaDA's order (BOS, EOS, mask, header start/end, end of turn), and LLaDA's chat template; with
-    family="dream", Qwen2's in Qwen2's order (<|endoftext|>, <|im_start|>, <|im_end|>, then <|mask|>,
-    as 151643, 151644, 151645 and 151666 are ordered in Dream's vocabulary) and Qwen2's ChatML template.
-    tags=True adds d1's four format tags as ordinary tokens (ids 262..265; decoding keeps them).
-    Every string round-trips. Built with the `tokenizers` package that transformers installs."""
+def make_tiny_tokenizer(tags=False, specials=LLADA_SPECIALS, bos=BOS_TOKEN, eos=EOS_TOKEN,
+                        chat_template=CHAT_TEMPLATE):
+    """A byte-level tokenizer: id b is byte b (so '7' is 55), then the special tokens in the order of
+    `specials` (LLaDA's: BOS, EOS, mask, header start/end, end of turn -> ids 256..261), the BOS and EOS of
+    `specials` first, and the chat template (LLaDA's); another family's are Family.tiny_tokenizer (bos None:
+    no BOS token). tags=True adds d1's four format tags as ordinary tokens (LLaDA's: ids 262..265; decoding
+    keeps them). Every string round-trips. Built with the `tokenizers` package that transformers installs."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     vocab = {ch: b for b, ch in _bytes_to_unicode().items()}  # 256 entries, id == byte value
@@ -252,19 +239,14 @@ def make_tiny_tokenizer(tags=False, family="llada"):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     # decoding maps the characters back to bytes and the bytes to UTF-8 text
     core.decoder = decoders.ByteLevel()
-    if family == "dream":  # Qwen2: no BOS token; <|endoftext|> ends and pads -> ids 256..259
-        bos, specials, template = None, [EOS_TOKEN, IM_START_TOKEN, "<|im_end|>", "<|mask|>"], QWEN2_CHAT_TEMPLATE
-    else:  # LLaDA's order: BOS, EOS, mask, header start/end, end of turn -> ids 256..261 (262 tokens)
-        bos, template = BOS_TOKEN, CHAT_TEMPLATE
-        specials = [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, START_HEADER_TOKEN, END_HEADER_TOKEN, EOT_TOKEN]
-    rest = [t for t in specials if t not in (bos, EOS_TOKEN)]
+    rest = [t for t in specials if t not in (bos, eos)]
     # BOS and EOS are the tokenizer's own bos/eos (EOS pads, left side, as LLaDA/d1 batch prompts)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=bos, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=bos, eos_token=eos, pad_token=eos,
                                   additional_special_tokens=rest, padding_side="left")
     tok.add_special_tokens({"additional_special_tokens": rest})  # ids 256.. in list order
     if tags:
         # not special: batch_decode(skip_special_tokens=True) must keep them, the rewards read them
         tok.add_tokens(list(D1_TAGS))
     # saved with the tokenizer (transformers 5 writes chat_template.jinja), so loads render the same
-    tok.chat_template = template
+    tok.chat_template = chat_template
     return tok

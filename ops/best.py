@@ -6,8 +6,8 @@ saved (if it was not already) and <out-dir>/best.json names it:
     {"step": 12, "val_acc": 41.5, "save": "saves/step-000012", "val_items": 100}
 
 written atomically; ops/resume.py's --keep-last pruning never deletes the save it names, and a
---resume reads it back, so the best value survives a restart. The test set is never read here:
-`python eval.py --select RUN_DIR` evaluates this save and the final one on it afterwards.
+--resume reads it back, so the best value survives a restart. The test set is never read here: the
+selected save and the final one are evaluated on it afterwards (docs/evaluation.md).
 
     best = Best(args, run, start_round, lambda step: save_checkpoint(..., step, make_public=False),
                 curve, metrics_file)       # a fresh run: the start model's val_acc, logged as step 0

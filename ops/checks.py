@@ -1,21 +1,9 @@
 """
-Bad input is answered before any work starts: the entry scripts (sft.py, grpo.py, eval.py) check
-their flags, paths, data and output directory first, inside `with upfront():`, and anything wrong
-there is ONE line on stderr naming the problem (file:line for data), exit status 2, no traceback,
-and nothing written. A mistyped path should cost a second, not a node-hour.
-
-    with upfront():                              # the scripts' first block, before any process group
-        require(args.lr > 0, f"--lr must be > 0, got {args.lr}")
-        examples = load_rl_data(args)            # the loaders' own ValueErrors name file:line
-        check_model_dir(args.model_dir)          # config's fields, shards, truncation, keys, shapes, tokenizer
-        check_run_dir(args)                      # resume.py: check_out_dir, and a save for --resume
-
-Inside the block, the project's own validation errors (ValueError, FileNotFoundError, raised with
-a full message by tasks.py, sample.check_schedule, checkpoint.verify ...) count as bad input; the
-same exceptions later, in the loop, keep their traceback: there they would be bugs.
-
-The other half of "runs that say what happened" is in ddp.py (a lost rank, a non-finite step) and
-resume.py (saves that a crash cannot spoil).
+Bad input is answered before any work starts: the entry scripts (sft.py, grpo.py, eval.py) check their
+flags, paths, data and output directory first, inside `with upfront():`, and anything wrong there is ONE
+line on stderr (file:line for data), exit 2, no traceback, nothing written (docs/reliability.md). Inside
+the block the project's own ValueError / FileNotFoundError count as bad input (require() raises one);
+later, in the loop, the same exceptions keep their traceback: there they would be bugs.
 """
 import argparse
 import importlib.util
@@ -28,7 +16,7 @@ from contextlib import contextmanager
 
 import torch
 
-from model import BLOCK_LINEARS, SHIFT_NO_CACHE
+from model import BLOCK_LINEARS
 from modelio.checkpoint import verify
 from modelio.hub import ModelSource, resolve_model
 from modelio.tokenizer import check_tokenizer_files
@@ -104,13 +92,11 @@ def check_model_dir(path, default_dir=None):
 
 
 def check_model(args, toy_default=None, missing_hint="", revision=None):
-    """--model-dir as typed (a directory, a hub cache, a hub id: modelio/hub.py) -> args.model_dir, a
-    local directory that loads; args.model_spec keeps what was typed and args.model_revision the hub
-    commit (None for a plain directory), so train_args.json and eval's manifests say where the weights
-    came from. No --model-dir: a toy task gets `toy_default` (the tiny model is written there on first
-    use); a real task (toy_default None) is refused before anything is written: it would otherwise
-    train a random 0.9M-parameter model and end with "done". `missing_hint`: what writes a missing
-    default; `revision`: the commit a hub id resolves to (a resume keeps its run's)."""
+    """--model-dir as typed (a directory, a hub cache, a hub id: modelio/hub.py) -> args.model_dir, a local
+    directory that loads; args.model_spec keeps what was typed, args.model_revision the hub commit (None
+    for a directory). No --model-dir: a toy task gets `toy_default`; a real task (toy_default None) is
+    refused, not trained from the random tiny model. `missing_hint`: what writes a missing default;
+    `revision`: the commit a hub id resolves to (a resume keeps its run's)."""
     require(args.model_dir or toy_default is not None, f"--task {args.task} is a real task: give --model-dir (a "
             "directory in the official layout, a hub cache snapshot, or a hub id such as GSAI-ML/LLaDA-8B-Instruct); "
             "the tiny random model is only for the toy tasks")
@@ -120,12 +106,7 @@ def check_model(args, toy_default=None, missing_hint="", revision=None):
     else:
         source = resolve_model(args.model_dir, revision=revision)
     args.model_spec, args.model_dir, args.model_revision = source.spec, source.path, source.revision
-    config = check_model_dir(args.model_dir, default_dir=toy_default)
-    # the Fast-dLLM cache (grpo.py's --rollout-cache, eval.py's --cache) has no meaning on shifted logits (Dream)
-    cache = getattr(args, "rollout_cache", None) or getattr(args, "cache", None)
-    require(not (config is not None and config.logit_shift and cache not in (None, "", "none")),
-            f"--model-dir {args.model_spec} has shifted logits (Dream): the KV cache ({cache}) does not apply to it "
-            f"({SHIFT_NO_CACHE}); run the exact sampler")
+    check_model_dir(args.model_dir, default_dir=toy_default)
 
 
 def check_data_paths(paths, flag="--data"):
@@ -189,10 +170,10 @@ def check_training_flags(args):
     train_precision(args, args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_grpo_args(args, world_size, registry, check_schedule, objective_check=None):
+def check_grpo_args(args, world_size, registry, check_schedule):
     """grpo.py's flags: the protocol's (taskdata/splits.py), --task's names among the RL tasks of
-    `registry` (tasks.TASKS), the sampler's layout (check_schedule, sample.py's), the objective's own
-    (objective_check, raising ValueError), then the data files (the loaders check their records)."""
+    `registry` (tasks.TASKS), the sampler's layout (check_schedule, sample.py's), then the data files
+    (the loaders check their records)."""
     check_protocol_flags(args, registry)  # --val-size, --sudoku-split, --test-curve
     rl_tasks = [name for name, t in registry.items() if t.rewards]
     for name in args.task.split(","):
@@ -222,17 +203,9 @@ def check_grpo_args(args, world_size, registry, check_schedule, objective_check=
     except ValueError as e:
         raise InputError(f"--gen-length {args.gen_length} / --block-length {args.block_length} / --diffusion-steps "
                          f"{args.diffusion_steps}: {e}") from None
-    # the Fast-dLLM rollout (methods/sampling.py's cache / threshold); d1's exact sampler is the default
-    require(0 <= args.rollout_threshold <= 1, f"--rollout-threshold must be 0 (off) or in (0, 1], got "
-            f"{args.rollout_threshold}")
-    # a threshold rollout's forward count depends on the samples; sharded forwards are collectives: a hang
-    require(not (args.rollout_threshold and args.fsdp), "--rollout-threshold with --fsdp: the number of model calls "
-            "then depends on each rank's samples, and FSDP ranks must make the same calls; use --rollout-cache alone")
     # rank 0 evaluates alone: fine under DDP (a plain forward), a hang under FSDP (forwards are collectives)
     require(not (args.eval_every and args.fsdp), "--eval-every runs on rank 0 alone, which would hang --fsdp's "
             "sharded forwards: drop it and evaluate the saves with eval.py")
-    if objective_check is not None:
-        objective_check(args)
     check_data_paths([p for p in args.data.split(",") if p])
     check_data_paths([args.sudoku_test] if args.sudoku_test else [], "--sudoku-test")
 
@@ -289,8 +262,6 @@ def check_eval_args(args, orders, registry):
     require(args.toy_items >= 1, f"--toy-items must be >= 1, got {args.toy_items}")
     require(args.dist_timeout >= 1, f"--dist-timeout must be >= 1 second, got {args.dist_timeout}")
     require(args.remasking in orders, f"--remasking must be one of {orders}, got {args.remasking!r}")
-    require(args.threshold == 0 or (0 < args.threshold <= 1 and args.remasking == "low_confidence"),
-            f"--threshold must be 0 (off) or in (0, 1] with --remasking low_confidence, got {args.threshold}")
     require(args.dtype in ("", "float32", "bfloat16", "float16"), f"--dtype must be float32 | bfloat16 | "
                                                                    f"float16, got {args.dtype!r}")
     require(not (args.resume and args.force), "--resume and --force contradict each other: continue the run, "

@@ -1,26 +1,12 @@
 """
 torchrun set-up shared by sft.py, grpo.py and eval.py (nanochat's compute_init, in small), and the
-few FSDP2 helpers that sft.py and grpo.py share.
-
-torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; without them the script runs as one process.
-nccl on GPU, gloo on CPU (so the 2-process tests run in CI). The two trainers start the same way:
-  init_training       process group, device, the precision flags checked, the seed -> a Run
-  wrap_for_training   DDP around the model, or FSDP2 sharding in place (--fsdp), or nothing
-eval.py only needs compute_init: it shards items by rank and never wraps the model.
-When things go wrong (docs/reliability.md):
-  lost_rank_hook      a collective that fails because another rank died or hung (--dist-timeout):
-                      one line and exit 1, not a traceback or a hang until the job's time limit
-  step_if_finite      a non-finite loss or gradient norm on any rank skips the optimizer step
-  finish              barrier, then tear the group down together (the scripts' last line)
-
-FSDP2 (torch.distributed.fsdp.fully_shard) in a few functions:
-  shard_model               every block, then the root: each rank keeps 1/world_size of each weight
-  full_state_on_rank0       gather the shards into one full state dict in rank 0's CPU memory
-  plain_llada               ... and build a plain CPU LLaDA from it, for save_pretrained
-  full_model_on_rank0       the two above in one call
-  full_optimizer_state      the AdamW state as one world-size-independent dict on rank 0
-  load_full_optimizer_state the reverse: rank 0's dict is broadcast and re-sharded
-The gathers are collectives: every rank must call them, even though only rank 0 writes.
+few FSDP2 helpers that sft.py and grpo.py share. torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; without
+them the script runs as one process; nccl on GPU, gloo on CPU (so the 2-process tests run in CI).
+init_training starts both trainers (group, device, precision, seed -> a Run); wrap_for_training puts DDP
+around the model or shards it in place (--fsdp); eval.py needs compute_init only. What goes wrong and
+what each piece here does about it (lost_rank_hook, step_if_finite, finish): docs/reliability.md.
+The FSDP2 gathers (full_state_on_rank0, full_model_on_rank0, full_optimizer_state and its reverse) are
+collectives: every rank must call them, even though only rank 0 writes.
 """
 import ctypes
 import datetime
@@ -105,19 +91,9 @@ def finish(run):
     Python's to free while the interpreter shuts down."""
     if run.distributed:
         import torch.distributed as dist
-        # What races with what: gloo runs each collective on one of its worker threads, which may
-        # drop its own reference to it after the caller's wait() has returned. If that reference is
-        # the last and the collective holds a tensor Python also knows (an all-reduced flag or
-        # metric), freeing it takes the GIL (torch decrefs the tensor's Python object). The workers
-        # outlive destroy_process_group: they stop with the group's last reference, which DDP's
-        # reducer or FSDP's mesh keeps until Python tears the script's globals down. So the main
-        # thread may already be finalizing the interpreter, and CPython ends a thread that asks for
-        # the GIL then by unwinding it, here through a noexcept destructor: std::terminate, SIGABRT
-        # after "done". The barrier makes it likely: it keeps a weak reference to every collective a
-        # worker has not let go of yet, and whoever frees the barrier frees those with it.
-        # So this barrier's Work is never freed (a few bytes, once per process): the collectives a
-        # worker still held are freed with it, i.e. never (those it had let go of were freed before
-        # the barrier was made: both take gloo's work lock), and no worker needs the GIL again
+        # a gloo worker may free its last collective's tensor while the interpreter finalizes (SIGABRT after
+        # "done", docs/reliability.md): this barrier's Work holds every collective a worker still holds, and
+        # it is never freed (a few bytes, once per process), so no worker needs the GIL again
         work = dist.barrier(async_op=True)
         work.wait()
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(work))
@@ -237,7 +213,7 @@ def init_training(args):
     return run
 
 
-DROPOUT_KEY = 2**52  # reseed's keys live far above every other seed key of the run (grpo.py's "Seeds")
+DROPOUT_KEY = 2**52  # reseed's keys live far above every other seed key of the run (docs/reliability.md)
 MAX_RANKS = 4096
 
 
@@ -291,17 +267,12 @@ def shard_model(model, device_type):
     Parameters become DTensors: build the optimizer AFTER this. Returns the same module object
     (its class becomes FSDPLLaDA), so direct calls (sampler, log-prob passes) go through FSDP too."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    # On CUDA, MixedPrecisionPolicy casts each gathered block to bf16 for compute while the shards
-    # stay in their dtype (fp32 masters: the scripts load fp32 under --fsdp) and reduces gradients in
-    # fp32, the usual FSDP bf16 recipe. On CPU there is no mixed precision: everything stays in the
-    # weights' dtype (bf16 matmuls are slow there, and the tests compare FSDP to a plain fp32 run)
+    # On CUDA each gathered block computes in bf16 while the shards stay in their dtype (fp32 masters) and
+    # gradients reduce in fp32; on CPU no casting (the tests compare FSDP to a plain fp32 run)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if device_type == "cuda" else MixedPrecisionPolicy()  # the default: no casting
-    # One unit per block: a block's weights are all-gathered just before its forward (and again
-    # before its backward) and freed after; its gradients are reduce-scattered. So about one block's
-    # full weights exist at a time, beside each rank's 1/world_size shard of everything. Gradient
-    # checkpointing (model.py) wraps the call of each sharded block, so its recompute goes through
-    # the same all-gather
+        if device_type == "cuda" else MixedPrecisionPolicy()
+    # One unit per block: its weights are all-gathered just before its forward (and its backward, gradient
+    # checkpointing's recompute included) and freed after, so about one block's full weights exist at a time
     for block in model.transformer.blocks:
         fully_shard(block, mp_policy=mp)
     fully_shard(model, mp_policy=mp)  # the root holds what no block holds

@@ -19,6 +19,8 @@ print each key's first and last value per run as a table:
 import argparse
 import json
 import os
+import time
+from contextlib import contextmanager
 
 import torch
 from tqdm import tqdm
@@ -34,6 +36,16 @@ def progress(iterable=None, show=True, **kwargs):
     the other TQDM_* variables still control: tqdm reads them only for arguments not passed, so
     `disable` is passed only to hide the bar."""
     return tqdm(iterable, **kwargs) if show else tqdm(iterable, disable=True, **kwargs)
+
+
+@contextmanager
+def timed(timing, phase, bar=None):
+    """Time the block into timing[phase] (seconds); with a progress bar, show the phase on it."""
+    if bar is not None:
+        bar.set_description_str(f"grpo: {phase}")
+    t0 = time.time()
+    yield
+    timing[phase] = time.time() - t0
 
 
 def distinct_share(completion, mask, G):
@@ -63,7 +75,7 @@ def round_metrics(batches, G, update_stats, reward_parts):
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),
             "zero_std_groups": (group_std < 1e-6).float().mean().item(), "distinct": distinct,
             "completion_len": torch.cat([b.mask.sum(1) for b in batches]).mean().item(),
-            "rollout_calls": sum(b.calls for b in batches) / len(batches),
+            "rollout_calls": sum(b.record["model_calls"] for b in batches) / len(batches),
             **nll, **update_stats, **{f"r/{k}": v / len(rewards) for k, v in reward_parts.items()}}
 
 

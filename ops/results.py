@@ -8,22 +8,13 @@ score). load_results reads those directories, and d1's released *_generations.js
 records scored by our copy of d1's parsers; rescore prints their table (`eval.py --rescore`, which
 on d1's files reproduces the paper's LLaDA-8B-Instruct row).
 
-A number an eval prints must be the number of the items it names, so:
-  - a result dir is read as its manifest names it: exactly world_size rank files whose record ids
-    are exactly the manifest's item_ids, and only once the manifest says "complete": true;
-  - the manifest is written first ("complete": false) and again at the end ("complete": true),
-    each time in one step (write_atomic), so a kill leaves a dir that --rescore and --compare refuse;
-  - every rank appends its records batch by batch, so a killed run is continued with the same
-    command plus --resume: the whole batches on disk are kept (resume_records) and the rest
-    generated, each batch with the generator keyed by (seed, batch start), so the files end up
-    identical to an uninterrupted run's;
-  - a finished run whose rank files no longer hold every record its manifest names (a torn or garbled
-    tail, a lost batch: a copy cut short, a full disk) is continued by --resume as an unfinished one,
-    from the first record that is not whole, so it too ends identical to an uninterrupted run;
-  - a folder holding an earlier run is refused unless --resume (with the same settings) or --force
-    (result_dir_state), checked before any model loads (checks.upfront: one line, exit 2).
+A number an eval prints must be the number of the items it names: a result dir is read exactly as
+its manifest names it, and only once it says "complete": true; a killed run (or a finished one whose
+rank files lost records since) is continued by --resume from its whole batches and ends identical to an
+uninterrupted run; a folder holding another run is refused unless --resume or --force (result_dir_state).
+docs/evaluation.md and docs/reliability.md say how and what is tested.
 
-Used by eval.py (and ops/stats.py's --compare); nothing here needs a model or a GPU. The task registry
+Used by eval.py and by what reads its results; nothing here needs a model or a GPU. The task registry
 (tasks.TASKS) comes in as an argument: a record's eval parser scores, its `cells` says Sudoku's average.
 """
 import functools
@@ -42,9 +33,9 @@ from ops.stop import EXIT_STOPPED
 from sandbox import contain
 from taskdata import parsers
 from taskdata.records import records_sha256
+from taskdata.splits import recorded_split
 
-# d1's per-rank output files are named {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1);
-# d1 calls MATH "math500"
+# d1's per-rank output files: {task}_{model}_{N}_{S}_{rank}_generations.json (docs/d1.md §8.1; MATH is "math500")
 D1_FILE = re.compile(r"(?P<task>[a-z0-9]+)_(?P<model>.+)_(?P<gen>\d+)_(?P<steps>\d+)_(?P<rank>\d+)_generations\.json$")
 D1_TASKS = parsers.D1_RELEASED_TASK_NAMES  # d1's file-name task -> ours
 MANIFEST = "manifest.json"
@@ -52,8 +43,7 @@ MANIFEST = "manifest.json"
 
 def accuracy(records, cells=False):
     """Accuracy in percent, as d1 reports it: for Sudoku (cells) the micro-average over blank cells, Σ correct
-    cells / Σ empty cells (docs/d1.md §8.3); otherwise 100 x correct / processed, summed over the ranks' files
-    (docs/d1.md §8.1)."""
+    cells / Σ empty cells (§8.3); otherwise 100 x correct / processed, summed over the ranks' files (§8.1)."""
     if not records:
         return float("nan")
     if cells:
@@ -62,8 +52,7 @@ def accuracy(records, cells=False):
 
 
 def score_batch(registry, task, generations, examples):
-    """The eval parser of `task` (its record in registry) over many items (the code tasks run their programs
-    in parallel)."""
+    """The eval parser of `task` (its record in registry) over many items (code tasks: programs in parallel)."""
     require(task in registry, f"unknown task {task!r}; expected one of {', '.join(registry)}")
     t = registry[task]
     require(t.score is not None, f"task {task!r} has no eval parser; evaluable: "
@@ -95,12 +84,33 @@ def model_fingerprint(model_dir):
 
 @functools.cache  # a hub data set is read once, not once per result dir
 def data_identity(data):
-    """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes,
-    or a hub dataset id as typed and the sha256 of its records (taskdata/records.records_sha256);
-    (None, None) without."""
+    """A manifest's (data_file, data_sha256): a file's absolute path and the sha256 of its bytes, or a hub
+    dataset id as typed and the sha256 of its records (taskdata/records.records_sha256); (None, None) without."""
     if not data:
         return None, None
     return (os.path.abspath(data) if os.path.isfile(data) else data), records_sha256(data)
+
+
+def run_settings(args, task, items, gen, schedule, seed, world, dtype, device, model_fp, options):
+    """eval.py's manifest of one run without its time and completion: every setting that can move the number
+    (a comparison refuses a mismatched pair, --resume a changed command: RESUME_FREE). args: eval.py's flags;
+    task: its record; schedule: (block, steps, batch size); options: the sampler's own keywords (eval.main)."""
+    block, steps, batch_size = schedule
+    data_file, data_sha256 = data_identity(args.data)
+    return {
+        "model_dir": os.path.abspath(args.model_dir), "model_fingerprint": model_fp,
+        "model_spec": args.model_spec, "model_revision": args.model_revision,  # where a hub id led
+        "task": args.task, "data_file": data_file, "data_sha256": data_sha256,
+        # toy_blanks: a toy's items are generated; their ids alone don't say which puzzles they were
+        "full": args.full, "toy_blanks": args.toy_blanks if task.make else None,
+        "items": len(items), "item_ids": [i for i, _ in items], "gen_length": gen,
+        "block_length": block, "steps": steps, "temperature": args.temperature,
+        "remasking": args.remasking, **options, "seed": seed, "dtype": str(dtype).removeprefix("torch."),
+        # an item's result depends on its batch (attended left pads), the batches on the ranks
+        "batch_size": batch_size, "world_size": world, "device": device,
+        "parser_version": task.parser_version,  # the task's own (its record)
+        "sandbox": args.sandbox_mode,  # code's isolation (None: no code)
+        "train_split": recorded_split(args.model_dir)}  # the model's --sudoku-split, --val-size
 
 
 # -----------------------------------------------------------------------------
@@ -126,8 +136,7 @@ def read_manifest(out):
 def read_jsonl(path):
     """The records of one rank file; a line that is not a JSON object is a ValueError naming file:line."""
     recs = []
-    # bytes, decoded line by line: garbled bytes that are not UTF-8 are a bad line like any other, not an
-    # error of the whole file (the records themselves are ASCII: json.dumps escapes the rest)
+    # bytes, decoded line by line: bytes that are not UTF-8 are a bad line like any other (records are ASCII)
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -136,8 +145,7 @@ def read_jsonl(path):
                 rec = json.loads(line.decode())
             except ValueError:  # UnicodeDecodeError included
                 rec = None
-            # a kill mid-write tears only the last line, but a garbled line anywhere is the same to --resume
-            # (resume_records): it keeps the whole batches before it and generates the rest, so the hint is true
+            # a garbled line anywhere is the same to --resume as a torn last one (resume_records): the hint is true
             require(isinstance(rec, dict), f"{path}:{n}: not a JSON record (torn or garbled); the eval.py command "
                                            f"that wrote it, plus --resume, keeps the whole batches before it and "
                                            f"generates the rest")
@@ -191,10 +199,8 @@ def load_results(paths, registry):
     for path in expand_paths(paths):
         if os.path.isdir(path):  # ours: the manifest says what was run, the JSONL files hold the items
             man = read_manifest(path)
-            # manifests written before "complete" existed were only ever written at the end of a run
             require(man.get("complete", True), f"the run in {path} did not finish; resume it with --resume "
                                                f"(the same eval.py command)")
-            # one JSONL file per rank, pooled: d1's aggregate_results likewise sums over ranks
             recs = read_records(path, man)
             task = man["task"]
             # re-score from the stored generation, so a parser fix applies to old runs too (code: runs it again)
@@ -211,8 +217,7 @@ def load_results(paths, registry):
             # {"generations": [{question, generations, ground_truth}], "metrics": ..., ...} (docs/d1.md §7.2)
             items = json.load(f)["generations"]
         for it in items:
-            # d1 stores its parsed gold, not our example: rebuild the fields our parser reads (answer, nums,
-            # target, puzzle, solution)
+            # d1 stores its parsed gold, not our example: rebuild the fields our parser reads
             ex = parsers.d1_example_from_released(task, it)
             groups.setdefault((task, gen), []).append({"generation": it["generations"],
                                                        **score_batch(registry, task, [it["generations"]], [ex])[0]})
@@ -264,10 +269,9 @@ def append_records(path, records):
 
 
 def resume_records(path, item_ids, batch_size):
-    """The lines of rank file `path` a --resume keeps: complete lines (newline-terminated and JSON) whose
-    ids are, in order, a prefix of this rank's `item_ids`, cut back to whole batches (a multiple of
-    batch_size, or all the items). The batches still to run then hold the same items as in an
-    uninterrupted run, and each batch's generator is keyed by its start, so the final file is the same."""
+    """The lines of rank file `path` a --resume keeps: whole lines (newline-terminated JSON) whose ids are, in
+    order, a prefix of this rank's `item_ids`, cut back to whole batches (a multiple of batch_size, or all). The
+    batches left to run hold an uninterrupted run's items, each with its generator keyed by its start: same file."""
     if not os.path.exists(path):
         return []
     with open(path, "rb") as f:  # bytes, as read_jsonl: a garbled line need not be UTF-8
@@ -302,9 +306,8 @@ def clear_run_files(out):
         os.remove(os.path.join(out, name))
 
 
-# the manifest fields a --resume may see change: when and how long it ran, whether it finished, and the
-# paths of the model and data as typed or resolved (their contents are compared: model_fingerprint and the hub
-# commit model_revision, data_sha256)
+# the manifest fields a --resume may see change: when and how long it ran, whether it finished, the paths of the
+# model and data as typed or resolved (their contents are compared: model_fingerprint, model_revision, data_sha256)
 RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file", "sandbox", "provenance")
 
 
@@ -347,10 +350,8 @@ def result_dir_state(out, settings, resume, force):
                         f"same flags, or --force to start over")
     if not old.get("complete", True):
         return "partial"
-    # "complete" was true of the files when it was written. A finished run whose rank files lost or garbled
-    # records since (read_records refuses them: a copy cut short, a full disk) is continued like an unfinished
-    # one: resume_records keeps the whole batches before the first bad record and the rest is generated again,
-    # which is what the refusal of --rescore / --compare tells the user to do
+    # a finished run whose rank files lost or garbled records since (a copy cut short, a full disk) is
+    # continued like an unfinished one, as read_records' refusal says
     try:
         read_records(out, old)
     except ValueError:
@@ -362,18 +363,19 @@ def result_dir_state(out, settings, resume, force):
 # one result dir on this rank, start to finish; --canonical
 
 
-def fill_result_dir(out, manifest, state, rank, item_ids, batch_size, run, stop, barrier):
-    """One run (a result dir in `state` "fresh" or "partial", result_dir_state) on this rank: the manifest
-    first ("complete": false: from here on a kill leaves a dir that --rescore and --compare refuse and
-    --resume continues); this rank's records of `item_ids` appended batch by batch by run(skip, on_batch),
-    a --resume keeping the whole batches on disk (skip: how many); a stop signal (stop.signal, ops/stop.py)
-    ends the rank at its batch's end with exit 75; then every rank's file whole (barrier: the process
-    group's, a no-op in one process) before rank 0 reads them back and marks the manifest complete."""
-    t0, mine = time.time(), rank_file(out, rank)
+def fill_result_dir(out, manifest, state, rank, item_ids, batch_size, run, stop, barrier=None):
+    """One run (a result dir in `state` "fresh" or "partial", result_dir_state) on this rank: the manifest first
+    ("complete": false: from here on a kill leaves a dir that --rescore refuses and --resume continues); this
+    rank's records of `item_ids` appended batch by batch by run(skip=, on_batch=), a --resume keeping the whole
+    batches on disk (skip: how many); a stop signal (ops/stop.py) ends the rank at its batch's end, exit 75; every
+    rank's file whole (barrier: the group's; None: one process) before rank 0 reads them and marks it complete."""
+    t0 = time.time()
+    mine = rank_file(out, rank)
     if rank == 0:
         os.makedirs(out, exist_ok=True)
         write_manifest(out, {**manifest, "complete": False})
-    barrier()  # the dir exists (and --force's deletions are done) before any rank writes
+    if barrier is not None:  # the dir exists (and --force's deletions are done) before any rank writes
+        barrier()
     # --resume: the whole batches before a torn or garbled line stay; fresh: an empty file
     done = resume_records(mine, item_ids, batch_size) if state == "partial" else []
     write_atomic(mine, "".join(done))
@@ -382,15 +384,15 @@ def fill_result_dir(out, manifest, state, rank, item_ids, batch_size, run, stop,
               f"and generates the other {len(item_ids) - len(done)}", flush=True)
 
     def on_batch(records):
-        # each rank appends to its own file batch by batch (d1 too: one JSON per rank), so no records travel
-        # between ranks and a kill loses at most the batch in flight
+        # a rank's own file (d1 too): no records travel between ranks, a kill loses one batch at most
         append_records(mine, records)
         if stop.signal:  # every rank got it (torchrun passes it on): each stops at its own batch's end
             print(f"[rank {rank}] stopped by {stop.signal} with whole batches in {mine}; the same command with "
                   f"--resume continues", flush=True)
             sys.exit(EXIT_STOPPED)
-    run(len(done), on_batch)
-    barrier()  # every rank's file is complete before rank 0 reads them back
+    run(skip=len(done), on_batch=on_batch)
+    if barrier is not None:  # every rank's file is complete before rank 0 reads them back
+        barrier()
     if rank == 0:
         read_records(out, manifest)  # every item exactly once, before the manifest says complete
         # wall_seconds: this process's share (a resumed run's earlier part is not counted)
@@ -405,18 +407,16 @@ def reference_generation(ex):
 
 
 def canonical(task, items, full, data_identity, out_dir, registry):
-    """eval.py --canonical: a code benchmark's reference solutions (reference_generation) of `items` [(id,
-    example)] scored through the eval path: the JSONL + manifest (data_identity: its (data_file,
-    data_sha256)), read back and scored by load_results (parse, sandbox) as --rescore does. Prints the pass
-    rate and every failure; returns (passed, items, failed item ids)."""
+    """eval.py --canonical: a code benchmark's reference solutions (reference_generation) of `items` [(id, example)]
+    through the eval path: JSONL + manifest (data_identity: (data_file, data_sha256)), read back and scored by
+    load_results (parse, sandbox) as --rescore does; prints the pass rate, each failure -> (passed, items, failed)."""
     t0 = time.time()
     # written unscored: load_results below scores them, exactly as --rescore scores a saved run
     recs = [{"id": i, "prompt": ex["prompt"], "generation": reference_generation(ex),
              "example": registry[task].scoring_example(ex)} for i, ex in items]
     out = os.path.join(out_dir, f"{task}_canonical")
     os.makedirs(out, exist_ok=True)
-    # the reference solutions are fixed, so an earlier canonical run here is simply replaced: rank file first,
-    # then the manifest that calls it complete (load_results reads exactly the rank files it names)
+    # fixed reference solutions: an earlier canonical run here is replaced, rank file first, then the manifest
     write_atomic(rank_file(out, 0), "".join(json.dumps(r) + "\n" for r in recs))
     write_manifest(out, {"task": task, "data_file": data_identity[0], "data_sha256": data_identity[1],
                          "full": full, "items": len(items), "item_ids": [i for i, _ in items],

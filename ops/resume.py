@@ -15,23 +15,12 @@ A run directory (--out-dir):
       and generation_config.json       out/grpo. The start model's files are copied byte for byte
                                        into every save (checkpoint.copy_model_files)
 
-One unit, never half of one. A save is written into saves/step-000030.partial/, every file
-fsynced, and then renamed: a directory under its final name is complete by construction, and the
-policy and its trainer state (step, AdamW state, RNG state) are always from the same step. A kill
-at any moment leaves at most a *.partial directory, which is ignored and cleaned up. The run's
-model at the top is replaced by linking the new files in with config.json removed first and linked
-last, so a torn publish is a directory without config.json, which nothing loads. --resume
-continues from the newest complete save and publishes it again.
-
-trainer_state.pt holds what the official layout cannot:
-    step, the optimizer state, the flags, the script's own extras (sft.py: its data generator and
-    the best eval loss), and, depending on the layout of the run,
-    LoRA (d1's set-up, also on a 4-bit base): the adapters (the base is --model-dir, unchanged);
-    full fine-tuning, one process or DDP:      nothing more (the official weights are exact);
-    full fine-tuning under --fsdp:             the fp32 master weights (the official copy is bf16).
-
-Under FSDP, saving and restoring the optimizer are collectives: every rank calls these functions,
-and rank 0 alone touches the disk. Used by sft.py and grpo.py; not a script.
+One unit, never half of one: a save is written into saves/step-N.partial/, fsynced, then renamed, and
+the run's model at the top is published with config.json removed first and linked last (what a kill at any
+moment leaves, and what is tested: docs/reliability.md). trainer_state.pt holds what the official layout
+cannot: the step, the optimizer state, the flags, the script's extras, and the LoRA adapters (the base is
+--model-dir) or under --fsdp the fp32 masters. Under FSDP saving and restoring are collectives: every rank
+calls these functions, rank 0 alone touches the disk. Not a script.
 """
 import json
 import os
@@ -164,7 +153,7 @@ def save_bytes(args):
         return 0
     weights = sum(os.path.getsize(os.path.join(args.model_dir, f)) for f in os.listdir(args.model_dir)
                   if f.endswith(".safetensors"))
-    params = weights // 2  # bf16 files, as LLaDA and Dream ship (an fp32 file overstates nothing below)
+    params = weights // 2  # bf16 files, as the released models ship (an fp32 file overstates nothing below)
     return weights + (0 if args.lora_r > 0 else (8 + 4 * bool(args.fsdp)) * params)
 
 
@@ -228,14 +217,11 @@ def trainable_finite(model, run):
 
 
 def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=True):
-    """Write save `step` (official-layout weights, LoRA merged on the fly, + trainer_state.pt) as
-    one unit, keep the last args.keep_last saves, and (make_public) publish it as the run's model.
-    Called on EVERY rank: under FSDP the weights and the optimizer state are gathered first
-    (collectives), then rank 0 writes. FSDP's official checkpoint is cast to save_dtype (bf16 on
-    GPU, as LLaDA ships); the fp32 masters go to the state file, so a resume continues exactly.
-    `extras`: the script's own resume state (tensors and numbers), also in save_info.json where it
-    is plain numbers. Refuses non-finite weights: a NaN never reaches a save. The tokenizer, remote
-    code and generation config are args.model_dir's files, copied as they are (checkpoint.save_merged)."""
+    """Write save `step` (official-layout weights, LoRA merged, + trainer_state.pt) as one unit, keep the
+    last args.keep_last saves, and (make_public) publish it as the run's model. Called on EVERY rank: under
+    FSDP the weights (cast to save_dtype; the fp32 masters go to the state file) and the optimizer state are
+    gathered first. `extras`: the script's resume state, its plain numbers also in save_info.json. Refuses
+    non-finite weights; the tokenizer and remote code are args.model_dir's files (checkpoint.save_merged)."""
     if not trainable_finite(model, run):  # the trainers skip non-finite steps, so this is a bug guard
         raise RunError(f"refusing to save step {step}: the model holds non-finite weights")
     if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
@@ -270,12 +256,8 @@ def _write_save(args, model, to_save, optimizer_state, masters, step, extras, fi
     for old in (partial, final):  # a crashed earlier attempt at this step, or a re-run of it
         shutil.rmtree(old, ignore_errors=True)
     os.makedirs(partial)
-    # the weights (a 4-bit base: merged onto the bf16 ones) and, byte for byte, the base's remote code,
-    # tokenizer and generation config: args.model_dir's own files, where load() read the tokenizer from
     save_merged(to_save, args.model_dir, partial)
     extras = extras or {}
-    # what --resume needs beyond the official-layout weights (the step, the optimizer, the flags, the
-    # script's extras, and the fp32 masters under FSDP or the adapters under LoRA)
     torch.save({"step": step, "optimizer": optimizer_state, "args": vars(args), "fsdp": args.fsdp, "masters": masters,
                 "lora": lora_state_dict(model) if args.lora_r > 0 else None, "extras": extras},
                os.path.join(partial, STATE_FILE))

@@ -1,41 +1,18 @@
 """
-Stopping politely, for long runs on shared clusters. A cluster ends a job with a signal: SLURM
-sends SIGTERM when it preempts or cancels a job, the signal `#SBATCH --signal` names (SIGUSR1 in
-ops/slurm/) ahead of the time limit, and SIGKILL once the grace period is over.
+Stopping politely, for long runs on shared clusters. On SIGTERM, SIGUSR1 or SIGINT (Ctrl-C), or when
+--max-hours is about to run out, sft.py and grpo.py finish the step in progress (grpo.py: the round) on
+every rank, write a complete save (ops/resume.py), print one line, leave <out-dir>/STOPPED (the reason,
+the step, the save) and exit EXIT_STOPPED (75); the same command with `--resume auto` continues bit for
+bit (tests/test_preempt.py). eval.py stops at a batch boundary and its --resume continues.
 
-On SIGTERM, SIGUSR1 or SIGINT (Ctrl-C), or when --max-hours is about to run out, sft.py and grpo.py
-
-  1. finish the step in progress (grpo.py: the round, μ optimizer steps on one rollout, the unit
-     a save holds) on every rank;
-  2. write a complete save (ops/resume.py: atomic, so even the SIGKILL that may follow leaves the
-     previous complete save);
-  3. print one line that says so, and leave <out-dir>/STOPPED (the reason, the step, the save);
-  4. exit with EXIT_STOPPED (75), which a requeue script tells apart from a failure (1) and from
-     bad input (2).
-
-The same command with `--resume auto` (ops/resume.resolve_auto_resume) then continues the run, bit
-for bit as if it had never stopped (tests/test_preempt.py). eval.py stops at a batch boundary and
-its --resume continues (eval.py).
-
-- The decision is collective: at the end of each step every rank says whether it must stop (one
-  all-reduce), so all ranks save the same step and leave together, even if the signal reached
-  only one of them.
-- A second signal, during the save or before it, changes nothing: the handler only notes the
-  first one. Python runs it in the main thread between two bytecodes, so no save or collective
-  is ever cut in half by it.
-- --max-hours H: the run stops once fewer than BUDGET_STEPS of its longest steps (the save or
-  eval a step made included) are left before H hours after the process started; model loading
-  counts, as it does in a job's time limit.
-- torchrun reports any worker's non-zero exit as its own exit 1 (each worker's 75 is in its
-  summary), so under torchrun a requeue script reads STOPPED (ops/slurm/*.sbatch). torchrun starts
-  its workers in sessions of their own, so Ctrl-C reaches torchrun alone, which passes SIGINT (and
-  SIGTERM; SIGUSR1 only when TORCHELASTIC_SIGNALS_TO_HANDLE lists it) on to them and kills them
-  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds later (30 by default; read from torch 2.12 on; older
-  torchruns wait 30 s whatever it says). A round and an 8B save need more: the README's torchrun
-  lines and the sbatch scripts set it, and the first signal's message says how long the launcher
-  waits and how long a step has taken (launcher_wait).
-
-Used by sft.py, grpo.py and eval.py; not a script.
+- The decision is collective: one all-reduce at each step's end, so all ranks save the same step.
+- A second signal changes nothing: the handler, run by Python in the main thread between two
+  bytecodes, only notes the first one, so no save or collective is cut in half by it.
+- --max-hours H: the run stops once fewer than BUDGET_STEPS of its longest steps (a save or eval
+  included) are left before H hours after the process started.
+- Under torchrun a requeue script reads STOPPED; how long the launcher waits before it kills its workers
+  (TORCH_ELASTIC_SHUTDOWN_TIMEOUT), and what the first signal's message says of it (launcher_wait):
+  docs/reliability.md "Long runs on clusters". Not a script.
 """
 import json
 import math

@@ -1,10 +1,8 @@
 """
-The plumbing that sft.py and grpo.py share, each piece behind one call, so that the two trainers
-read as their algorithm: the flags both take beside their hyper-parameters (data, model set-up,
-saves, resume, system), the preset by the model's size with the task's lengths, the up-front checks
-of a run, the start model with its LoRA adapters and its reference, the bookkeeping of --resume, and
-the stop of a stalled run. Not a script; nothing here knows which of the two trainers calls it, nor imports them: the
-task registry (tasks.TASKS) comes in as an argument.
+The plumbing sft.py and grpo.py share, each piece behind one call, so the two trainers read as their
+algorithm: the shared flags, the preset by the model's size, the up-front checks, the start model with its
+LoRA adapters and reference, --resume's bookkeeping, the stop of a stalled run. Not a script; the task
+registry (tasks.TASKS) comes in as an argument.
 """
 import argparse
 import os
@@ -15,20 +13,22 @@ import torch
 
 from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained, load
-from modelio.families import hides_pads, read_config
+from modelio.families import family_of_model, read_config
 from modelio.hub import config_dir
 from modelio.provenance import start_record
 from modelio.tokenizer import load_tokenizer
 from model import BLOCK_LINEARS, LLaDA, compile_blocks
 from ops import lock
-from ops.checks import ShowDefaults, check_model, upfront
+from ops.checks import ShowDefaults, check_grpo_args, check_model, upfront
 from ops.ddp import DIST_TIMEOUT_S, finish, shard_model
 from ops.metrics import log_metrics
 from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
                         restore_optimizer, resume_weights)
 from ops.stop import Stopper
 from sandbox import contain
+from taskdata.data import load_rl_data
 from taskdata.records import data_record
+from taskdata.splits import add_protocol_flags, protocol_split
 
 
 def auto_only(value):
@@ -38,12 +38,51 @@ def auto_only(value):
     return value
 
 
+def add_grpo_flags(parser):
+    """grpo.py's flags of d1's algorithm; their defaults come from the presets (grpo.PRESETS: d1's
+    values under --preset 8b, docs/d1.md §4.3), which --help shows beside each."""
+    g = parser.add_argument_group("diffu-GRPO")
+    g.add_argument("--rounds", type=int, help="rollout rounds; each gives μ optimizer steps")
+    g.add_argument("--prompts-per-step", type=int, help="prompts a round, all ranks (d1: 16)")
+    g.add_argument("--num-generations", type=int, help="G, completions per prompt (d1: 6)")
+    g.add_argument("--groups-per-micro", type=int, help="prompt groups per micro-batch (d1: 1)")
+    g.add_argument("--num-iterations", type=int, help="μ, optimizer steps per rollout (d1: 12)")
+    g.add_argument("--epsilon", type=float, help="PPO clip range ε (d1: 0.5)")
+    g.add_argument("--beta", type=float, help="KL coefficient β (d1: 0.04); 0: no reference")
+    g.add_argument("--p-mask", type=float, help="prompt masking probability (d1: 0.15)")
+    g.add_argument("--max-prompt-length", type=int, help="prompts cut from the left (d1: 200)")
+    g.add_argument("--warmup-rounds", type=int, default=0, help="lr rises over N rounds (d1: 0)")
+    g.add_argument("--adam-beta2", type=float, default=0.99, help="AdamW β2 (d1: 0.99)")
+    g.add_argument("--gen-length", type=int, help="completion canvas length (d1: 256)")
+    g.add_argument("--block-length", type=int, help="semi-AR block length (d1: 32)")
+    g.add_argument("--diffusion-steps", type=int, help="sampler steps (d1: 128)")
+    g.add_argument("--temperature", type=float, help="rollout temperature (d1: 0.9)")
+    g.add_argument("--fixed-mask-seed", action="store_true", help="d1's ablation: mask seed 42")
+    g.add_argument("--scale-std", action="store_true", help="advantages / group std (GRPO's)")
+    g.add_argument("--compile", action="store_true", help="torch.compile each block")
+    g.add_argument("--save-every", type=int, default=10, help="save every N rounds, and last")
+    add_optimizer_flags(parser)
+    add_protocol_flags(parser)  # --sudoku-split, --val-size, --eval-every (taskdata/splits.py)
+    # d1's four LoRA targets (docs/d1.md §4.3); 4000 unlabelled toy puzzles
+    parser.set_defaults(lora_targets="q_proj,k_proj,v_proj,up_proj", num_examples=4000)
+
+
+def add_optimizer_flags(parser):
+    """The optimizer and LoRA flags of sft.py and grpo.py; their defaults come from the presets
+    (d1's values under --preset 8b, which --help shows beside each)."""
+    g = parser.add_argument_group("optimizer and LoRA (shared by sft.py and grpo.py)")
+    g.add_argument("--lr", type=float, help="AdamW learning rate")
+    g.add_argument("--weight-decay", type=float, help="AdamW weight decay")
+    g.add_argument("--grad-clip", type=float, help="max gradient norm (0: no clipping, still logged)")
+    g.add_argument("--lora-r", type=int, help="LoRA rank, 0 = full fine-tuning")
+    g.add_argument("--lora-alpha", type=float, help="LoRA alpha")
+
+
 def add_training_flags(parser, registry, start_model, out_dir, published):
-    """The flags both trainers take beside their hyper-parameters (which each script declares): the start
-    model and the run directory (the toys' start_model: (its directory, what it is), out_dir's default, and
-    which save becomes the run's model: `published`), the data (--task: a name of `registry`, tasks.TASKS),
-    the model's set-up, saves and resume, and the system. Where the two differ (LoRA targets, ...), each
-    script's set_defaults gives the value, so every flag still has a working default."""
+    """The flags both trainers take beside their hyper-parameters: the start model (the toys' start_model:
+    (its directory, what it is)), the run directory (out_dir's default; `published`: the save that becomes
+    the run's model), the data (--task: a name of `registry`), set-up, saves, resume and system. Where the
+    two differ (LoRA targets, ...), each script's set_defaults gives the value."""
     r = parser.add_argument_group("the run (shared by sft.py and grpo.py)")
     r.add_argument("--model-dir", type=str, default="", help="the start model: a directory in the official "
                    "layout, a hub cache snapshot, or a hub id owner/name[@revision] (default: "
@@ -97,9 +136,8 @@ def add_training_flags(parser, registry, start_model, out_dir, published):
                    "rank before this one stops with a message")
 
 
-# a model below this many parameters is CPU-sized (the tiny 0.9M LLaDA, lab's testbeds): its preset is its
-# task's CPU one; above, d1's recipe for LLaDA-8B. Presets say how big the model and the run are; the task
-# says its lengths (taskdata/task.py)
+# a model below this many parameters is CPU-sized (the tiny 0.9M LLaDA): its preset is its task's CPU one;
+# above, d1's recipe for LLaDA-8B. The task says its lengths (taskdata/task.py)
 CPU_SIZED = 10**9
 CPU_PRESETS = ("tiny", "testbed")  # the presets made for 2 CPU cores; the others are a GPU paper's recipe
 
@@ -155,7 +193,7 @@ def parse_with_preset(parser, presets, registry, argv=None):
     """Parse the flags with a preset's values as their defaults: --preset as given, else by the model's size
     and --task (task_defaults), so that a flag dropped from a job script falls back to d1's value on an 8B
     model, never to the CPU toy's; the task's lengths under any preset (a preset that sets one, such as
-    JustGRPO's one-token blocks, wins). --help shows every default and what each preset sets a flag to."""
+    one-token blocks, wins). --help shows every default and what each preset sets a flag to."""
     pre = argparse.ArgumentParser(add_help=False)  # reads --preset, --task and --model-dir before the full parse
     pre.add_argument("--preset", choices=sorted(presets))
     pre.add_argument("--task")
@@ -169,7 +207,7 @@ def parse_with_preset(parser, presets, registry, argv=None):
     name = known.preset or own
     dests = {a.dest for a in parser._actions}
     lengths = {k: v for k, v in lengths.items() if k in dests and k not in presets[name]}
-    # a preset's value may follow the canvas: JustGRPO's and ESPO's one token a step, steps = gen_length
+    # a preset's value may follow the canvas (a callable of --gen-length: one token a step, steps = gen_length)
     gen = known.gen_length or lengths.get("gen_length", 0)
     parser.set_defaults(preset=name, **{k: v(gen) if callable(v) else v for k, v in presets[name].items()},
                         **lengths)
@@ -204,6 +242,27 @@ def check_model_and_out_dir(args, toy_default=None, missing_hint="", check_token
         lock.take(args.out_dir)
     check_room(args)  # disk space for a save, before a model is loaded
     check_run_dir(args)  # last: --force deletes
+
+
+def rl_data(args, registry, check_schedule, check_tokenizer, toy_start):
+    """grpo.py's inputs, checked before anything loads or is written (bad input: one line, exit 2):
+    the flags (ops/checks.py), every task's prompts shuffled (d1: seed 42), the Sudoku split and
+    the validation items carved out (taskdata/splits.py), the start model (the toys': `toy_start`)
+    with every label within the rollout canvas under its tokenizer, and --out-dir.
+    registry: tasks.TASKS; check_tokenizer: tasks.check_tokenizer. -> (examples, val, split)."""
+    with upfront():
+        world_size = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's; the group comes later
+        check_grpo_args(args, world_size, registry, check_schedule)
+        examples = load_rl_data(args, registry)
+        examples, val, split = protocol_split(args, examples, registry)
+
+        def labels_fit(tokenizer):
+            check_tokenizer(args.task, tokenizer, examples + val, args.gen_length)
+
+        toys = all(registry[name].make for name in args.task.split(","))
+        check_model_and_out_dir(args, toy_start if toys else None, "diffu-GRPO starts from the "
+                                "SFT model: run sft.py first", labels_fit)
+    return examples, val, split
 
 
 def load_policy(args, run):
@@ -253,14 +312,12 @@ def load_reference(args, run):
 
 
 def start_run(args, run, model, optimizer, saved, unit, republish=True):
-    """Once the optimizer exists: --resume's bookkeeping when load_policy put a save back (`saved`, whose
-    state is taken out here so that its memory goes: LLaDA-8B's fp32 masters are 32 GB): the optimizer
-    state (a collective under FSDP), one line naming the save, a note for every flag that differs from the
-    saved run's (except RESUME_MAY_CHANGE), and the save published again as the run's model when
-    `republish` (True, or a function of the saved state: the crash may have torn the last publish); then
-    the trainable parameters in one line. -> (the step to start from, the script's own saved extras):
-    (0, None) on a fresh run. `unit`: "step" or "round", for the message."""
-    frozen = freeze_pad_row(model, optimizer)  # Dream's padding_idx: before any step, resumed or not
+    """Once the optimizer exists: --resume's bookkeeping when load_policy put a save back (`saved`; its state
+    is popped so its memory goes): the optimizer state, one line naming the save, a note per flag changed
+    (but RESUME_MAY_CHANGE), the save published again when `republish` (True, or a function of the saved
+    state); then the trainable parameters. -> (start step, the script's saved extras), (0, None) fresh.
+    `unit`: "step" or "round", for the message."""
+    frozen = freeze_pad_row(model, optimizer)  # a family's padding_idx: before any step, resumed or not
     step, extras, state = 0, None, saved.pop("state")
     if state is not None:
         republish = republish(state) if callable(republish) else republish
@@ -277,25 +334,23 @@ def start_run(args, run, model, optimizer, saved, unit, republish=True):
     if run.master:
         params = [p for p in model.parameters() if p.requires_grad]
         print(f"trainable parameters: {sum(p.numel() for p in params):,} of {model.num_params():,}" +
-              (f" (the pad / EOS row {frozen} of the embedding frozen, as Dream's padding_idx)" if frozen else ""))
+              (f" (the pad / EOS row {frozen} of the embedding frozen, as the family's padding_idx)" if frozen else ""))
     return step, extras
 
 
 def freeze_pad_row(model, optimizer):
-    """Under full fine-tuning, keep the pad row of the input embedding as it is, for a family whose own code
-    never trains it (Family.hide_pads; Dream's modeling file builds nn.Embedding(..., padding_idx=pad_token_id),
-    pad = EOS 151643: that row gets no gradient). LLaDA: nothing (d1 trains every row, pads included); under
-    LoRA the embedding is frozen anyway. Two hooks, because AdamW's decoupled weight decay (w -= lr·wd·w)
-    shrinks every row of the tensor, gradient or not:
-      - the row's gradient is zeroed as it is computed (as padding_idx does: it adds nothing to the clipped
-        gradient norm, and AdamW's moments of it stay 0), and again just before each optimizer step (FSDP2
-        sets its sharded gradients outside autograd, so there only this one acts: the norm then counts it);
-      - after each optimizer step the row is put back, bit for bit, as it was before the step.
-    -> the pad id whose row is frozen, or None."""
-    w, pad = model.transformer.wte.weight, model.config.pad_token_id
-    if not hides_pads(model) or pad is None or not w.requires_grad:
+    """Under full fine-tuning, keep the input embedding's pad row as it is for a family whose own code never
+    trains it (Family.pad_row_frozen: padding_idx=pad_token_id); LLaDA trains every row, as d1 does. The
+    row's gradient is zeroed as it is computed and before each step, and the row is put back after each step
+    (AdamW's weight decay shrinks it, gradient or not): docs/model.md. -> the pad id frozen, or None."""
+    w = model.transformer.wte.weight
+    pad = model.config.pad_token_id
+    if not family_of_model(model).pad_row_frozen or pad is None or not w.requires_grad:
         return None
-    local = lambda t: t.to_local() if hasattr(t, "to_local") else t  # FSDP2: this rank's rows (DTensor)
+
+    def local(t):  # FSDP2: this rank's rows of a DTensor; the tensor itself otherwise
+        return t.to_local() if hasattr(t, "to_local") else t
+
     rows = torch.arange(w.shape[0], device=local(w).device)  # (V,) each row's id, sharded as the weight
     if hasattr(w, "to_local"):
         from torch.distributed.tensor import distribute_tensor

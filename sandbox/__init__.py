@@ -1,4 +1,4 @@
-"""The sandbox: model-written programs run against unit tests, contained (issue 36; docs/code-task.md).
+"""The sandbox: model-written programs run against unit tests, contained (docs/code-task.md).
 run.py: the entry (run_tests, run_batch), isolation modes, resource limits, STRICT_ASSERTS.
 worker.py: the two-process verdict from the trainer's side (a program server per program, pooled checkers).
 server.py: the program server (the program runs alone in its process and serves calls).

@@ -8,14 +8,13 @@ comparison and no truth test.
 
 check_job() is one program's tests on an open connection to its server: the trusted prefix (HumanEval's
 prompt, MBPP's imports, LeetCode's helpers) runs here first, in globals of its own (its helpers never see
-a program name), and the test's namespace starts as a copy of it. The test's namespace is the test's
-(issue 46): of the program's names, only those the item declares are bound (test_targets: the item's
-targets, the prefix's stubs, and the names the tests use but define nowhere), never over a builtin, a
-module or a name the prefix or the tests define (a declared target may shadow a builtin: MBPP 126's
-`sum`); a module the program imported is the checker's own, from a list imported at start, and only
-under its own name. KodCode's test source runs after that, so its test functions are the checker's.
-sandbox/worker.py runs it in a process of its own (worker.run_checked: one program, its server and a
-pooled checker).
+a program name), and the test's namespace starts as a copy of it. The test's namespace is the test's: of
+the program's names, only those the item declares are bound (test_targets: the item's targets, the
+prefix's stubs, and the names the tests use but define nowhere), never over a builtin, a module or a name
+the prefix or the tests define (a declared target may shadow a builtin: MBPP 126's `sum`); a module the
+program imported is the checker's own, from a list imported at start, and only under its own name.
+KodCode's test source runs after that, so its test functions are the checker's. sandbox/worker.py runs it
+in a process of its own (worker.run_checked: one program, its server and a pooled checker).
 """
 import ast
 import builtins
@@ -132,7 +131,7 @@ class Connection:
 
     def __init__(self, sock, timeout_s=5.0):
         self.sock, self.handles, self.exceptions, self.dead = sock, {}, {}, None
-        self.number = 0  # every frame carries the number of the request it belongs to (issue 46)
+        self.number = 0  # every frame carries the number of the request it belongs to (docs/code-task.md)
         self.trusted = {}  # class name -> the checker's own class, whose instances travel as records
         self.callbacks = []  # the test's callables passed to the program (K on the wire), by id
         sock.settimeout(timeout_s)

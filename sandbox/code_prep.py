@@ -1,12 +1,13 @@
 """
-What d1's coding reward does to a completion and its tests before anything runs (d1's
-coding_reward_func, in later commits of its reward_func.py; docs/coding.md §1.2-1.3): read the program
-out of the completion (extract_code), and turn KodCode's pytest source into a program plus test calls
-for sandbox.run_tests (prepare_code_tests), d1's quirks included. The program it returns is a
-SplitProgram: d1's one program text, which also names its parts for the two-process check (issue 36):
-what the program server runs (the model's solution) and what the checker runs as trusted code (the test
-source). rewards.coding_reward scores the result (share of tests passed, + 0.5 when the fence lies
-inside <answer>); rewards.prepare_code_tests is this under rewards.D1_BUGS. Pure string work: nothing here executes code.
+What d1's coding reward does to a completion and its tests before anything runs (d1's coding_reward_func,
+in later commits of its reward_func.py; docs/coding.md §1.2-1.3): read the program out of the completion
+(extract_code), and turn KodCode's pytest source into a program plus test calls for sandbox.run.run_tests
+(prepare_code_tests), d1's quirks included. The program it returns is a SplitProgram: d1's one program
+text, which also names its parts for the two-process check (docs/code-task.md): what the program server
+runs (the model's solution) and what the checker runs as trusted code (the test source).
+rewards.coding_reward scores the result (share of tests passed, + 0.5 when the fence lies inside
+<answer>); rewards.prepare_code_tests is this under rewards.D1_BUGS. Pure string work: nothing here
+executes code.
 
     from sandbox.code_prep import extract_code, prepare_code_tests
     code, in_answer = extract_code("<answer>\\n```python\\ndef plus(a, b):\\n    return a + b\\n```\\n</answer>")

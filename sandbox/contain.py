@@ -1,38 +1,23 @@
 """
 Containment for the program server and d1's runner (no answers in reach; docs/code-task.md, "The
-sandbox"). contained_popen() starts a command in new mount, pid, network, IPC and UTS namespaces
-(plus a user namespace when not root) on a fresh root that holds only what the interpreter needs:
-
-    /usr, /bin /lib /lib64 /sbin (as on the host: symlinks into /usr, or read-only binds)
-    /etc        a few files only (ld.so.cache, passwd, group, localtime, nsswitch.conf, hosts, ...)
-    /dev        null zero full random urandom, fd/stdin/stdout/stderr links, a small private /dev/shm
-    /tmp        a private, size-limited tmpfs: the working directory and HOME
-    /proc       a fresh one, of the new pid namespace (the command is its pid 1)
-    the interpreter's installation (sys.base_prefix) and virtualenv (sys.prefix), and each path of
-    `readable`, bound read-only (nosuid, nodev) at their own real paths
-
-and nothing else: /work, the repository, the data, any answer file and the trainer's home are not in
-its mount namespace at all (the old root is detached after pivot_root). Directories created only to
-hold a bind's mount point (/root, /work/main, ...) have mode 0111: they can be passed through, not
-listed. The root itself is read-only. As root, the command runs as `uid` (65534, nobody) with no
-capabilities; not root, as the same user inside a user namespace (caps dropped at exec). Both with
-no_new_privs and a parent-death SIGKILL: killing the Popen's process ends the whole namespace.
+sandbox", says what is in reach and what each mode stops). contained_popen() starts a command in new
+mount, pid, network, IPC and UTS namespaces (plus a user namespace when not root) on a fresh read-only
+root that holds only what the interpreter needs (/usr and its links, a few /etc files, a minimal /dev, a
+private size-limited /tmp as working directory and HOME, a fresh /proc, the interpreter and virtualenv
+and each path of `readable` bound read-only at their real paths) and nothing else: the old root is
+detached after pivot_root. As root the command runs as `uid` (65534, nobody) with no capabilities; not
+root, as the same user inside a user namespace. Both with no_new_privs and a parent-death SIGKILL.
 
 How: `python -I -S -c <_SHIM> <config> <argv...>`. The shim unshares (ctypes: Python 3.11 has no
-os.unshare), forks the pid namespace's init, which mounts the root, pivots into it, drops the uid
-and execs argv (which sets its own resource limits: sandbox/server.py, sandbox/runner.py). The
-caller's pipes and pass_fds go straight through; the shim's own copies are closed. A setup step that
+os.unshare), forks the pid namespace's init, which mounts the root, pivots into it, drops the uid and
+execs argv (which sets its own resource limits: sandbox/server.py, sandbox/runner.py). A setup step that
 fails exits 125 with one line "contain: ..." on stderr.
 
-Where namespaces are unavailable (no unprivileged user namespaces, as on many clusters; root without
-CAP_SYS_ADMIN, as in a default Docker container) the mode is "landlock" (issue 46): the command starts as
-a plain subprocess in its own working directory, and the server, the runner and the checker contain
-THEMSELVES before any program code runs (sandbox/confine.py, called with confine_config(): Landlock
-file rules, seccomp, the uid drop when root; no privileges needed). Only when neither works is there
-no mode: mode() raises NoIsolation, naming why and `--sandbox plain` (NANO_D1_SANDBOX=plain, choose()),
-the one way to accept unisolated rewards, which then runs the command as a plain subprocess with a loud
-banner. Never silently. The mode is on the Popen (`proc.contain_mode`) and from mode(), for the run's
-records (train_args.json, metrics, eval manifests).
+Without namespaces the mode is "landlock": the command starts as a plain subprocess and contains ITSELF
+before any program code runs (sandbox/confine.py, with confine_config()). Neither: mode() raises
+NoIsolation, naming why and `--sandbox plain` (NANO_D1_SANDBOX=plain, choose()), the one way to accept
+unisolated rewards, with a loud banner; never silently. The mode is on the Popen (`proc.contain_mode`)
+and from mode(), for the run's records.
 
     from sandbox.contain import contained_popen, PYTHON
     proc = contained_popen([PYTHON, "-I", "-c", src], readable=["/path/of/server"], stdin=PIPE, stdout=PIPE)
@@ -50,7 +35,6 @@ import weakref
 from sandbox import confine
 
 SANDBOX_UID = 65534         # nobody: the uid a contained command runs as when we are root
-SETUP_FAILED = 125          # the shim's exit status when a namespace or mount step fails
 # as root (uid dropped), as a user (user namespace), self-confined (Landlock + seccomp), not isolated
 MODES = ("isolated", "userns", "landlock", "plain")
 CHOICES = ("auto", "plain")  # --sandbox: the strongest mode that works here, or plain accepted explicitly
@@ -422,7 +406,7 @@ def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, tmp_mb=64,
     return proc
 
 
-def bench(n=20):
+def startup_cost(n=20):
     """Median seconds to start and finish `python -I -c pass`: plain, and contained here."""
     import statistics
     import time
@@ -441,4 +425,4 @@ def bench(n=20):
 
 
 if __name__ == "__main__":  # python -m sandbox.contain: the mode here and the start-up cost
-    print(isolation_available(), bench())
+    print(isolation_available(), startup_cost())

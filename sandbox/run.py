@@ -3,41 +3,27 @@ The sandbox: run untrusted, model-written Python against unit tests, one bool pe
 letting it touch the trainer, the machine or the network. Standard library only.
 
 d1 exec()s generated code in a forked child of the trainer behind a substring blocklist
-(docs/coding.md §1.3): importlib, open(), setsid() children and the network all get through. Here each
-program runs in its OWN interpreter process, contained by the operating system, in layers:
-  1. a fresh working directory, removed afterwards; an environment with nothing of the parent's:
-     exactly PATH, LANG and HOME = TMPDIR = the working directory;
-  2. resource limits: CPU seconds, address space, file size, processes, open files, no core dumps,
-     set before the program runs (no preexec_fn: the trainer is never fork()ed);
+(docs/coding.md §1.3). Here each program runs in its OWN interpreter process, contained by the
+operating system, in layers (docs/code-task.md, "The sandbox"):
+  1. a fresh working directory, removed afterwards; an environment of exactly PATH, LANG and
+     HOME = TMPDIR = the working directory;
+  2. resource limits set before the program runs (no preexec_fn: the trainer is never fork()ed);
   3. a new session whose whole process group is SIGKILLed at the end, and a wall-clock limit;
-  4. where the machine allows it (checked once, on first use), sandbox/contain.py: new mount, pid,
-     network, IPC and UTS namespaces on a root that holds only the interpreter, /usr, a few /etc files
-     and a private /tmp: the repository, the data, /work and any answer file are not in it at all. As
-     root the program runs as an unprivileged uid (65534 - slot: each running sandbox's process budget
-     is its own), "isolated"; not root (a cluster account), in a user namespace as that user, "userns".
-     No namespaces: "landlock", the process contains itself before the program runs (sandbox/confine.py:
-     Landlock file rules, seccomp, the uid drop when root). None of these: the run refuses to start
-     (contain.NoIsolation) unless "plain" was chosen (--sandbox plain): layers 1-3 only, with contain's
-     REWARD NOT ISOLATED banner.
-With STRICT_ASSERTS (the default) the verdict takes two processes (issue 36, sandbox/worker.py): the
-program runs in a program server inside these layers, and the tests run in a checker process that never
-executes program code, with the program's names bound to proxies: every comparison is the checker's, on
-builtin values rebuilt from bytes (the program's parts: code_prep.SplitProgram). STRICT_ASSERTS = False:
-d1's plain asserts, exactly as d1 scores them: a small runner (sandbox/runner.py) inside the same layers
-reads the job as JSON on stdin, sets the limits, execs the program once, then each test in the same
-namespace under its own timer; a test passes if it raises nothing. The runner's verdicts go back over a
-pipe of their own, prefixed by a per-call nonce, so nothing the program prints can pass for a result;
-the program's stdout/stderr go to /dev/null. Missing, garbled or late result: every test failed. (There
-the program shares the runner's process: one that walks up to the runner's frame can forge its result
-line, docs/code-task.md.)
+  4. sandbox/contain.py's modes, strongest first: namespaces as root ("isolated", uid 65534 - slot)
+     or as the user ("userns"), else self-containment ("landlock", sandbox/confine.py); none of
+     these: the run refuses to start (contain.NoIsolation) unless "plain" was chosen (--sandbox plain).
+With STRICT_ASSERTS (the default) the verdict takes two processes (sandbox/worker.py): the program runs
+in a program server inside these layers, and the tests in a checker process that never executes program
+code, on builtin values rebuilt from bytes. STRICT_ASSERTS = False: d1's plain asserts, exactly as d1
+scores them: a small runner (sandbox/runner.py) inside the same layers execs the program once, then each
+test under its own timer; its verdicts go back over a pipe of their own, prefixed by a per-call nonce.
+Missing, garbled or late result: every test failed.
 
     from sandbox.run import run_tests, run_batch
     run_tests("def f(x):\\n    return x + 1", ["assert f(1) == 2", "assert f(2) == 4"])   # [True, False]
     run_batch([(program, tests), ...], workers=2)    # a rollout group in parallel, in job order
 
-The containment table (each attack run for real: whether it was contained, how the run actually
-ended, time to return) is sandbox/attacks.py: `python -m sandbox.attacks`, and with
-`--mode plain` the fallback without namespaces.
+The containment table (each attack run for real) is sandbox/attacks.py: `python -m sandbox.attacks`.
 """
 import functools
 import itertools

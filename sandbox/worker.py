@@ -7,13 +7,13 @@ one end of a fresh socketpair per job (SCM_RIGHTS) and the server the other.
 
 Checkers are long-lived (they run only trusted code: KodCode's `import pytest` is paid once per checker,
 not once per program), kept in a pool of idle ones per mode, and replaced after MAX_JOBS jobs or when a
-job does not come back in time. A checker is contained as a server is (issue 46): through contain's
-launcher, as an unprivileged uid of its own when root, with resource limits it sets itself (memory, CPU
-per job, file size, processes; in "landlock" mode confine.confine too), writing only its private /tmp;
-it reads sandbox/ and the interpreter, and imports only the standard library's TEST_MODULES (at start)
-and what the tests themselves import. The server is started through a launcher, by default contained()
-below: sandbox/contain.py's contained_popen; sandbox/run.py passes its own with the mode and the slot's
-uid. Everything else is independent of how the server is contained.
+job does not come back in time. A checker is contained as a server is: through contain's launcher, as an
+unprivileged uid of its own when root, with resource limits it sets itself (memory, CPU per job, file
+size, processes; in "landlock" mode confine.confine too), writing only its private /tmp; it reads
+sandbox/ and the interpreter, and imports only the standard library's TEST_MODULES (at start) and what
+the tests themselves import. The server is started through a launcher, by default contained() below:
+sandbox/contain.py's contained_popen; sandbox/run.py passes its own with the mode and the slot's uid.
+Everything else is independent of how the server is contained.
 
     from sandbox.worker import run_checked
     run_checked("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"])   # [None] (None: passed)

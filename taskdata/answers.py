@@ -2,6 +2,7 @@
 Reading an answer out of a generation: the pieces that d1's training rewards (rewards.py, docs/d1.md §6)
 and d1's eval parsers (parsers.py, §8.3) share, so both score the same text the same way.
 
+  RL format       soft_format_match / strict_format_match: d1's two format regexes, as linear scans
   tag contents    last_tag_content / first_tag_content (<answer>...</answer>), extract_xml_answer (docs/d1.md §6.1)
   \\boxed{}        last_boxed_only_string, remove_boxed and the variants boxed_or_self / last_boxed
   MATH equality   strip_string, is_equiv: Hendrycks-MATH normalisation as in d1's math500_utils (docs/d1.md §6.2)
@@ -28,6 +29,69 @@ def after_last(text, sep, if_absent):
     str.split's left-to-right scan may skip the last occurrence (see rewards.xmlcount)."""
     i = text.rfind(sep)
     return if_absent if i < 0 else text[i + len(sep):]
+
+# -----------------------------------------------------------------------------
+# d1's RL format (rewards.soft_format, strict_format; docs/d1.md §6.1)
+
+# d1 checks re.match(r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", text). With DOTALL that
+# regex backtracks quadratically on e.g. "<reasoning></reasoning><answer>" x 50k, so we answer the
+# same yes/no question with one forward scan. Without DOTALL "." stops at "\n" (d1's bug): the
+# first .*? must stay on the first line, and "</answer>" must follow <answer> on the same line.
+_REASONING_THEN_ANSWER = re.compile(r"</reasoning>\s*<answer>")
+
+
+def soft_format_match(text, dotall):
+    """Whether re.match(r"<reasoning>.*?</reasoning>\\s*<answer>.*?</answer>", text) matches
+    (with re.DOTALL when `dotall`): rewards.soft_format's question, in one forward scan."""
+    if not text.startswith("<reasoning>"):
+        return False
+    first_nl = text.find("\n", len("<reasoning>"))
+    last_start = len(text) if (dotall or first_nl < 0) else first_nl  # where </reasoning> may start
+    close = newline = -1  # cached next "</answer>" / "\n" at or after q: keeps the scan linear
+    for m in _REASONING_THEN_ANSWER.finditer(text, len("<reasoning>")):
+        if m.start() > last_start:
+            break
+        q = m.end()  # the second .*? starts here
+        if close < q:
+            close = text.find("</answer>", q)
+        if close < 0:
+            return False  # no closing tag anywhere later: later candidates can't do better
+        if dotall:
+            return True
+        if newline < q:
+            newline = text.find("\n", q)
+            newline = len(text) if newline < 0 else newline
+        if close < newline:
+            return True
+    return False
+
+
+# d1 checks re.match(r"^<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n$", text). All
+# pieces are literals around two .*?, so: fixed head, fixed tail ("$" also matches before one
+# final "\n"), and the middle literal somewhere in between. No DOTALL -> both .*? are newline-free.
+_STRICT_HEAD = "<reasoning>\n"
+_STRICT_MID = "\n</reasoning>\n<answer>\n"
+_STRICT_TAILS = ("\n</answer>\n", "\n</answer>\n\n")
+
+
+def strict_format_match(text, dotall):
+    """Whether re.match(r"^<reasoning>\\n.*?\\n</reasoning>\\n<answer>\\n.*?\\n</answer>\\n$",
+    text) matches (with re.DOTALL when `dotall`): rewards.strict_format's question, in one scan."""
+    if not text.startswith(_STRICT_HEAD):
+        return False
+    for tail in _STRICT_TAILS:
+        if not text.endswith(tail):
+            continue
+        lo, hi = len(_STRICT_HEAD), len(text) - len(tail)  # the regex's middle part is text[lo:hi]
+        if dotall:
+            if text.find(_STRICT_MID, lo, hi) >= 0:
+                return True
+            continue
+        i = text.find("\n", lo, hi)  # the newline-free first .*? ends at the first newline
+        if (i >= 0 and text.startswith(_STRICT_MID, i, hi)
+                and text.find("\n", i + len(_STRICT_MID), hi) < 0):
+            return True
+    return False
 
 # -----------------------------------------------------------------------------
 # Tag contents

@@ -26,6 +26,21 @@ from taskdata.records import check_text, describe, field, read_records
 HUMANEVAL_QUESTION = "Complete the following Python function. Write the whole function.\n```python\n{prompt}```"
 MBPP_QUESTION = "{text}\nYour code should pass this test:\n{test}"
 CHECK_FUNCTION = "check"  # HumanEval-style test files define check(candidate)
+MBPP_TEST_IDS = (11, 510)  # MBPP's test split (its README); d1's 257 = the sanitized records in it
+
+
+def with_answer(read):
+    """A code set's reader with the reference program as the gold answer (the records' `load`)."""
+    def load(path):
+        return [{**ex, "answer": ex["solution"]} for ex in read(path)]
+    return load
+
+
+def mbpp_test(examples):
+    """d1's 257 MBPP items (the mbpp record's `heldout`): the test split, task_id 11-510 (of
+    sanitized MBPP; 500 of the full file)."""
+    return [i for i, ex in enumerate(examples)
+            if MBPP_TEST_IDS[0] <= ex["task_id"] <= MBPP_TEST_IDS[1]]
 
 
 def read_kodcode(path):

@@ -43,7 +43,7 @@ OPS = ("+", "-", "*", "/")
 # The label orders docs/testbed.md compares (make_problems' `order`; the testbed's own is "free"): "left" and
 # "right" make every label combine the numbers in prompt order, from the left ((a op b) op c) or from the
 # right (the last two first, with the target before the numbers in the prompt, so that the first step's
-# numbers sit at a fixed distance from the answer). lab/testbed_families.py hands the variants in
+# numbers sit at a fixed distance from the answer). The testbed's label-order study hands them in
 ORDERS = ("free", "left", "right")
 PROMPT = "Countdown: {nums} -> {target}"
 RIGHT_PROMPT = "Countdown to {target}: {nums}"  # order "right": the target first

@@ -46,11 +46,8 @@ from rewards import (
 
 # Regexes: d1's patterns are kept verbatim (one Sudoku pattern loses a redundant "\s*", see there).
 # Those that begin with a literal tag and then ".*?" are run with .match() at the FIRST occurrence of
-# the tag instead of .search(): the lazy ".*?" from there already reaches every later position, so the
-# result is identical, but a text without a match costs one scan instead of one scan per occurrence
-# (quadratic). "<answer>(.*?)</answer>" is a plain find() (answers.first_tag_content) for the same
-# reason. What stays quadratic is bounded by a line or a run of blanks: < 0.1 s even on 8k-character
-# hostile text (a 512-token generation is ~2k characters); tests/test_parsers.py times it.
+# the tag, not .search(): the same result in one scan instead of one per occurrence (quadratic); what
+# stays quadratic is bounded by a line or a run of blanks (tests/test_parsers.py times it).
 
 PARSER_VERSION = "d1-837888f.2"  # recorded in eval manifests: numbers from different parsers don't compare
 # .2: a MATH "a/b" with a side that is no integer ("x / y") is compared raw, as d1 does (answers._fix_a_slash_b),

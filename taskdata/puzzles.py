@@ -20,6 +20,8 @@ import random
 from fractions import Fraction
 from functools import lru_cache
 
+from taskdata.readers import read_sudoku
+
 # The CPU toy's prompt: bare, since with the byte-level tiny tokenizer every prompt character is a token.
 TOY_PROMPT = "Sudoku: {puzzle}"
 
@@ -144,6 +146,19 @@ def partial_label(example, unfilled_prob, seed):
     label = [c if p != "0" or rng.random() >= unfilled_prob else "0"
              for p, c in zip(example["puzzle"], example["solution"])]
     return {**example, "completion": "".join(label)}
+
+
+def sudoku_toy(split, n, seed, data_seed=0, blanks=(2, 5), unfilled=0.0):
+    """The Sudoku toy's maker (its record's `make`): n puzzles from the grids of one side ("train" |
+    "test") of the --data-seed split; SFT labels may leave blanks open (partial_label)."""
+    exs = make_toy(split_grids(seed=data_seed)[split == "test"], n, seed, *blanks)
+    # partial labels: imitation leaves blanks open, diffu-GRPO fills them
+    return [partial_label(ex, unfilled, seed) for ex in exs] if unfilled else exs
+
+
+def read_toy(path):
+    """The Sudoku toy's items from a d1-format Sudoku file (its record's `load`)."""
+    return [toy_example(ex["puzzle"], ex["solution"]) for ex in read_sudoku(path)]
 
 
 # -----------------------------------------------------------------------------

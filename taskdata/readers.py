@@ -120,7 +120,7 @@ def read_sudoku(path):
 def read_s1k(path):
     """s1K for SFT (docs/d1.md §5.1): question, thinking_trajectories (list: d1 uses [0]; a string also
     works), attempt.
-    -> question, trace (the first trajectory), answer (= attempt); tasks.py's s1k record builds the SFT
+    -> question, trace (the first thinking trace), answer (= attempt); tasks.py's s1k record builds the SFT
     prompt and completion from them."""
     records = read_records(path)
     needed = ("question", "thinking_trajectories", "attempt")
@@ -135,7 +135,7 @@ def read_s1k(path):
     out = []
     for where, rec in records:
         trace = field(rec, "thinking_trajectories", where)
-        # s1K stores a list with one trajectory (d1 takes [0]); s1K-1.1-style dumps may hold a plain string
+        # s1K stores a list with one trace (d1 takes [0]); s1K-1.1-style dumps may hold a plain string
         trace = trace[0] if isinstance(trace, list) and trace else trace
         if not trace and isinstance(trace, (str, list)):
             raise ValueError(f"{where}: empty 'thinking_trajectories' (no reasoning trace)")

@@ -6,26 +6,19 @@ What `--data` may name:
   a jsonl file   one JSON object a line, blank lines allowed; where = "file:line"
   a JSON array   one array of objects (e.g. an s1K dump); where = "file[i]"
   a csv          with a header (d1's Sudoku files), every field a string; where = "file:line"
-  a parquet      how the Hugging Face hub ships its data sets (openai/gsm8k, simplescaling/s1K,
-                 KodCode, Countdown, MATH); rows as plain Python values (lists stay lists, ints
-                 ints); read with pyarrow; where = "file row i", i from 0 as pyarrow and the hub's
-                 viewer count rows. A file is parquet if it ends .parquet or starts with PAR1.
-  any of them gzipped: a file ending .gz or starting with gzip's magic bytes (the code
-                 benchmarks ship as HumanEval.jsonl.gz, ...)
+  a parquet      how the Hugging Face hub ships its data sets; rows as plain Python values, read with
+                 pyarrow; where = "file row i" (from 0, as the hub's viewer counts). A file is parquet
+                 if it ends .parquet or starts with PAR1.
+  any of them gzipped: a file ending .gz or starting with gzip's magic bytes (HumanEval.jsonl.gz)
   a hub id       owner/name[@revision][:config][:split] when no local file has that name and it is
                  not a mistyped path (is_hub_dataset): ONE field after the id is the split, TWO are
-                 config:split, the split defaults to train and may carry a datasets slice
-                 (train[:100]). Read from the hub cache when it holds the repo's data (hf download;
-                 taskdata/hub_data.py finds the files, read here as files are), else with the optional
-                 `datasets` package (its cache, or the network); where = "spec row i". E.g.
-                 openai/gsm8k:main:train, simplescaling/s1K, Jiayi-Pan/Countdown-Tasks-3to4 (its train).
+                 config:split (default split: train, a slice allowed: train[:100]). Read from the hub
+                 cache's files (taskdata/hub_data.py), else with the optional `datasets` package;
+                 where = "spec row i". E.g. openai/gsm8k:main:train, simplescaling/s1K.
 
-Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row
-where there is one, the field at fault (field(): missing, of the wrong type, not text) and the likely
-cause: a broken file is said at load time, never at reward time. A file is read whole before any
-record is handed out, so a gzip file cut short is an error even when the records a run needs come
-before the cut; a JSON line nested too deeply for Python's parser, and bytes or escapes that are not
-text, are named by line (or row) like a syntax error.
+Every failure is one ValueError / FileNotFoundError naming the file (or hub id), the line or row, the
+field at fault (field()) and the likely cause, at load time, never at reward time. A file is read whole
+before any record is handed out, so a gzip file cut short is an error even before the records a run needs.
 
     from taskdata.records import field, read_records
     for where, rec in read_records("gsm8k/test.jsonl"):
@@ -81,10 +74,9 @@ def read_records(path):
 
 
 def field(rec, key, where, kind=None):
-    """rec[key], or one ValueError for every loader's missing field: the record, the field, and what
-    the record does have. `kind` (str, list, ...): the type the value must have, else one ValueError
-    naming the field and what it holds, so that a wrong type is said here and not as a TypeError
-    deep in a prompt or a reward."""
+    """rec[key], or one ValueError for every loader's missing field: the record, the field, and what the
+    record does have. `kind` (str, list, ...): the type the value must have, else one ValueError naming
+    the field and what it holds (not a TypeError deep in a prompt or a reward)."""
     if not isinstance(rec, dict) or rec.get(key) is None:  # None: a csv row with too few columns
         have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
         raise ValueError(f"{where}: missing field {key!r} (record has {have})")
@@ -196,11 +188,8 @@ def _parquet_records(path, data):
         raise ValueError(f"{path}: reading parquet needs pyarrow: pip install -r requirements.txt "
                          f"(it pins pyarrow)") from None
     try:
-        # the bytes copied into memory pyarrow owns: a reader over a Python object (BytesIO, or bytes as a
-        # buffer) is released on one of pyarrow's threads after read_table returns, and a release that
-        # falls in the interpreter's exit takes the GIL there and aborts the process ('terminate called
-        # without an active exception', exit -6: 10 of 60 runs of read + sys.exit, and CI's grpo.py exit 2 for bad
-        # input: 2 of 50 runs; 0 of 60 and 0 of 50 this way)
+        # the bytes copied into memory pyarrow owns: a reader over a Python object is released on one of
+        # pyarrow's threads, and a release during the interpreter's exit aborted the process (docs/LOG.md)
         buf = pa.allocate_buffer(len(data))
         pa.FixedSizeBufferWriter(buf).write(data)
         table = pq.read_table(pa.BufferReader(buf))
@@ -317,13 +306,10 @@ def _line_at(text, pos):
 
 
 def _parse_json(text, where, pos=None):
-    """One JSON value: all of `text` (pos None) or the one starting at text[pos] (-> value, end). What
-    Python's json refuses with another error than a syntax error is one ValueError naming `where`:
-    nesting deeper than the parser's recursion allows (a RecursionError) and an integer of more digits
-    than Python converts. NaN, Infinity (MbppPlus.jsonl.gz holds -Infinity among its test inputs, a
-    field no loader reads) and lone surrogate escapes (\\udce9) are read as json reads them: what a
-    loader reads goes through field(), which names the field. A syntax error stays a JSONDecodeError,
-    for the caller to word."""
+    """One JSON value: all of `text` (pos None) or the one starting at text[pos] (-> value, end). Nesting
+    deeper than the parser allows and an integer of more digits than Python converts are one ValueError
+    naming `where`; NaN, Infinity and lone surrogate escapes are read as json reads them (field() names
+    a bad one a loader reads). A syntax error stays a JSONDecodeError, for the caller to word."""
     try:
         value = JSON.decode(text) if pos is None else JSON.raw_decode(text, pos)
     except RecursionError:

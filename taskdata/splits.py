@@ -1,10 +1,12 @@
 """
-The honest protocol's data splits (docs/evaluation.md "An honest protocol"): what grpo.py trains on,
-what it validates on, and which training puzzles it must not see. Pure functions over example dicts.
+The data splits. d1's eval subsets (d1_eval_subset: the items d1's eval scores of a test file), and
+the honest protocol's splits (docs/evaluation.md "An honest protocol"): what grpo.py trains on, what
+it validates on, and which training puzzles it must not see. Pure functions over example dicts.
 
   - sudoku_solution_split: 4x4 Sudoku has only 288 solution grids, so d1's ~1M training puzzles share
-    their solutions with its 500-row test set. SPG re-splits by solution; we drop the training puzzles
-    whose solution grid is in the test file, so the test set stays d1's (--sudoku-split solution).
+    their solutions with its 500-row test set. The Sudoku split by solution grid (docs/evaluation.md)
+    drops the training puzzles whose solution grid is in the test file, so the test set stays d1's
+    (--sudoku-split solution).
   - carve_validation: a validation split carved from the TRAINING examples (never the test set), on
     which grpo.py --eval-every measures accuracy and keeps the best round (--val-size N).
   - protocol_split: both, as grpo.py's flags ask, with the record that goes into every manifest.
@@ -17,8 +19,26 @@ import json
 import os
 import random
 
+import numpy as np
+
 INFO_FILE = "save_info.json"  # ops/resume.py's name for a save's record (not imported: taskdata stays below ops)
 SPLIT_KEYS = ("sudoku_split", "sudoku_test", "sudoku_dropped", "val_size", "val_seed")
+
+
+def d1_eval_subset(n_items, k=256, seed=42):
+    """Indices d1 evaluates: np.random.seed(42); np.random.choice(n, k, replace=False)
+    (docs/d1.md §8.1 item 3). n == k (Countdown) -> a permutation, as in d1."""
+    # k=None/-1 (GSM8K, MATH: d1's subsample -1) or n < k (where d1 would crash): all items in order
+    if k is None or k < 0 or n_items < k:
+        return list(range(n_items))
+    # private RandomState: np.random.seed(42)+choice's stream (legacy MT19937); global RNG untouched
+    return np.random.RandomState(seed).choice(n_items, k, replace=False).tolist()
+
+
+def d1_subset(examples):
+    """A test file's held-out items (a record's `heldout`): Countdown and Sudoku, d1's 256 items
+    (docs/d1.md §8.1)."""
+    return d1_eval_subset(len(examples))
 
 
 def sudoku_solution_split(train, test_solutions):
@@ -53,7 +73,7 @@ def add_protocol_flags(parser):
     """grpo.py's flags of the honest protocol, and --eval-every's, which it changes."""
     p = parser.add_argument_group("the honest protocol: train / validation / test (docs/evaluation.md)")
     p.add_argument("--sudoku-split", type=str, default="d1", choices=["d1", "solution"], help="d1: d1's Sudoku "
-                   "training data as is; solution: SPG's split, drop the training puzzles whose solution grid is in "
+                   "training data as is; solution: split by solution grid, drop the training puzzles whose grid is in "
                    "--sudoku-test (4x4 Sudoku has only 288 grids)")
     p.add_argument("--sudoku-test", type=str, default="", help="the Sudoku test file whose solutions "
                    "--sudoku-split solution keeps out of training (d1: 4x4_test_sudoku.csv); default: none")

@@ -15,7 +15,14 @@ from typing import Callable
 from modelio.tokenizer import prompt_ids
 
 EVAL_PREFILL = "<reasoning>"  # d1's eval opens the assistant turn with it (eval.py: add_reasoning=True)
-D1_RL_CANVAS, D1_BLOCK, D1_SFT_LENGTH = 256, 32, 4096  # d1's train.yaml and SFT (docs/d1.md §4.3, §5.3)
+# d1's lengths (docs/d1.md §2.4, §4.3, §5.3, §8.4): the rollout canvas and block of its train.yaml, its
+# SFT sequence, its RL left cut (the LAST 200 prompt tokens), and the eval canvases it reports each
+# task at (Table 1)
+D1_RL_CANVAS = 256
+D1_BLOCK = 32
+D1_SFT_LENGTH = 4096
+MAX_PROMPT_LENGTH = 200
+D1_GEN_LENGTHS = (128, 256, 512)
 # the example fields d1's eval parsers read (answer; Countdown's nums / target; Sudoku's grids; the code
 # tests): the records of d1's tasks keep these, so --rescore needs no data file
 D1_SCORING_FIELDS = ("answer", "nums", "target", "puzzle", "solution", "tests", "program_prefix",
@@ -122,7 +129,7 @@ class Task:
     eval_batch: int = 0      # eval prompts per batch; 0 = d1's 8 (4 at gen length 512)
 
     def __post_init__(self):
-        # a parser without a version would be compared with other parsers' numbers (ops/stats.MUST_MATCH)
+        # a parser without a version would be compared with other parsers' numbers (manifests keep it)
         if self.score is not None and not self.parser_version:
             raise ValueError(f"task {self.name!r} has an eval parser: give its parser_version")
 

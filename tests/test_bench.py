@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import grpo
+import methods.grpo
 from lab.cost import analytic_passes, round_cost, round_flags
 from model import LLaDA, LLaDAConfig
 from lab.bench import bench, main
@@ -21,8 +22,9 @@ def micro_model():
 
 
 def passes(*flags):
-    """lab/cost.analytic_passes of the round these grpo.py flags describe, on GSM8K (d1's 256-token canvas)."""
-    return analytic_passes(grpo.parse_args(["--task", "gsm8k", *flags]))
+    """lab/cost.analytic_passes of the round these flags (python -m methods.grpo's) describe, on GSM8K (d1's
+    256-token canvas)."""
+    return analytic_passes(methods.grpo.parse_args(["--task", "gsm8k", *flags]))
 
 
 def test_analytic_passes_table():
@@ -49,10 +51,11 @@ def test_round_cost_from_the_flags():
     # the coupled estimator runs 2 rows per scored sequence
     flags = ["--num-generations", "3", "--num-iterations", "2", "--diffusion-steps", "4", "--gen-length", "8",
              "--block-length", "8", "--beta", "0.04"]
-    assert round_cost(grpo.parse_args(flags), 6) == {"fwd_rows": 6 * (4 + 2 * 3), "bwd_rows": 6 * 2}
-    assert round_cost(grpo.parse_args(flags + ["--estimator", "coupled"]), 6) == \
+    assert round_cost(methods.grpo.parse_args(flags), 6) == {"fwd_rows": 6 * (4 + 2 * 3), "bwd_rows": 6 * 2}
+    assert round_cost(methods.grpo.parse_args(flags + ["--estimator", "coupled"]), 6) == \
         {"fwd_rows": 6 * (4 + 2 * 2 * 3), "bwd_rows": 2 * 6 * 2}
-    assert round_cost(grpo.parse_args(flags + ["--objective", "wd1"]), 6) == {"fwd_rows": 6 * (4 + 2), "bwd_rows": 12}
+    assert round_cost(methods.grpo.parse_args(flags + ["--objective", "wd1"]), 6) == \
+        {"fwd_rows": 6 * (4 + 2), "bwd_rows": 12}
 
 
 # full fine-tuning (reference = frozen copy) over the β × μ grid; one LoRA case (reference = adapters
@@ -67,9 +70,9 @@ def test_counted_passes_equal_analytic(beta, mu, lora_r, objective):
     # JustGRPO samples one token per step, so 4 steps, and its likelihood runs in chunks of 3 positions: 2 calls
     sampler = ["--block-length", "1", "--diffusion-steps", "4", "--ar-chunk", "3"] if objective == "justgrpo" else \
         ["--block-length", "2", "--diffusion-steps", "2", "--trajectory-segments", "2"]
-    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "4", *sampler,
-                             "--num-iterations", str(mu), "--beta", str(beta), "--lora-r", str(lora_r),
-                             "--objective", objective])
+    gargs = methods.grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "4",
+                                     *sampler, "--num-iterations", str(mu), "--beta", str(beta), "--lora-r",
+                                     str(lora_r), "--objective", objective])
     res = bench(micro_model(), gargs, prompt_len=4, repeats=1)
     assert res["passes"] == analytic_passes(gargs) == res["analytic"]
     if objective == "wd1":  # fewer model calls: only the rollout and the policy's own passes
@@ -120,9 +123,9 @@ def test_sampler_table_counts_the_columns_each_sampler_forwards():
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_a_round_with_a_cached_rollout_counts_the_analytic_calls_and_columns(cache):
-    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
-                             "--block-length", "4", "--diffusion-steps", "4", "--num-iterations", "1",
-                             "--rollout-cache", cache])
+    gargs = methods.grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
+                                     "--block-length", "4", "--diffusion-steps", "4", "--num-iterations", "1",
+                                     "--rollout-cache", cache])
     res = bench(micro_model(), gargs, prompt_len=4, repeats=2)
     # the cache keeps the number of calls (one per step) and narrows them: by hand, 2 blocks of 2 steps on a
     # 12-column canvas; prefix's second step forwards block + suffix (8, then 4), dual's the block (4)
@@ -131,8 +134,8 @@ def test_a_round_with_a_cached_rollout_counts_the_analytic_calls_and_columns(cac
 
 
 def test_rollout_table_one_round_per_mode():
-    gargs = grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
-                             "--block-length", "4", "--diffusion-steps", "8", "--num-iterations", "1"])
+    gargs = methods.grpo.parse_args(["--num-generations", "2", "--groups-per-micro", "1", "--gen-length", "8",
+                                     "--block-length", "4", "--diffusion-steps", "8", "--num-iterations", "1"])
     rows = bench_rollouts(micro_model(), gargs, 4, repeats=1)
     assert list(rows) == list(SAMPLERS)
     assert rows["exact"]["agreement"] == 1.0 and rows["exact"]["round_speedup"] == 1.0
@@ -205,7 +208,7 @@ def test_cli_samplers_and_memory_plan_modes(capsys, tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# python -m lab.preflight: one round of the configuration grpo.py's own flags describe, and the projection
+# python -m lab.preflight: one round of the configuration the trainer's own flags describe, and the projection
 
 
 def test_project_hours_against_a_round_by_round_schedule():
@@ -242,7 +245,6 @@ def test_grpo_parse_args_preset_defaults_and_overrides():
 
 
 def test_preflight_measures_the_run_its_flags_describe(tmp_path):
-    import grpo
     from modelio.checkpoint import make_tiny
     from lab.preflight import format_preflight, preflight, project_hours
     make_tiny(str(tmp_path / "m"))
@@ -250,23 +252,24 @@ def test_preflight_measures_the_run_its_flags_describe(tmp_path):
              "--groups-per-micro", "2", "--prompts-per-step", "4", "--max-prompt-length", "6", "--gen-length", "4",
              "--block-length", "2", "--diffusion-steps", "2", "--num-iterations", "3", "--beta", "0.04",
              "--rounds", "5", "--task", "sudoku", "--preset", "tiny"]  # a real task: its default preset is 8b
-    res = preflight(grpo.parse_args(flags))
+    res = preflight(methods.grpo.parse_args(flags))
     assert res["model"] == str(tmp_path / "m")
     # the batch is groups_per_micro x G; the prompt is the longest the left cut lets through
     assert (res["batch_size"], res["prompt_len"], res["gen_length"]) == (6, 6, 4)
-    assert res["passes"] == analytic_passes(grpo.parse_args(flags))
+    assert res["passes"] == analytic_passes(methods.grpo.parse_args(flags))
     round_s = sum(res["seconds"].values())
     hours = res["projection_hours"]
     assert abs(hours["this run (15 steps), 1 CPU process"] - project_hours(round_s, 15, 3, 4, 2, 1)) < 1e-12
     assert "d1's sudoku (3800 steps), 1 CPU process" in hours
     report = format_preflight(res)
     assert "projected wall-clock, d1's sudoku" in report and "WARNING" not in report
-    # every grpo.py flag reaches the measured round: a new objective is measured, not silently the old loss
-    wd1 = preflight(grpo.parse_args(flags + ["--objective", "wd1"]))
+    # every trainer flag (python -m methods.grpo's) reaches the measured round: a new objective is measured,
+    # not silently the old loss
+    wd1 = preflight(methods.grpo.parse_args(flags + ["--objective", "wd1"]))
     assert wd1["config"]["objective"] == "wd1"
     assert wd1["passes"] == passes(*flags, "--objective", "wd1") != res["passes"]
     # and the rollout mode too: a dual cache forwards the block alone at a block's later steps
-    dual = preflight(grpo.parse_args(flags + ["--rollout-cache", "dual", "--diffusion-steps", "4"]))
+    dual = preflight(methods.grpo.parse_args(flags + ["--rollout-cache", "dual", "--diffusion-steps", "4"]))
     assert dual["config"]["rollout_cache"] == "dual" and dual["rollout_columns"] == 2 * (10 + 2)  # (P + N) + block
     # the memory warning: above 90 % of the device's memory, and only then
     for share, warned in [(0.95, True), (0.85, False)]:
@@ -402,7 +405,8 @@ def test_gpu_check_budget_knows_every_8b_check():
     checks = gpu_check.eightb_checks("python3", lambda *p: "/x/" + "/".join(p), 989.0)
     names = [name for name, _, _ in checks]
     assert len(set(names)) == len(names) and set(names) == set(gpu_check.EST_SECONDS)
-    assert names[:3] == ["8b qlora round", "8b qlora round, dual", "8b qlora round, dual+0.9"]  # issue 51's order
+    # d1's QLoRA round in each rollout mode comes first: what a budget must not cut
+    assert names[:3] == ["8b qlora round", "8b qlora round, dual", "8b qlora round, dual+0.9"]
     args = gpu_check.parse_args(["--budget-s", "540", "--only", "dream,justgrpo"])
     assert args.budget_s == 540 and args.only == "dream,justgrpo"
     jg = dict((n, c) for n, c, _ in checks)["8b justgrpo round"]

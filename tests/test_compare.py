@@ -90,7 +90,7 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
     lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
     assert len(lines) == 10 and all(l[0] == sys.executable for l in lines)
     scripts = [l[1:3] if l[1] == "-m" else l[1:2] for l in lines[:5]]
-    assert scripts == [["-m", "modelio.checkpoint"], ["sft.py"], ["eval.py"], ["grpo.py"], ["eval.py"]]
+    assert scripts == [["-m", "modelio.checkpoint"], ["sft.py"], ["eval.py"], ["-m", "methods.grpo"], ["eval.py"]]
     out_dir = [l[l.index("--out-dir") + 1] for l in lines]
     sd = out_dir[0].removesuffix("/init")
     assert sd.startswith(str(tmp_path) + "/sft-") and sd.endswith("/seed3") and out_dir[5] == sd[:-1] + "1/init"
@@ -98,8 +98,8 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
     assert lines[1][2:10] == ["--model-dir", sd + "/init", "--out-dir", sd + "/sft", "--seed", "3", *compare.RESUME]
     assert lines[1][10:] == shlex.split(compare.RECIPES["testbed"]["sft"])
     # the variant's flags come last, after the shared grpo flags
-    assert lines[3][2:4] == ["--model-dir", sd + "/sft"] and lines[3][-1] == "--beta=0"
-    assert lines[3][6:10] == ["--seed", "3", *compare.RESUME] and compare.RESUME[0] not in lines[0] + lines[2]
+    assert lines[3][3:5] == ["--model-dir", sd + "/sft"] and lines[3][-1] == "--beta=0"
+    assert lines[3][7:11] == ["--seed", "3", *compare.RESUME] and compare.RESUME[0] not in lines[0] + lines[2]
     shared = shlex.split(compare.RECIPES["testbed"]["grpo"])
     assert lines[3][-1 - len(shared):-1] == shared
     assert lines[2][2:4] == ["--model-dir", sd + "/sft"]
@@ -108,12 +108,13 @@ def test_dry_run_prints_the_commands_in_order(tmp_path, capsys):
 
 
 def test_toy_recipe_runs_what_make_run_runs(tmp_path, capsys):
-    # lab/runs/toy.sh per seed: modelio.checkpoint, sft.py and grpo.py at their defaults, eval.py on the toy
+    # lab/runs/toy.sh per seed: modelio.checkpoint, sft.py and grpo.py's round (python -m methods.grpo) at their
+    # defaults, eval.py on the toy
     compare.main(["--dry-run", "--recipe", "toy", "--seeds", "2", "--out", str(tmp_path), "--a", "",
                   "--b", "--rollout-cache dual"])
     lines = [shlex.split(l) for l in capsys.readouterr().out.splitlines()]
     assert lines[0][-2:] == ["--seed", "2"] and lines[1][-4:] == ["--seed", "2", *compare.RESUME]  # no flags
-    assert lines[2][1] == "grpo.py" and lines[2][-4:] == ["--seed", "2", *compare.RESUME]  # A: grpo.py's defaults
+    assert lines[2][1:3] == ["-m", "methods.grpo"] and lines[2][-4:] == ["--seed", "2", *compare.RESUME]  # A: defaults
     assert lines[4][-2:] == ["--rollout-cache", "dual"]
     assert [l[1] for l in lines[3::2]] == ["eval.py", "eval.py"]
     assert all(l[-2:] == ["--task", "toy"] for l in lines[3::2])
@@ -126,7 +127,8 @@ def test_cli_dry_run_and_flag_overrides(tmp_path):
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     lines = [shlex.split(l) for l in res.stdout.splitlines()]
-    assert [l[1] for l in lines] == ["-m", "sft.py", "grpo.py", "eval.py", "grpo.py", "eval.py"]
+    assert [l[2] if l[1] == "-m" else l[1] for l in lines] == ["modelio.checkpoint", "sft.py", "methods.grpo", "eval.py",
+                                                               "methods.grpo", "eval.py"]
     assert lines[0][-1] == "0" and lines[1][-2:] == ["--max-steps", "3"]
     assert lines[2][-3:] == ["--rounds=2", "--objective", "diffu_grpo"] and lines[4][-2:] == ["--objective", "wd1"]
     assert lines[3][-2:] == ["--toy-items", "7"]

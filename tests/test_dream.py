@@ -1,10 +1,13 @@
 """
-Tests for the Dream family (model.py's configuration, modelio/families.py, modelio/checkpoint.py, modelio/tokenizer.py)
+Tests for the Dream family (methods/dream.py, on model.py's generic options and modelio's readers and writers)
 against an independent implementation: transformers' Qwen2, which is Dream's architecture run causally.
 The checkpoint these read is written by transformers (Qwen2ForCausalLM.save_pretrained: Dream's key names)
 with a Dream config.json beside it, never by modelio/checkpoint. Qwen2 is run with an all-zero 4-D attention mask
 (every position attends every position) and its logits read shifted, which is what Dream's modeling and
 generation files do; fp32 logits must agree to float rounding.
+
+The scripts run on a tiny Dream through the field's entry points (python -m methods.sft / methods.grpo /
+methods.eval); d1's own scripts, which register LLaDA alone, refuse a Dream directory in one line naming them.
 
 Run: python -m pytest tests/test_dream.py -q
 """
@@ -17,9 +20,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from methods import sampling
+from methods.dream import DREAM, TINY_TOKENIZER, make_tiny_dream
+from model import LLaDA
 from modelio.checkpoint import from_pretrained, load, make_tiny, save_pretrained
 from modelio.tokenizer import load_tokenizer, make_tiny_tokenizer, prompt_ids, special_ids
-from methods import sampling
 from sample import generate
 
 # a small Qwen2 shape: grouped-query attention (4 query heads, 2 key/value heads), untied head, Dream's RoPE base
@@ -51,7 +56,7 @@ def dream(tmp_path_factory):
             if p.dim() == 1:
                 p.normal_(1.0 if "norm" in name else 0.0, 0.3)
     qwen.save_pretrained(str(path))  # model.embed_tokens, model.layers.N.self_attn.q_proj(.bias), ..., lm_head
-    make_tiny_tokenizer(family="dream").save_pretrained(str(path))
+    make_tiny_tokenizer(**TINY_TOKENIZER).save_pretrained(str(path))
     (path / "config.json").write_text(json.dumps(dream_config()))
     return path, qwen
 
@@ -120,8 +125,6 @@ def test_a_kv_cache_window_is_refused():
 
 def make_tiny_model():
     torch.manual_seed(0)
-    from modelio.families import DREAM
-    from model import LLaDA
     cfg = DREAM.config_from_json(dream_config())
     return LLaDA(cfg).eval()
 
@@ -222,6 +225,7 @@ def test_tokenizer_prompts_and_special_ids(dream, tmp_path):
     # ships vocab.json + merges.txt: read as Qwen2's byte-level BPE, never by running that code
     alt = tmp_path / "remote"
     alt.mkdir()
+    shutil.copy(path / "config.json", alt / "config.json")  # names the family whose reader reads these files
     cfg = json.loads((path / "tokenizer_config.json").read_text())
     cfg.update(tokenizer_class="DreamTokenizer", auto_map={"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]})
     core = json.loads((path / "tokenizer.json").read_text())
@@ -272,7 +276,34 @@ def test_the_samplers_kv_cache_is_refused_up_front_for_dream():
 
 @pytest.fixture(scope="module")
 def tiny_dream(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny") / "dream", family="dream")
+    return make_tiny_dream(tmp_path_factory.mktemp("tiny") / "dream")
+
+
+def test_methods_dream_writes_the_tiny_dream_and_make_tiny_reads_its_family(tmp_path):
+    # `python -m methods.dream` (was modelio.checkpoint's --family dream): Dream's layout, at --d-model 64 too (2
+    # query heads sharing one key/value head); make_tiny's family="dream" once the module is imported
+    from conftest import REPO, run
+    out = run([sys.executable, "-m", "methods.dream", "--out-dir", str(tmp_path / "cli"), "--n-layers", "1"], REPO)
+    assert "wrote" in out and "logits" in out
+    assert_dream_dir(tmp_path / "cli")
+    same = make_tiny(tmp_path / "api", family="dream", n_layers=1, d_model=128, n_heads=4, n_kv_heads=1,
+                     mlp_hidden_size=384)
+    for f in ("config.json", "model.safetensors.index.json", "tokenizer.json", "model-00001-of-00001.safetensors"):
+        assert (tmp_path / "cli" / f).read_bytes() == (same / f).read_bytes(), f
+    run([sys.executable, "-m", "methods.dream", "--out-dir", str(tmp_path / "narrow"), "--d-model", "64",
+         "--n-layers", "1"], REPO)
+    assert json.loads((tmp_path / "narrow" / "config.json").read_text())["num_key_value_heads"] == 1
+
+
+@pytest.mark.parametrize("script", ["sft.py", "grpo.py", "eval.py"])
+def test_d1s_own_scripts_name_the_entry_point_that_reads_a_dream_directory(tiny_dream, tmp_path, script):
+    import subprocess
+    from conftest import REPO
+    p = subprocess.run([sys.executable, script, "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "o")],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr[-2000:]
+    assert "model_type 'Dream'" in p.stderr and "python -m methods.sft / methods.grpo / methods.eval" in p.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def assert_dream_dir(path):
@@ -285,15 +316,15 @@ def assert_dream_dir(path):
 
 def test_sft_then_grpo_then_eval_run_on_dream(tiny_dream, tmp_path):
     from conftest import REPO, run
-    run([sys.executable, "sft.py", "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "sft"),
+    run([sys.executable, "-m", "methods.sft", "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "sft"),
          "--max-steps", "2", "--eval-every", "2", "--batch-size", "4", "--num-examples", "16", "--max-length", "128"],
         REPO)
     assert_dream_dir(tmp_path / "sft")
-    run([sys.executable, "grpo.py", "--model-dir", str(tmp_path / "sft"), "--out-dir", str(tmp_path / "grpo"),
-         *SMALL_ROUND], REPO)
+    run([sys.executable, "-m", "methods.grpo", "--model-dir", str(tmp_path / "sft"), "--out-dir",
+         str(tmp_path / "grpo"), *SMALL_ROUND], REPO)
     assert_dream_dir(tmp_path / "grpo")
-    out = run([sys.executable, "eval.py", "--model-dir", str(tmp_path / "grpo"), "--out-dir", str(tmp_path / "eval"),
-               "--toy-items", "4"], REPO)
+    out = run([sys.executable, "-m", "methods.eval", "--model-dir", str(tmp_path / "grpo"), "--out-dir",
+               str(tmp_path / "eval"), "--toy-items", "4"], REPO)
     assert "accuracy" in out
 
 
@@ -307,7 +338,7 @@ def test_every_objective_runs_a_round_on_dream(tiny_dream, tmp_path, objective):
     from conftest import REPO, run
     extra = {"justgrpo": ["--block-length", "1", "--diffusion-steps", "16"],
              "trajectory": ["--trajectory-segments", "2"]}.get(objective, [])
-    run([sys.executable, "grpo.py", "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "rl"),
+    run([sys.executable, "-m", "methods.grpo", "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "rl"),
          *SMALL_ROUND, "--objective", objective, *extra], REPO)
     rec = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
     assert rec and all(math.isfinite(r["loss"]) for r in rec if "loss" in r)
@@ -392,11 +423,11 @@ def test_a_dream_hub_id_resolves_from_the_cache_and_loads(tiny_dream, tmp_path, 
     assert model.config.logit_shift and special_ids(tok, model.config).mask == MASK
 
 
-@pytest.mark.parametrize("script, flag", [("grpo.py", "--rollout-cache"), ("eval.py", "--cache")])
-def test_the_kv_cache_on_dream_is_refused_before_anything_runs(tiny_dream, tmp_path, script, flag):
+@pytest.mark.parametrize("module, flag", [("methods.grpo", "--rollout-cache"), ("methods.eval", "--cache")])
+def test_the_kv_cache_on_dream_is_refused_before_anything_runs(tiny_dream, tmp_path, module, flag):
     import subprocess
     from conftest import REPO
-    p = subprocess.run([sys.executable, script, "--model-dir", str(tiny_dream), "--out-dir", str(tmp_path / "o"),
-                        flag, "dual"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-m", module, "--model-dir", str(tiny_dream), "--out-dir",
+                        str(tmp_path / "o"), flag, "dual"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "shifted logits (Dream)" in p.stderr
     assert not (tmp_path / "o").exists()

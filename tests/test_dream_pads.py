@@ -7,6 +7,10 @@ lengths through our greedy samplers and every likelihood gives what a loop over 
 gives; the pad row stays bit for bit through real AdamW steps with weight decay; LLaDA's padded batch
 is not masked (its pads are attended as d1's) and its pad row trains.
 
+Dream's hiding and freezing are the core's generic options (modelio/families.left_pad_mask,
+ops/trainers.freeze_pad_row), switched on by its Family record (methods/dream.py: hide_pads,
+pad_row_frozen); the scripts run it through the field's entry points (python -m methods.sft).
+
 Run: python -m pytest tests/test_dream_pads.py -q
 """
 import json
@@ -19,11 +23,13 @@ import torch
 import grpo
 from eval import run_items
 from logprob import one_step_logprobs
+import methods.dream  # noqa: F401  (registers the Dream family: make_tiny(family="dream"))
+from methods import grpo as field_grpo
 from methods import sampling
 from methods.estimators import estimate_logprobs
 from methods.justgrpo import ar_logprobs
 from modelio.checkpoint import from_pretrained, make_tiny
-from modelio.families import hides_pads, pad_mask
+from modelio.families import hides_pads, left_pad_mask
 from ops.trainers import freeze_pad_row
 from sample import generate
 from taskdata.data import pad_left, real_tokens
@@ -49,15 +55,15 @@ def test_the_family_decides_and_the_mask_comes_from_the_lengths(tiny):
     rows = [[7, 256, 3], [256], [1, 2, 3, 4]]  # 256: an EOS inside a prompt is a token, not a pad
     assert pad_left(rows, 256).tolist() == [[256, 7, 256, 3], [256, 256, 256, 256], [1, 2, 3, 4]]
     assert real_tokens(rows).tolist() == [[0, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]]
-    assert pad_mask(tiny["llada"], real_tokens(rows)) is None  # LLaDA: no mask at all, as d1
-    assert torch.equal(pad_mask(tiny["dream"], real_tokens(rows)), real_tokens(rows))
+    assert left_pad_mask(tiny["llada"], real_tokens(rows)) is None  # LLaDA: no mask at all, as d1
+    assert torch.equal(left_pad_mask(tiny["dream"], real_tokens(rows)), real_tokens(rows))
 
 
 @pytest.mark.parametrize("remasking", ["low_confidence", "entropy"])  # d1's order and one of Dream's
 def test_a_padded_dream_batch_generates_and_scores_as_its_rows_unpadded(tiny, remasking):
     model = tiny["dream"]
     rows = prompt_rows(model)
-    prompt, am = pad_left(rows, model.config.eos_token_id), pad_mask(model, real_tokens(rows))  # (B, P)
+    prompt, am = pad_left(rows, model.config.eos_token_id), left_pad_mask(model, real_tokens(rows))  # (B, P)
     P, N = prompt.shape[1], 8
     kw = dict(gen_length=N, block_length=4, steps=8, remasking=remasking)
     run = (lambda p, m: sampling.generate(model, p, attention_mask=m, **kw)) if remasking == "entropy" else \
@@ -84,7 +90,7 @@ def test_llada_attends_its_pads_as_before(tiny):
     model = tiny["llada"]
     rows = prompt_rows(model)
     prompt = pad_left(rows, model.config.eos_token_id)
-    am = pad_mask(model, real_tokens(rows))
+    am = left_pad_mask(model, real_tokens(rows))
     assert am is None
     completion = torch.randint(0, 256, (3, 8), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
@@ -102,9 +108,9 @@ def micro_batch(model, rows, pad_value, N=8):
     prompt = torch.where(real.bool(), pad_left(rows, model.config.eos_token_id), pad_value)
     g = torch.Generator().manual_seed(5)
     completion = torch.randint(0, 256, (len(rows), N), generator=g)
-    trace = {"commit_step": torch.randint(0, 4, (len(rows), N), generator=g), "token_logp": torch.zeros(len(rows), N)}
-    return grpo.MicroBatch(0, [], prompt, completion, torch.ones(len(rows), N), trace=trace,
-                           pad_mask=pad_mask(model, real))
+    record = {"commit_step": torch.randint(0, 4, (len(rows), N), generator=g), "token_logp": torch.zeros(len(rows), N)}
+    return grpo.MicroBatch(0, [], prompt, completion, torch.ones(len(rows), N), record=record,
+                           pad_mask=left_pad_mask(model, real))
 
 
 @pytest.mark.parametrize("family", ["dream", "llada"])
@@ -112,11 +118,11 @@ def test_every_likelihood_reads_no_hidden_pad(tiny, family):
     # the same batch with other ids in the pad positions: every objective's likelihood and every --estimator
     # is unchanged on Dream (the pads are hidden from every forward) and changes on LLaDA (they are attended)
     model, rows = tiny[family], prompt_rows(tiny[family])
-    hp = grpo.Hyper(G=1, mu=1, epsilon=0.5, beta=0.0, p_mask=0.3, gen_length=8, block_length=4, steps=4,
+    hp = field_grpo.Hyper(G=1, mu=1, epsilon=0.5, beta=0.0, p_mask=0.3, gen_length=8, block_length=4, steps=4,
                     temperature=1.0, grad_clip=1.0, scale_std=False,
                     own={"ar_chunk": 4, "spg_draws": 2, "spg_beta": 1.5, "spg_omega": 0.5, "espo_draws": 2,
                          "trajectory_segments": 2})
-    likelihoods = {name: obj.logprobs or grpo.one_step for name, obj in grpo.OBJECTIVES.items()}
+    likelihoods = {name: obj.logprobs or grpo.one_step for name, obj in field_grpo.OBJECTIVES.items()}
     likelihoods |= {f"--estimator {e}": lambda m, b, g, hp, mask_id, e=e: estimate_logprobs(
         m, b.prompt, b.completion, e, hp.p_mask, g, mask_id, b.pad_mask) for e in ("coupled", "elbo")}
     eos_padded, other = micro_batch(model, rows, model.config.eos_token_id), micro_batch(model, rows, 42)
@@ -174,11 +180,12 @@ def test_sft_with_weight_decay_keeps_dreams_pad_row(tmp_path, fsdp):
     from conftest import REPO, run, torchrun
     from safetensors.torch import load_file
     base = make_tiny(tmp_path / "dream", family="dream")
-    launch = [*torchrun(2), "sft.py", "--fsdp", "--grad-accum", "2"] if fsdp else [sys.executable, "sft.py"]
+    sft = ["-m", "methods.sft"]  # sft.py with the Dream family registered
+    launch = [*torchrun(2), *sft, "--fsdp", "--grad-accum", "2"] if fsdp else [sys.executable, *sft]
     out = run([*launch, "--model-dir", str(base), "--out-dir", str(tmp_path / "sft"), "--max-steps",
                "2", "--batch-size", "4", "--num-examples", "16", "--max-length", "128", "--weight-decay", "0.1",
                "--lr", "1e-2", "--lora-r", "0"], REPO)
-    assert "frozen, as Dream's padding_idx" in out
+    assert "frozen, as the family's padding_idx" in out
     key, pad = "model.embed_tokens.weight", json.loads((base / "config.json").read_text())["pad_token_id"]
     weights = lambda d: {k: v for f in sorted(d.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
     a, b = weights(base)[key], weights(tmp_path / "sft")[key]

@@ -1,5 +1,6 @@
 """
-Tests for Dream's decoding orders in sample.py (remasking="origin" | "maskgit_plus" | "topk_margin" | "entropy").
+Tests for Dream's decoding orders in methods/sampling.py (remasking="origin" | "maskgit_plus" | "topk_margin" |
+"entropy"), built from sample.py's pieces.
 CPU only, a fake deterministic model, seconds.
 
     python -m pytest tests/test_dream_sampler.py -q

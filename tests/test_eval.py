@@ -1,6 +1,7 @@
 """
 Tests for eval.py: a generation run on the tiny model writes the JSONL + manifest, multi-seed and
---compare work on it, --rescore reads ours and d1's files, and the statistics against hand cases.
+`lab.evals compare` work on it (and methods.eval's cached sampler beside the exact one), --rescore reads
+ours and d1's files, and the statistics against hand cases.
 (The reproduction of d1's LLaDA row from its released generations is in tests/test_parsers.py.)
 
 Run: python -m pytest tests/test_eval.py -q
@@ -13,8 +14,9 @@ import sys
 import pytest
 
 from conftest import REPO, SHARED_DATA, run, torchrun
-from ops.stats import mean_and_spread, paired_bootstrap, summarize
+from lab.evals import paired_bootstrap, summarize
 from modelio.checkpoint import make_tiny
+from ops.stats import mean_and_spread
 from ops.results import D1_FILE, rescore
 from tasks import TASKS
 
@@ -62,31 +64,39 @@ def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, t
     assert (tmp_path / "s" / "toy_16_seed0" / "manifest.json").exists() and (tmp_path / "s" / "toy_16_seed1").exists()
     assert "95% CI over 2 seeds" in out
     # comparing two seeds of the same evaluation works; comparing with the greedy run is refused
-    out = run([sys.executable, str(REPO / "eval.py"), "--compare", str(tmp_path / "s" / "toy_16_seed0"),
-               str(tmp_path / "s" / "toy_16_seed1")], REPO)
+    compare = [sys.executable, "-m", "lab.evals", "compare"]
+    out = run(compare + [str(tmp_path / "s" / "toy_16_seed0"), str(tmp_path / "s" / "toy_16_seed1")], REPO)
     assert "95% paired-bootstrap CI" in out and "over 12 items" in out
-    res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "s" / "toy_16_seed0")],
-                         cwd=REPO, capture_output=True, text=True)
+    res = subprocess.run(compare + [str(d), str(tmp_path / "s" / "toy_16_seed0")], cwd=REPO, capture_output=True,
+                         text=True)
     assert res.returncode != 0 and "temperature" in res.stderr + res.stdout
     # harder held-out toy puzzles: every item has 6-7 blanks, and the same item ids are a different
-    # evaluation, so --compare refuses the pair
+    # evaluation, so the comparison refuses the pair
     run(ev + ["--out-dir", str(tmp_path / "h"), "--toy-blanks", "6,7"], REPO)
     hard = [json.loads(x) for x in (tmp_path / "h" / "toy_16" / "generations.rank0.jsonl").read_text().splitlines()]
     assert all(rec["example"]["puzzle"].count("0") in (6, 7) for rec in hard)
     assert all(rec["example"]["puzzle"].count("0") <= 5 for rec in lines)
     assert json.loads((tmp_path / "h" / "toy_16" / "manifest.json").read_text())["toy_blanks"] == "6,7"
-    res = subprocess.run([sys.executable, str(REPO / "eval.py"), "--compare", str(d), str(tmp_path / "h" / "toy_16")],
-                         cwd=REPO, capture_output=True, text=True)
+    res = subprocess.run(compare + [str(d), str(tmp_path / "h" / "toy_16")], cwd=REPO, capture_output=True, text=True)
     assert res.returncode != 0 and "toy_blanks" in res.stderr + res.stdout
-    # the cached sampler on the same items: recorded in the manifest, and comparable with the exact
-    # run (that is how its accuracy cost is measured), the difference printed as a note
-    run(ev + ["--out-dir", str(tmp_path / "c"), "--block-length", "8", "--cache", "dual", "--threshold", "0.9"], REPO)
+    # the field's cached sampler (python -m methods.eval) on the same items: recorded in the manifest beside
+    # remasking, and comparable with eval.py's exact run (that is how its accuracy cost is measured), the
+    # difference printed as a note; eval.py's own manifest names no sampler option
+    field = [sys.executable, "-m", "methods.eval", *ev[2:]]
+    run(field + ["--out-dir", str(tmp_path / "c"), "--block-length", "8", "--cache", "dual", "--threshold", "0.9"],
+        REPO)
     man_c = json.loads((tmp_path / "c" / "toy_16" / "manifest.json").read_text())
-    assert (man_c["cache"], man_c["threshold"], man["cache"], man["threshold"]) == ("dual", 0.9, None, None)
+    assert (man_c["cache"], man_c["threshold"]) == ("dual", 0.9) and "cache" not in man and "threshold" not in man
+    assert list(man_c)[list(man_c).index("remasking") + 1:][:2] == ["cache", "threshold"]
     run(ev + ["--out-dir", str(tmp_path / "e"), "--block-length", "8"], REPO)
-    out = run([sys.executable, str(REPO / "eval.py"), "--compare", str(tmp_path / "e" / "toy_16"),
-               str(tmp_path / "c" / "toy_16")], REPO)
+    out = run(compare + [str(tmp_path / "e" / "toy_16"), str(tmp_path / "c" / "toy_16")], REPO)
     assert "differ in ['cache', 'threshold']" in out and "over 12 items" in out
+    # with every option off, methods.eval is eval.py: the same records, the options recorded as None
+    run(field + ["--out-dir", str(tmp_path / "x"), "--block-length", "8"], REPO)
+    man_x = json.loads((tmp_path / "x" / "toy_16" / "manifest.json").read_text())
+    assert (man_x["cache"], man_x["threshold"]) == (None, None)
+    assert (tmp_path / "x" / "toy_16" / "generations.rank0.jsonl").read_bytes() == \
+        (tmp_path / "e" / "toy_16" / "generations.rank0.jsonl").read_bytes()
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")

@@ -53,12 +53,12 @@ def rank0(out, seed):
     return (out / f"toy_16_seed{seed}" / "generations.rank0.jsonl").read_text()
 
 
-def refused(cmd):
-    """Run a command that must refuse: one line 'eval.py: error: ...' on stderr, exit 2, no traceback."""
+def refused(cmd, script="eval.py"):
+    """Run a command that must refuse: one line '<script>: error: ...' on stderr, exit 2, no traceback."""
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     lines = res.stderr.strip().splitlines()
-    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("eval.py: error: "), res.stderr[-3000:]
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{script}: error: "), res.stderr[-3000:]
     assert "Traceback" not in res.stdout + res.stderr
     return lines[0]
 
@@ -159,8 +159,11 @@ def test_resume_repairs_a_finished_run_whose_rank_file_lost_records(tmp_path, di
     path.write_bytes(damage(path.read_bytes().splitlines(keepends=True)))
     assert json.loads((d / "manifest.json").read_text())["complete"] is True  # finished, says its manifest
     # without --resume: one line that says what is wrong and what to do, and what it says must be true (below)
-    read = ["--rescore", str(d)] if mode == "rescore" else ["--compare", str(ref_out / d.name), str(d)]
-    msg = refused([sys.executable, str(REPO / "eval.py"), *read])
+    if mode == "rescore":
+        msg = refused([sys.executable, str(REPO / "eval.py"), "--rescore", str(d)])
+    else:  # the paired comparison of two result dirs (lab/evals.py)
+        msg = refused([sys.executable, "-m", "lab.evals", "compare", str(ref_out / d.name), str(d)],
+                      "lab.evals compare")
     assert says in msg and "the eval.py command that wrote it, plus --resume" in msg
     # the state the up-front checks give it: continued like an unfinished run, not only scored
     man = json.loads((d / "manifest.json").read_text())

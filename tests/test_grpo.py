@@ -21,9 +21,7 @@ from modelio.adapters import add_lora, lora_disabled
 from modelio.checkpoint import from_pretrained
 from taskdata.data import load_rl_data, pad_left
 from logprob import FIXED_MASK_SEED, mask_generator, mask_seeds, one_step_logprobs
-from methods.estimators import ESTIMATORS
 from ops.metrics import read_metrics, round_metrics
-from lab.cost import analytic_passes
 
 
 def test_completion_mask_keeps_up_to_and_including_first_eos():
@@ -190,30 +188,35 @@ def test_mask_seeds_fixed_ablation_and_keys():
     assert a != b and a != c  # another round or run seed: other masks
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-def test_inner_step_j_uses_mask_seed_j(monkeypatch, estimator):
-    # score_old_ref stores old log-probs per seed; policy_step j must score under seed j, so that
-    # the ratio is exactly 1 before the first update (and is not for any other seed), whatever the estimator
+
+
+
+def inner_steps_use_their_seeds(monkeypatch, hp, old_ref=score_old_ref, micro=grpo.micro_step):
+    """score_old_ref stores old log-probs per seed; policy_step j must score under seed j, so that the
+    ratio is exactly 1 before the first update (and is not for any other seed). The field's phases
+    (tests/test_methods_grpo.py) pass their own old_ref and micro."""
     model = tiny_model()
     g = torch.Generator().manual_seed(0)
     prompt, completion = torch.randint(0, 48, (3, 10), generator=g), torch.randint(0, 49, (3, 6), generator=g)
     batch = MicroBatch(7, [], prompt, completion, torch.ones(3, 6), adv=torch.tensor([1.0, -1.0, 0.0]))
     seeds = [11, 12, 13]
-    args = grpo.parse_args(["--p-mask", "0.5", "--beta", "0", "--estimator", estimator, "--grad-clip", "0"])
-    hp, obj, _ = grpo.round_setup(args)
-    score_old_ref(model, None, None, [batch], seeds, obj, hp, torch.no_grad)
+    old_ref(model, None, None, [batch], seeds, hp, torch.no_grad)
     assert len(batch.old) == 3 and not torch.equal(batch.old[0], batch.old[1])
     seen = []
     monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, *a: (seen.append((logp.detach(), old)),
                                                                    grpo_loss(logp, old, *a))[1])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # weights stay θ_old
     for j in range(3):
-        policy_step(model, [batch], j, seeds[j], opt, list(model.parameters()), obj, hp, nullcontext,
-                    model.config.mask_token_id, accum=1)
+        policy_step(model, [batch], j, seeds[j], opt, list(model.parameters()), hp, nullcontext,
+                    model.config.mask_token_id, accum=1, micro=micro)
         logp, old = seen[-1]
         assert torch.equal(logp, batch.old[j]) and torch.equal(old, batch.old[j])
     assert not torch.equal(seen[0][0], batch.old[1])
 
+
+def test_inner_step_j_uses_mask_seed_j(monkeypatch):
+    inner_steps_use_their_seeds(monkeypatch, grpo.hyper(grpo.parse_args(["--p-mask", "0.5", "--beta", "0",
+                                                                         "--grad-clip", "0"])))
 
 
 def test_load_rl_data_several_tasks_shuffled_with_d1_seed():
@@ -237,7 +240,8 @@ def test_round_metrics_against_a_hand_count():
     # two micro-batches of two groups of G = 3; group rewards (1, 0, 0), (1, 1, 1) | (0.5, 0.5, 0.5), (2, 0, 1)
     def mb(rewards, lengths, rows, calls):
         mask = torch.tensor([[1.0] * n + [0.0] * (4 - n) for n in lengths])  # (6, 4)
-        return MicroBatch(0, [], None, torch.tensor(rows), mask, calls, rewards=torch.tensor(rewards))
+        return MicroBatch(0, [], None, torch.tensor(rows), mask, record={"model_calls": calls},
+                          rewards=torch.tensor(rewards))
     # distinct completions are compared on what the mask keeps (up to the first EOS): tokens after it never count
     rows_a = [[5, 6, 7, 8], [5, 9, 9, 9], [5, 6, 1, 1], [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 5]]
     rows_b = [[7, 1, 1, 1], [7, 2, 2, 2], [7, 3, 3, 3], [4, 4, 0, 0], [4, 4, 9, 9], [4, 5, 0, 0]]
@@ -274,77 +278,3 @@ def test_test_curve_logs_a_heldout_curve_that_ends_at_eval_py(tmp_path):
     p = subprocess.run([sys.executable, str(REPO / "grpo.py"), "--eval-every", "1", "--task", "gsm8k",
                         "--out-dir", str(tmp_path / "refused")], cwd=REPO, capture_output=True, text=True)
     assert p.returncode != 0 and "--eval-every measures the validation split" in p.stderr
-
-
-def test_an_objective_without_old_pass_makes_no_old_or_ref_calls():
-    # wd1 reads neither θ_old nor θ_ref: score_old_ref runs no forward at all, and analytic_passes counts none
-    model = tiny_model()
-    spy = Spy(model)
-    prompt, completion = torch.randint(0, 48, (3, 10)), torch.randint(0, 49, (3, 6))
-    batch = MicroBatch(0, [], prompt, completion, torch.ones(3, 6), adv=torch.tensor([1.0, -1.0, 0.0]))
-    for objective, calls in (("wd1", 0), ("diffu_grpo", 2 * 2)):  # diffu_grpo: old and ref, 2 seeds
-        args = grpo.parse_args(["--objective", objective, "--beta", "0.04", "--num-generations", "3"])
-        hp, obj, _ = grpo.round_setup(args)
-        spy.seen.clear()
-        batch.old, batch.ref = [], []
-        score_old_ref(spy, None, lambda: lora_disabled(model), [batch], [5, 6], obj, hp, nullcontext)
-        assert len(spy.seen) == calls
-        passes = analytic_passes(args)
-        assert passes["old_fwd"] + passes["ref_fwd"] == calls
-    # and its update runs on the batch without old log-probs
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hp, obj, _ = grpo.round_setup(grpo.parse_args(["--objective", "wd1", "--num-generations", "3"]))
-    st = policy_step(model, [batch], 0, 5, opt, list(model.parameters()), obj, hp, nullcontext,
-                     model.config.mask_token_id, accum=1)
-    assert st["skipped"] == 0.0 and math.isfinite(st["loss"]) and "seq_logp" in st and obj is not grpo.D1
-
-
-# -----------------------------------------------------------------------------
-# fast rollouts (--rollout-cache / --rollout-threshold): they change which completions are sampled, never how
-# they are scored
-
-
-@pytest.mark.parametrize("cache,threshold,rule", [("none", 0.0, "certainty"), ("prefix", 0.0, "certainty"),
-                                                  ("dual", 0.0, "certainty"), ("none", 0.03, "certainty"),
-                                                  ("dual", 0.03, "certainty"), ("dual", 0.03, "fast_dllm")])
-def test_ratio_is_exactly_one_at_inner_step_zero_for_every_rollout_mode(cache, threshold, rule):
-    import copy
-    model = tiny_model()
-    prompt = torch.randint(0, 48, (2, 5), generator=torch.Generator().manual_seed(1)).repeat_interleave(3, dim=0)
-    args = grpo.parse_args(["--num-iterations", "2", "--beta", "0.04", "--p-mask", "0.3", "--gen-length", "12",
-                            "--block-length", "4", "--diffusion-steps", "12", "--temperature", "1.0",
-                            "--rollout-cache", cache, "--rollout-threshold", str(threshold),
-                            "--rollout-threshold-rule", rule])
-    hp, obj, rollout_sampler = grpo.round_setup(args)
-    completion, sampler = grpo.rollout(model, prompt, torch.Generator().manual_seed(0), nullcontext, hp,
-                                       rollout_sampler)  # (6, 12), 3 blocks of 4 steps
-    # the mode acts: a threshold this low ends blocks early; without one, every step runs
-    assert (sampler["model_calls"] < 12) if threshold else (sampler["model_calls"] == 12)
-    b = MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), sampler["model_calls"],
-                   adv=torch.tensor([1.0, -1.0, 0.5, -0.5, 0.25, -0.25]))
-    ref_model = copy.deepcopy(model).requires_grad_(False)  # full fine-tuning: the reference is a frozen copy
-    seeds = mask_seeds(5, 0, 2)
-    score_old_ref(model, ref_model, nullcontext, [b], seeds, obj, hp, nullcontext)
-    params = list(model.parameters())
-    opt = torch.optim.AdamW(params, lr=1e-2)
-    first = policy_step(model, [b], 0, seeds[0], opt, params, obj, hp, nullcontext, 49, accum=1)
-    # θ_old was scored by the estimator under the same mask, not by the sampler: ρ = 1 bit for bit
-    assert first["ratio_mean"] == 1.0 and first["ratio_dev"] == 0.0 and first["clip_frac"] == 0.0
-    second = policy_step(model, [b], 1, seeds[1], opt, params, obj, hp, nullcontext, 49, accum=1)
-    assert second["ratio_dev"] > 0  # the first step did move the policy
-
-
-def test_fast_rollout_run_logs_its_rollouts(tmp_path):
-    model_dir = tmp_path / "tiny"
-    write_digit_model(model_dir)
-    common = ["--model-dir", str(model_dir), "--num-examples", "16", "--prompts-per-step", "2", "--toy-blanks", "6,8",
-              "--groups-per-micro", "1", "--num-generations", "3", "--num-iterations", "2", "--gen-length", "16",
-              "--block-length", "8", "--diffusion-steps", "8", "--lr", "1e-2", "--rounds", "3", "--save-every", "10"]
-    fast = common + ["--rollout-cache", "dual", "--rollout-threshold", "0.3"]
-    cmd = [sys.executable, str(REPO / "grpo.py")]
-    run(cmd + fast + ["--out-dir", str(tmp_path / "fast")], REPO)
-    run(cmd + common + ["--out-dir", str(tmp_path / "exact")], REPO)
-    fast, exact = (read_metrics(str(tmp_path / d)) for d in ("fast", "exact"))
-    # every round logs the rollouts: the exact sampler makes all 8 calls, the threshold at most 8
-    assert all(r["rollout_calls"] == 8 for r in exact) and all(0 < r["rollout_calls"] <= 8 for r in fast)
-    assert all(1 / 3 <= r["distinct"] <= 1 for r in fast + exact)

@@ -189,10 +189,14 @@ def test_help_shows_every_default(argv):
 
 
 def test_help_says_what_each_preset_sets():
-    tiny = option_blocks(script(["grpo.py", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
-    d1 = option_blocks(script(["grpo.py", "--task", "gsm8k", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
-    assert "(default: 0.0001 from --preset tiny; testbed: 0.0001, 8b: 3e-06, justgrpo: 5e-06, " in tiny["--lr"]
-    assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001, justgrpo: 5e-06, " in d1["--lr"]  # a real task: 8b
+    wide = {**os.environ, "COLUMNS": "250"}
+    tiny = option_blocks(script(["grpo.py", "--help"], env=wide).stdout)
+    d1 = option_blocks(script(["grpo.py", "--task", "gsm8k", "--help"], env=wide).stdout)
+    assert "(default: 0.0001 from --preset tiny; testbed: 0.0001, 8b: 3e-06)" in tiny["--lr"]  # d1's presets only
+    assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)" in d1["--lr"]  # a real task: 8b
+    # the field's entry point adds the papers' presets to d1's
+    field = option_blocks(script(["-m", "methods.grpo", "--task", "gsm8k", "--help"], env=wide).stdout)
+    assert "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001, justgrpo: 5e-06, " in field["--lr"]
     sft = option_blocks(script(["sft.py", "--task", "s1k", "--help"], env={**os.environ, "COLUMNS": "250"}).stdout)
     assert "(default: 4096 from --task s1k)" in sft["--max-length"]  # a length is the task's, not a preset's
 
@@ -216,10 +220,10 @@ def test_the_bar_names_each_phase_of_a_round(tmp_path):
     model = make_tiny(tmp_path / "tiny", **SMALL)
     res = script(["grpo.py", "--model-dir", str(model), *ROUND, "--out-dir", str(tmp_path / "run")])
     assert res.returncode == 0, res.stderr[-3000:]
-    phases = re.findall(r"grpo: ([a-z/]+(?: \d+/\d+)?)", res.stderr)
+    phases = re.findall(r"grpo: ([a-z_/]+(?: \d+/\d+)?)", res.stderr)
     # in order, with no repeats of a phase's own state (the bar redraws each one once)
     seen = list(dict.fromkeys(phases))
-    assert seen == ["rollout 1/2", "rollout 2/2", "reward", "old/ref", "update 1/2", "update 2/2"]
+    assert seen == ["rollout 1/2", "rollout 2/2", "reward", "old_ref", "update 1/2", "update 2/2"]
 
 
 # -----------------------------------------------------------------------------
@@ -244,11 +248,16 @@ def test_readme_recipe_reads_only_what_an_earlier_command_wrote():
     for cmd in commands:
         if "git" in cmd:
             cmd = cmd[cmd.index("&&") + 1:]  # the rescore line clones d1 first
-        script_name = next(t for t in cmd if t.endswith(".py"))
+        # a script (sft.py, grpo.py, eval.py) or a module (python -m lab.evals select|compare ...)
+        script_name = cmd[cmd.index("-m") + 1] if "-m" in cmd else next(t for t in cmd if t.endswith(".py"))
         model = flag(cmd, "--model-dir")
         if model and model.startswith("out/"):
             assert any(out == model for s, out, *_ in written if s in ("sft.py", "grpo.py")), f"nothing writes {model}"
-        for path in (cmd[cmd.index("--compare") + 1:cmd.index("--compare") + 3] if "--compare" in cmd else []):
+        if script_name == "lab.evals" and cmd[cmd.index("lab.evals") + 1] == "select":
+            run_dir = cmd[cmd.index("select") + 1]
+            assert any(s == "grpo.py" and out == run_dir for s, out, *_ in written), f"nothing writes {run_dir}"
+        compared = script_name == "lab.evals" and cmd[cmd.index("lab.evals") + 1] == "compare"
+        for path in (cmd[cmd.index("compare") + 1:cmd.index("compare") + 3] if compared else []):
             out, _, run_dir = path.rpartition("/")
             task, gen = run_dir.rsplit("_", 1)
             assert any(s == "eval.py" and o == out and t == task and gen in g.split(",") for s, o, t, g in written), \
@@ -259,4 +268,5 @@ def test_readme_recipe_reads_only_what_an_earlier_command_wrote():
             args = grpo.parse_args(cmd[cmd.index("grpo.py") + 1:])
             assert args.preset == "8b" and args.model_dir
         written.append((script_name, flag(cmd, "--out-dir"), flag(cmd, "--task"), flag(cmd, "--gen-lengths") or ""))
-    assert [s for s, *_ in written].count("eval.py") >= 4  # two evals, the comparison and the rescore
+    assert [s for s, *_ in written].count("eval.py") >= 3  # two evals and the rescore
+    assert [s for s, *_ in written].count("lab.evals") == 2  # the selected checkpoint, the comparison

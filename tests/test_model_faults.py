@@ -1,5 +1,5 @@
 """
-Fault injection into a model directory (issue 37): each test copies a tiny LLaDA or Dream written by
+Fault injection into a model directory: each test copies a tiny LLaDA or Dream (methods/dream.py) written by
 make_tiny, breaks one thing, and checks that the loader, or the up-front check of the entry scripts,
 refuses it in ONE line that names the file and the field or tensor:
   - a NaN or inf weight (fp32 and bf16 shards): refused at load, naming the tensor and its shard; before,
@@ -23,6 +23,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+import methods.dream  # noqa: F401  (registers the Dream family: make_tiny(family="dream"))
 from conftest import REPO
 from modelio.checkpoint import from_pretrained, make_tiny, verify
 from modelio.tokenizer import check_tokenizer_files, load_tokenizer

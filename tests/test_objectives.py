@@ -15,10 +15,11 @@ import torch
 
 import grpo
 from conftest import tiny_model
-from grpo import MicroBatch, completion_mask, group_advantages, policy_step, score_old_ref
+from grpo import MicroBatch, completion_mask, group_advantages, policy_step
 from lab.exact import conditional_table, exact_elbo, exact_eubo, exact_logprob
 from logprob import noisy_prompt, one_step_logprobs
 from methods import espo, justgrpo, spg, trajectory
+from methods import grpo as field
 from methods.wd1 import wd1_loss
 from methods.sampling import generate
 
@@ -26,16 +27,19 @@ MASK = 49  # tiny_model's mask id (EOS 48)
 
 
 def rollout_batch(model, flags, b=4, P=5, seed=0):
-    """A micro-batch sampled as grpo.py samples it, under `flags`, with the sampler's record and random
-    rewards' advantages. -> (MicroBatch, the round: its parsed flags .args, .hp, .obj (grpo.round_setup))."""
-    args = grpo.parse_args(["--num-generations", "2", *flags])
-    hp, obj, sampler = grpo.round_setup(args)
+    """A micro-batch sampled as the field's entry point samples it (methods/grpo.py), under `flags`, with the
+    sampler's record and random rewards' advantages. -> (MicroBatch, the round: .args, .hp, .obj, .old_ref,
+    .micro)."""
+    args = field.parse_args(["--num-generations", "2", *flags])
+    obj = field.objective_of(args)
+    hp = field.hyper(args, obj)
     g = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, 48, (b // 2, P), generator=g).repeat_interleave(2, 0)  # (b, P): groups of 2
-    completion, trace = grpo.rollout(model, prompt, g, nullcontext, hp, sampler)  # (b, N)
+    completion, record = field.rollout_of(args, obj)(model, prompt, g, nullcontext, hp)  # (b, N)
     adv = group_advantages(torch.tensor([1.0, 0.0, 0.5, 2.0])[:b], 2, args.scale_std)
-    batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), trace=trace, adv=adv)
-    return batch, SimpleNamespace(args=args, hp=hp, obj=obj)
+    batch = MicroBatch(0, [], prompt, completion, completion_mask(completion, 48), record=record, adv=adv)
+    return batch, SimpleNamespace(args=args, hp=hp, obj=obj, old_ref=field.old_ref_of(obj),
+                                  micro=field.micro_of(obj))
 
 
 def flat_grad(model):
@@ -101,10 +105,11 @@ def test_the_sampler_records_the_ar_likelihood_so_rho_is_one_at_the_first_step()
     b, r = rollout_batch(model, AR)
     with torch.no_grad():
         recomputed = justgrpo.ar_logprobs(model.eval(), b.prompt, b.completion)
-    assert torch.allclose(b.trace["token_logp"], recomputed, atol=1e-5)
-    assert torch.equal(b.trace["commit_step"], torch.arange(6).expand(4, 6))  # position t written at step t
+    assert torch.allclose(b.record["token_logp"], recomputed, atol=1e-5)
+    assert torch.equal(b.record["commit_step"], torch.arange(6).expand(4, 6))  # position t written at step t
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    st = policy_step(model, [b], 0, 5, opt, list(model.parameters()), r.obj, r.hp, nullcontext, MASK, accum=1)
+    st = policy_step(model, [b], 0, 5, opt, list(model.parameters()), r.hp, nullcontext, MASK, accum=1,
+                     micro=r.micro)
     assert abs(st["ratio_mean"] - 1) < 1e-5 and st["ratio_dev"] < 1e-5 and st["clip_frac"] == 0.0
 
 
@@ -172,17 +177,17 @@ def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
 
 
 def test_justgrpo_presets_their_optimizer():
-    args = grpo.parse_args(["--preset", "justgrpo"])
+    args = field.parse_args(["--preset", "justgrpo"])
     assert (args.adam_beta2, args.grad_clip) == (0.999, 1.0)  # AdamW (0.9, 0.999), max norm 1.0 on the sum
-    assert grpo.parse_args([]).adam_beta2 == 0.99  # d1's
+    assert field.parse_args([]).adam_beta2 == 0.99  # d1's
 
 
 def test_justgrpo_refuses_a_sampler_that_is_not_left_to_right():
     with pytest.raises(ValueError, match="--block-length 1 --diffusion-steps 16"):
-        justgrpo.check(grpo.parse_args(["--objective", "justgrpo"]))
+        justgrpo.check(field.parse_args(["--objective", "justgrpo"]))
     with pytest.raises(ValueError, match="no KL term"):
-        justgrpo.check(grpo.parse_args(AR + ["--beta", "0.04"]))
-    justgrpo.check(grpo.parse_args(["--preset", "justgrpo"]))  # the paper's own settings pass
+        justgrpo.check(field.parse_args(AR + ["--beta", "0.04"]))
+    justgrpo.check(field.parse_args(["--preset", "justgrpo"]))  # the paper's own settings pass
 
 
 # -----------------------------------------------------------------------------
@@ -485,7 +490,7 @@ def test_one_segment_per_step_is_the_samplers_own_conditionals():
     # against a plain loop that rebuilds each step's canvas from the commit steps
     model = tiny_model(9).eval()
     b, r = rollout_batch(model, TRAJ + ["--trajectory-segments", "4", "--p-mask", "0"])
-    commit = b.trace["commit_step"]
+    commit = b.record["commit_step"]
     with torch.no_grad():
         ours = trajectory.trajectory_logprobs(model, b, None, r.hp)
         loop = torch.zeros_like(ours)
@@ -493,7 +498,7 @@ def test_one_segment_per_step_is_the_samplers_own_conditionals():
             x = torch.cat([b.prompt, torch.where(commit < s, b.completion, MASK)], dim=1)
             lp = torch.log_softmax(model(x)[:, 5:].double(), -1).gather(-1, b.completion[..., None])[..., 0]
             loop = torch.where(commit == s, lp.float(), loop)
-    assert torch.allclose(ours, loop, atol=1e-5) and torch.allclose(ours, b.trace["token_logp"], atol=1e-5)
+    assert torch.allclose(ours, loop, atol=1e-5) and torch.allclose(ours, b.record["token_logp"], atol=1e-5)
 
 
 def released_stepmerge(model, q, completion, commit_step, steps, n_segments):
@@ -550,7 +555,7 @@ def test_trajectory_equals_d2s_released_stepmerge(steps, n_segments):
     b, r = rollout_batch(model, ["--objective", "trajectory", "--gen-length", "8", "--block-length", "4",
                                  "--diffusion-steps", str(steps), "--trajectory-segments", str(n_segments),
                                  "--beta", "0.04"])
-    commit = b.trace["commit_step"]
+    commit = b.record["commit_step"]
     q = noisy_prompt(b.prompt, r.hp.p_mask, torch.Generator().manual_seed(5), MASK)
     model.eval()
     with torch.no_grad():
@@ -588,9 +593,10 @@ def test_d2s_float_boundaries_equal_ours_at_d2s_settings():
 def test_ratio_is_one_at_the_first_step_and_the_segmented_pass_has_the_one_forward_gradient(flags):
     model = tiny_model(10)
     b, r = rollout_batch(model, flags)
-    score_old_ref(model, None, nullcontext, [b], [3, 4], r.obj, r.hp, nullcontext)
+    r.old_ref(model, None, nullcontext, [b], [3, 4], r.hp, nullcontext)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    st = policy_step(model, [b], 0, 3, opt, list(model.parameters()), r.obj, r.hp, nullcontext, MASK, accum=1)
+    st = policy_step(model, [b], 0, 3, opt, list(model.parameters()), r.hp, nullcontext, MASK, accum=1,
+                     micro=r.micro)
     assert st["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and st["ratio_dev"] < 1e-6
     if r.args.objective == "trajectory":  # one segment at a time adds up to the loss of one forward
         model.zero_grad()

@@ -1,7 +1,7 @@
 """
 Tests for the honest protocol end to end on CPU (docs/evaluation.md "An honest protocol"): grpo.py's
 Sudoku split by solution (printed and recorded), --val-size with --eval-every (val_acc rows, best.json
-naming a save that --keep-last and --resume keep), eval.py --select on that run (the table with both
+naming a save that --keep-last and --resume keep), `lab.evals select` on that run (the table with both
 checkpoints), ops/best.py's decisions against a hand-kept maximum, and the one-line refusals.
 
 Run: python -m pytest tests/test_protocol.py -q
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import REPO, run, write_digit_model
-from ops.select import bootstrap_ci
+from lab.evals import bootstrap_ci
 from ops.best import Best
 from ops.metrics import read_metrics
 from taskdata.puzzles import sudoku_grids
@@ -78,7 +78,7 @@ def test_validation_best_json_keep_last_resume_and_select(tmp_path):
     # --keep-last 1: the newest save, and the one best.json names, however old
     assert sorted(p.name for p in (out / "saves").iterdir()) == sorted({f"step-{first:06d}", "step-000005"})
     sel = tmp_path / "sel"
-    stdout = run([sys.executable, str(REPO / "eval.py"), "--select", str(out), "--task", "toy", "--toy-items", "20",
+    stdout = run([sys.executable, "-m", "lab.evals", "select", str(out), "--task", "toy", "--toy-items", "20",
                   "--out-dir", str(sel)], REPO)
     report = json.loads((sel / "select.json").read_text())
     assert [(r["checkpoint"], r["step"], r["gen_length"]) for r in report["rows"]] == [("final", 5, 16),
@@ -92,6 +92,12 @@ def test_validation_best_json_keep_last_resume_and_select(tmp_path):
     assert "| final | 5 | 16 |" in table and f"| selected | {first} | 16 |" in table and table in stdout
     manifest = json.loads((sel / "final" / "toy_16" / "manifest.json").read_text())
     assert manifest["train_split"]["val_size"] == 8  # eval.py records the evaluated model's split
+    # the field's eval entry point, its sampler flags passed through
+    field = tmp_path / "sel-field"
+    run([sys.executable, "-m", "lab.evals", "select", str(out), "--entry", "methods.eval", "--toy-items", "20",
+         "--out-dir", str(field), "--block-length", "8", "--cache", "dual"], REPO)
+    for name in ("final", "selected"):
+        assert json.loads((field / name / "toy_16" / "manifest.json").read_text())["cache"] == "dual"
 
 
 class FakeCurve:
@@ -146,7 +152,7 @@ def test_protocol_flags_that_cannot_work_are_refused(extra, says):
     import grpo as trainer
     args = trainer.parse_args(extra)
     with pytest.raises(ValueError) as e:
-        check_grpo_args(args, 1, TASKS, check_schedule, trainer.round_setup(args)[1].check)
+        check_grpo_args(args, 1, TASKS, check_schedule)
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
@@ -155,6 +161,6 @@ def test_one_line_refusals_of_the_scripts(tmp_path):
     assert rc == 2 and "--sudoku-test" in err and len(err.splitlines()) == 1
     rc, err = refused(grpo("--num-examples", "40", "--val-size", "40", "--out-dir", str(tmp_path / "r")))
     assert rc == 2 and "--val-size 40" in err and len(err.splitlines()) == 1
-    rc, err = refused([sys.executable, str(REPO / "eval.py"), "--select", str(tmp_path), "--out-dir",
+    rc, err = refused([sys.executable, "-m", "lab.evals", "select", str(tmp_path), "--out-dir",
                        str(tmp_path / "sel")])
     assert rc == 2 and "no best.json: train with --val-size N --eval-every K" in err and len(err.splitlines()) == 1

@@ -7,25 +7,23 @@ Run: python -m pytest tests/test_rank_objectives.py -q
 import math
 import shlex
 
-import grpo
+import methods.grpo
 from lab import rank_objectives as rank
 
 
 def test_every_objective_runs_on_the_toy_with_the_same_rollout_budget():
     budgets = set()
     for name, flags in rank.OBJECTIVES.items():
-        args = grpo.parse_args(["--task", "toy"] + shlex.split(flags))
+        args = methods.grpo.parse_args(["--task", "toy"] + shlex.split(flags))
         assert args.objective == name
-        check = grpo.OBJECTIVES[name].check
-        if check:
-            check(args)  # raises on flags the objective refuses
+        methods.grpo.check(args, methods.grpo.objective_of(args))  # raises on flags the objective refuses
         budgets.add((args.rounds, args.prompts_per_step, args.num_generations))
     assert budgets == {(30, 16, 6)}  # the toy preset's: 30 rounds x 16 prompts x G 6 for every objective
     assert rank.budget() == (30, 30 * 16 * 6)
 
 
 def test_rows_and_table_from_compare_summaries():
-    # lab.compare's summary: A = diffu-GRPO, B = the objective; updates["B"] from grpo.py's metrics
+    # lab.compare's summary: A = diffu-GRPO, B = the objective; updates["B"] from its run's metrics
     summary = {"seeds": [0, 1, 2, 3, 4], "acc_a": [20.0] * 5, "acc_b": [22.0, 24.0, 20.0, 26.0, 23.0],
                "mean_a": 20.0, "mean_b": 23.0, "mean": 3.0, "ci": [0.5, 5.5],
                "updates": {"A": {"rounds": 150, "train_s": 150.0}, "B": {"rounds": 150, "train_s": 300.0}}}

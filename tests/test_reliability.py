@@ -300,14 +300,25 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, digit_model, script,
     (["--eval-every", "5", "--task", "gsm8k"], "--eval-every measures the validation split"),
     (["--eval-every", "5", "--val-size", "8", "--fsdp", "--lora-r", "0"], "--eval-every runs on rank 0 alone"),
     (["--eval-every", "5", "--test-curve", "--task", "gsm8k"], "--test-curve draws a generated toy's test-set curve"),
-    (["--rollout-threshold", "1.5"], "--rollout-threshold must be 0 (off) or in (0, 1]"),
-    (["--rollout-threshold", "0.9", "--fsdp", "--lora-r", "0"], "--rollout-threshold with --fsdp"),
 ])
 def test_grpo_flags_that_cannot_work_are_refused(flags, says):
     import grpo
     args = grpo.parse_args(flags)
     with pytest.raises(ValueError) as e:
-        check_grpo_args(args, 1, TASKS, check_schedule, grpo.round_setup(args)[1].check)
+        check_grpo_args(args, 1, TASKS, check_schedule)
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--rollout-threshold", "1.5"], "--rollout-threshold must be 0 (off) or in (0, 1]"),
+    (["--rollout-threshold", "0.9", "--fsdp", "--lora-r", "0"], "--rollout-threshold with --fsdp"),
+    (["--objective", "spg", "--beta", "0.04"], "--objective spg has no KL term"),
+])
+def test_the_field_flags_that_cannot_work_are_refused(flags, says):
+    from methods import grpo as field
+    args = field.parse_args(flags)
+    with pytest.raises(ValueError) as e:
+        field.check(args, field.objective_of(args))
     assert says in str(e.value)
 
 

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from model import LLaDA, LLaDAConfig  # noqa: E402
 from methods import sampling  # noqa: E402
-from sample import check_generate_args, generate, num_transfer_tokens, sample_tokens, select_top_k  # noqa: E402
+from sample import (check_generate_args, draw_device, generate, num_transfer_tokens, sample_tokens,  # noqa: E402
+                    select_top_k, uniform)
 
 V, MASK, EOS = 64, 63, 62  # tiny vocab; the ids only live here, the sampler reads model.config
 
@@ -256,6 +257,15 @@ def test_num_transfer_tokens_table():
     want = [[3, 3, 2, 2], [2, 2, 2, 2], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
     assert got.tolist() == want
     assert num_transfer_tokens(torch.tensor([7]), 1).tolist() == [[7]]
+
+
+def test_noise_is_drawn_on_the_generators_own_device():
+    # a CPU generator draws on the CPU whatever the model's device, so its numbers are the same on any device
+    g = torch.Generator()
+    assert draw_device(g, "cuda") == g.device == torch.device("cpu")
+    assert draw_device(None, "cpu") == "cpu"
+    u = uniform((3,), torch.Generator().manual_seed(4), "cpu")
+    assert torch.equal(u, torch.rand(3, generator=torch.Generator().manual_seed(4)))
 
 
 def test_select_top_k_per_row():

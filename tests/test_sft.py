@@ -13,7 +13,8 @@ from conftest import REPO, run, torchrun
 from modelio.checkpoint import from_pretrained, make_tiny
 from modelio.tokenizer import load_tokenizer
 from ops.metrics import read_metrics
-from sft import SFT_EPS, encode_example, get_lr, sft_loss, sft_noise
+from sft import SFT_EPS, get_lr, sft_loss, sft_noise
+from taskdata.data import encode_example
 
 MASK = 99
 

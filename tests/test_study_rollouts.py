@@ -12,6 +12,7 @@ from contextlib import nullcontext
 import torch
 
 import grpo
+import methods.grpo
 import tasks
 from conftest import write_digit_model
 from lab.study_rollouts import group_stats, main, modes
@@ -29,15 +30,15 @@ def test_modes_cover_both_threshold_rules():
 def test_group_stats_of_one_rollout(tmp_path):
     write_digit_model(tmp_path / "m")
     model, tok = load(tmp_path / "m")
-    gargs = grpo.parse_args(["--num-generations", "3", "--gen-length", "16", "--block-length", "8",
-                             "--diffusion-steps", "8", "--num-examples", "8"])
+    gargs = methods.grpo.parse_args(["--num-generations", "3", "--gen-length", "16", "--block-length", "8",
+                                     "--diffusion-steps", "8", "--num-examples", "8"])
     exs = load_rl_data(gargs, tasks.TASKS)[:4]
     exact = group_stats(model, tok, exs, gargs, seed=0)
     assert exact["calls"] == 8 and 1 / 3 <= exact["distinct"] <= 1 and 0 <= exact["zero_spread"] <= 1
     # the nll is the one-step estimator's on that very rollout, recomputed here
     prompt = group_prompts(tok, exs, 3, gargs.max_prompt_length, model.config.eos_token_id)[0]
-    hp, _, sampler = grpo.round_setup(gargs)
-    completion, _ = grpo.rollout(model, prompt, torch.Generator().manual_seed(0), nullcontext, hp, sampler)
+    hp = grpo.hyper(gargs)  # the exact sampler: d1's rollout
+    completion, _ = grpo.rollout(model, prompt, torch.Generator().manual_seed(0), nullcontext, hp)
     mask = grpo.completion_mask(completion, model.config.eos_token_id)
     logp = one_step_logprobs(model, prompt, completion, p_mask_prompt=0.0)
     assert abs(exact["nll"] - (-(logp * mask).sum() / mask.sum()).item()) < 1e-6

@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 
 import tasks
+from methods import grpo as field
 from taskdata import parsers
 from conftest import REPO, RL_SYSTEM, SHARED_DATA, countdown_rl, exact_eval, literals, valid_by_rules
 from taskdata.puzzles import countdown_values, make_countdown, make_sudoku, make_toy, solve_sudoku, split_grids
 from modelio.tokenizer import prompt_ids
 from taskdata.readers import read_countdown
+from taskdata.splits import d1_eval_subset
+from taskdata.task import EVAL_PREFILL, MAX_PROMPT_LENGTH, label_lengths
 from tasks import (
-    EVAL_PREFILL,
-    MAX_PROMPT_LENGTH,
     TASKS,
-    d1_eval_subset,
     eval_message,
     eval_prefill,
     eval_question,
@@ -372,8 +372,7 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
     """The real call sites, token for token against the old paths: grpo.py's rollout rows (each prompt
     G times, cut to d1's 200), eval.py's eval prompts, and sft.py's prompt region."""
     import eval as evaluation
-    import sft
-    from taskdata.data import group_prompts
+    from taskdata.data import encode_example, group_prompts
     eot, eos = tok.convert_tokens_to_ids("<|eot_id|>"), tok.convert_tokens_to_ids("<|endoftext|>")
     for task, exs in real_examples(tmp_path).items():
         for ex in exs:
@@ -383,7 +382,7 @@ def test_call_sites_use_prompt_ids(tok, tmp_path):
                 assert rows.tolist() == [full[-MAX_PROMPT_LENGTH:]] * 3 and n_cut == (len(full) > MAX_PROMPT_LENGTH)
                 old_eval = full if task == "toy" else old_prompt_ids(tok, eval_message(task, ex), "<reasoning>")
                 assert evaluation.eval_prompt_ids(tok, task, ex) == old_eval
-            ids, plen, _ = sft.encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
+            ids, plen, _ = encode_example(tok, {**ex, "completion": "42"}, len(full) + 8, eot, eos)
             assert ids[:plen] == full and ids[plen:plen + 3] == [ord("4"), ord("2"), eot]
 
 
@@ -481,7 +480,7 @@ def test_the_scripts_take_their_lengths_from_the_record_under_any_preset():
     # schedule keeps it (JustGRPO's one-token blocks); toys of two canvases share the longer one
     assert grpo.parse_args(["--task", "gsm8k"]).gen_length == 256 and sft_length("s1k") == 4096
     assert grpo.parse_args(["--task", "pbe", "--gen-length", "32"]).gen_length == 32
-    args = grpo.parse_args(["--task", "gsm8k", "--preset", "justgrpo"])
+    args = field.parse_args(["--task", "gsm8k", "--preset", "justgrpo"])  # the field's preset
     assert (args.gen_length, args.block_length, args.diffusion_steps) == (256, 1, 256)
     args = grpo.parse_args(["--task", "toy,digitsum"])
     assert (args.gen_length, args.block_length, args.diffusion_steps) == (32, 16, 16)
@@ -530,12 +529,14 @@ def test_the_preset_follows_the_models_size_and_a_mismatch_is_one_line(tmp_path,
 def test_a_canvas_shorter_than_the_labels_is_refused_in_sft_grpo_and_eval(tmp_path):
     from modelio.checkpoint import make_tiny
     from modelio.tokenizer import make_tiny_tokenizer
-    from sft import encode_all
+    from modelio.families import read_config
+    from modelio.tokenizer import load_tokenizer
+    from taskdata.data import encode_sft
     from taskdata import mcq
     items = [dict(question="What is 9 + 9?", labels=list("AB"), texts=["18", "3"], answer="A", answer_text="18"),
              dict(question="What is 1 + 1?", labels=list("AB"), texts=["7", "2"], answer="B", answer_text="2")]
     tok, exs = make_tiny_tokenizer(), [tasks.with_prompt("mcq", ex) for ex in items]
-    lengths = tasks.label_lengths(tok, exs)
+    lengths = label_lengths(tok, exs)
     # the label by hand: "<reasoning>\n" 12 bytes, the text, "\n</reasoning>\n<answer>\n" 23, the label, "\n</answer>" 10
     assert [c for _, c in lengths] == [12 + 2 + 23 + 1 + 10, 12 + 1 + 23 + 1 + 10]
     tasks.check_canvas("mcq", tok, exs, 48, "--gen-length")  # exactly the longest: its end of turn left out
@@ -549,7 +550,7 @@ def test_a_canvas_shorter_than_the_labels_is_refused_in_sft_grpo_and_eval(tmp_pa
     total = max(p + c for p, c in lengths)
     with pytest.raises(ValueError, match=rf"f.jsonl, example 0: a completion does not fit --max-length 100: "
                                          rf"prompt \d+ \+ completion 48 = {total} tokens, \+ 1 with its end of turn"):
-        encode_all(str(tmp_path / "m"), "mcq", exs, 100, False, "f.jsonl")
+        encode_sft(load_tokenizer(tmp_path / "m"), read_config(tmp_path / "m")[2], exs, 100, False, "f.jsonl")
     # grpo.py: one line, exit 2, before the weights load
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in mcq.sample_records(20, 0)))

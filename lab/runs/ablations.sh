@@ -3,7 +3,8 @@
 # written by lab/runs/toy.sh), diffu-GRPO at the toy defaults (mu 2, p_mask 0.15, random prompt mask, one-step
 # estimator) and one variant per knob, each with the held-out curve (--eval-every 5 --test-curve: a study's view
 # of the test set, never used to select anything). Then the table and the curves: python -m lab.study_ablations.
-# Two runs at a time (2 cores), single-threaded each.
+# Two runs at a time (2 cores), single-threaded each. Every run is `python -m methods.grpo`: grpo.py's round,
+# with the field's --estimator for the estimator rows (methods/estimators.py).
 # Every run is at lr 3e-4, the lr of the table in docs/findings.md (grpo.py's toy default is 1e-4, see
 # docs/LOG.md): this script regenerates that table; drop LR_FLAGS to ablate around today's default.
 # Usage: bash lab/runs/ablations.sh [seeds...]   (default: 0 1 2); outputs in out/ablate/<variant>/seed*/
@@ -26,7 +27,7 @@ jobs_file=$(mktemp)
 for v in "${VARIANTS[@]}"; do for s in $SEEDS; do echo "$s ${v%%:*} ${v#*:}" | sed 's/ *$//' >> "$jobs_file"; done; done
 # two at a time; each line: seed, variant, its flags
 # shellcheck disable=SC2016
-xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; rm -rf "$d"; mkdir -p "$d"; '"$PY"' grpo.py --model-dir out/toy/seed$0/sft \
+xargs -P 2 -L 1 bash -c 'd=out/ablate/$1/seed$0; rm -rf "$d"; mkdir -p "$d"; '"$PY"' -m methods.grpo --model-dir out/toy/seed$0/sft \
     --out-dir "$d" --seed $0 --eval-every 5 --test-curve '"$LR_FLAGS"' "${@:2}" > "$d/log.txt" 2>&1 && echo "$1 seed $0 done"' < "$jobs_file"
 rm -f "$jobs_file"
 # the README's picture when matplotlib (optional) is installed; the table and curves.json always

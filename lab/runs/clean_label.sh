@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 11's clean-label question: does diffu-GRPO raise held-out accuracy after SFT on CLEAN labels?
-# The findings are in the README, "What we measured about d1"; each part below is one of its tables.
+# The clean-label question: does diffu-GRPO raise held-out accuracy after SFT on CLEAN labels?
+# The findings are in docs/findings.md, "Why diffu-GRPO does not help after clean-label SFT"; each part
+# below is one of its tables.
 #
 # Part 1, as a new user met it (lr 3e-4, the toy default then): SFT on clean labels for 150 steps, then
 #   diffu-GRPO with the held-out curve (--eval-every 5 --test-curve) and one variant per suspect: prompt mask off,
@@ -30,9 +31,10 @@ run_seed() {
         # part 1
         $PY sft.py --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --toy-unfilled 0 --max-steps 150
         for v in "${VARIANTS[@]}"; do
-            # --lr 3e-4 first: a variant's own --lr comes later and wins
+            # --lr 3e-4 first: a variant's own --lr comes later and wins; methods.grpo: grpo.py's round, with
+            # the field's --estimator for the estimator rows
             # shellcheck disable=SC2086  # the flags are meant to split
-            $PY grpo.py --model-dir "$d/sft" --out-dir "$d/grpo-${v%%:*}" --seed "$s" --eval-every 5 --test-curve \
+            $PY -m methods.grpo --model-dir "$d/sft" --out-dir "$d/grpo-${v%%:*}" --seed "$s" --eval-every 5 --test-curve \
                 --lr 3e-4 ${v#*:}
         done
         # part 2

@@ -14,7 +14,7 @@ export OMP_NUM_THREADS=1 TQDM_MININTERVAL=5
 CANVAS="--gen-length 48 --block-length 16 --diffusion-steps 24"
 # 2500 steps: at 1500 the model still wrote a default constant instead of copying it (0-1 % held out)
 SFT_FLAGS=${SFT_FLAGS:---num-examples 8000 --max-steps 2500}
-GRPO_FLAGS=${GRPO_FLAGS:-}
+GRPO_FLAGS=${GRPO_FLAGS:-}  # python -m methods.grpo's: grpo.py's round, or the field's with its flags
 
 run_seed() {
     s=$1; d=out/code_toy/seed$s
@@ -24,7 +24,7 @@ run_seed() {
         $PY -m modelio.checkpoint --out-dir "$d/init" --seed "$s"
         # prompt (chat template + ~50 pair characters) + 48 completion tokens fit 128
         $PY sft.py --task pbe --model-dir "$d/init" --out-dir "$d/sft" --seed "$s" --max-length 128 $SFT_FLAGS
-        $PY grpo.py --task pbe --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s" $CANVAS $GRPO_FLAGS
+        $PY -m methods.grpo --task pbe --model-dir "$d/sft" --out-dir "$d/grpo" --seed "$s" $CANVAS $GRPO_FLAGS
         $PY eval.py --task pbe --model-dir "$d/sft" --out-dir "$d/eval_sft" --json "$d/eval_sft.json"
         $PY eval.py --task pbe --model-dir "$d/grpo" --out-dir "$d/eval_grpo" --json "$d/eval_grpo.json"
     } > "$d/log.txt" 2>&1 || { echo "seed $s failed, see $d/log.txt"; tail -20 "$d/log.txt"; return 1; }
@@ -37,5 +37,5 @@ for s in $SEEDS; do run_seed "$s" & pids+=($!); done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 [ $status -eq 0 ] || exit 1
-$PY eval.py --summarize out/code_toy
+$PY -m lab.evals summarize out/code_toy
 echo "total wall time: $(( $(date +%s) - start ))s"

@@ -30,5 +30,5 @@ for s in $SEEDS; do run_seed "$s" & pids+=($!); done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 [ $status -eq 0 ] || exit 1
-$PY eval.py --summarize out/toy
+$PY -m lab.evals summarize out/toy
 echo "total wall time: $(( $(date +%s) - start ))s"

@@ -1,0 +1,68 @@
+"""
+README "Changing d1 itself" as a forker meets it: its example diff (a prompt-mask schedule over
+rounds) applies to today's grpo.py in under 20 changed lines, keeps the file inside the layout test's
+caps, and the patched script trains: two rounds on the tiny model.
+
+Run: python -m pytest tests/test_fork.py -q
+"""
+import re
+import sys
+
+from conftest import REPO, run, write_digit_model
+from ops.metrics import read_metrics
+from test_layout import MAX_LINES, MAX_WIDTH
+
+SECTION = "## Changing d1 itself"
+
+
+def readme_diff():
+    """The README section's ```diff block, as its lines."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(re.escape(SECTION) + r".*?```diff\n(.*?)```", text, re.S)
+    assert block, f"README has no diff block under {SECTION!r}"
+    return block.group(1).splitlines()
+
+
+def apply(diff, lines):
+    """Apply a context diff without line numbers: a ' ' or '-' line is found at or after the last
+    place (a '-' line is then removed), a '+' line is inserted there. Raises if a line is missing."""
+    out = list(lines)
+    pos = 0
+    for line in diff:
+        kind, body = line[:1], line[1:]
+        if kind == "+":
+            out.insert(pos, body)
+            pos += 1
+            continue
+        assert kind in (" ", "-"), f"not a diff line: {line!r}"
+        k = out.index(body, pos)  # ValueError: the README's example no longer fits grpo.py
+        if kind == "-":
+            del out[k]
+            pos = k
+        else:
+            pos = k + 1
+    return out
+
+
+def test_the_readme_example_is_small_and_applies():
+    diff = readme_diff()
+    changed = [d for d in diff if d[:1] in "+-"]
+    assert 0 < len(changed) < 20
+    patched = apply(diff, (REPO / "grpo.py").read_text().splitlines())
+    assert len(patched) <= MAX_LINES and max(len(line) for line in patched) <= MAX_WIDTH
+    assert patched != (REPO / "grpo.py").read_text().splitlines()
+
+
+def test_the_patched_grpo_trains(tmp_path, monkeypatch):
+    patched = apply(readme_diff(), (REPO / "grpo.py").read_text().splitlines())
+    script = tmp_path / "grpo.py"
+    script.write_text("\n".join(patched) + "\n")
+    model_dir = tmp_path / "tiny"
+    write_digit_model(model_dir)
+    out = tmp_path / "grpo"
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the copy's imports come from the checkout
+    run([sys.executable, str(script), "--model-dir", str(model_dir), "--out-dir", str(out),
+         "--num-examples", "8", "--prompts-per-step", "2", "--groups-per-micro", "2",
+         "--num-generations", "3", "--num-iterations", "1", "--diffusion-steps", "4",
+         "--rounds", "2", "--lr", "1e-2"], REPO)
+    assert [r["step"] for r in read_metrics(str(out))] == [1, 2]
