@@ -33,6 +33,7 @@ OBJECTIVES = {
     "spg": "--objective spg --num-iterations 4 --spg-draws 2 --spg-beta 1.5 --spg-omega 0.5",  # μ 4, m 2, β 1.5, ω .5
     "espo": "--objective espo --epsilon 0.2 --beta 1e-3 --num-iterations 8 --espo-draws 2 --p-mask 0",  # μ 8, M 2
     "trajectory": "--objective trajectory --trajectory-segments 8 --p-mask 0",  # d2 StepMerge: one segment a step
+    "gdsd": "--objective gdsd --num-iterations 8 --gdsd-draws 2 --gdsd-psi 10 --beta 1e-3 --epsilon 4e-4 --p-mask 0",
 }
 BASELINE = "diffu_grpo"
 

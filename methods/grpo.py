@@ -3,12 +3,12 @@ The field's RL entry point: grpo.py's round, unchanged, with another objective, 
 rollout sampler plugged into the three phase functions grpo.train takes (rollout, score_old_ref,
 micro_step), and the field's model families registered (methods/dream.py).
 
-    --objective   diffu_grpo (d1's, the default) | wd1 | justgrpo | spg | espo | trajectory
+    --objective   diffu_grpo (d1's, the default) | wd1 | justgrpo | spg | espo | gdsd | trajectory
     --estimator   one_step (d1's) | coupled | elbo: the per-token likelihood of the objectives that
                   use one (methods/estimators.py)
     --rollout-cache / --rollout-threshold / --rollout-threshold-rule: Fast-dLLM's rollouts
                   (methods/sampling.py, docs/fast-rollouts.md)
-    --preset      grpo.py's, and the papers' own: justgrpo, spg, espo
+    --preset      grpo.py's, and the papers' own: justgrpo, spg, espo, gdsd
 
 An objective is one Objective record (methods/common.py) in OBJECTIVES; its flags join grpo.py's,
 its hyper-parameters reach its functions as hp.own[name]. With none of these flags given this runs
@@ -24,15 +24,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 import grpo
 import methods.dream  # noqa: F401  the Dream family, registered for --model-dir
-from methods import espo, estimators, justgrpo, sampling, spg, trajectory, wd1
+from methods import espo, estimators, gdsd, justgrpo, sampling, spg, trajectory, wd1
 from methods.common import Objective
 from ops.checks import require, upfront
 
 D1 = Objective(grpo.d1_loss, logprobs=grpo.one_step)
 OBJECTIVES = {"diffu_grpo": D1, "wd1": wd1.OBJECTIVE, "justgrpo": justgrpo.OBJECTIVE,
-              "spg": spg.OBJECTIVE, "espo": espo.OBJECTIVE,
+              "spg": spg.OBJECTIVE, "espo": espo.OBJECTIVE, "gdsd": gdsd.OBJECTIVE,
               "trajectory": replace(D1, **trajectory.LIKELIHOOD)}  # d1's loss, another likelihood
-PRESETS = {**grpo.PRESETS, "justgrpo": justgrpo.PRESET, "spg": spg.PRESET, "espo": espo.PRESET}
+PRESETS = {**grpo.PRESETS, "justgrpo": justgrpo.PRESET, "spg": spg.PRESET, "espo": espo.PRESET,
+           "gdsd": gdsd.PRESET}
 
 
 @dataclass(frozen=True)

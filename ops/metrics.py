@@ -69,7 +69,7 @@ def round_metrics(batches, G, update_stats, reward_parts):
     # every micro-batch holds the same number of groups, so the mean of their means is the mean over groups
     distinct = sum(distinct_share(b.completion, b.mask, G) for b in batches) / len(batches)
     nll = {}
-    if batches[0].old and batches[0].old[0].dim() == 2:  # per-token old log-probs of mask seed 0, (b, N) each
+    if batches[0].old and batches[0].old[0].shape == batches[0].mask.shape:  # per-token, (b, N) each
         tokens = sum(b.mask.sum() for b in batches).clamp(min=1)
         nll = {"token_nll": (-sum((b.old[0] * b.mask).sum() for b in batches) / tokens).item()}
     return {"reward": rewards.mean().item(), "reward_std": group_std.mean().item(),

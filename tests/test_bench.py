@@ -65,7 +65,8 @@ def test_round_cost_from_the_flags():
                                                       (0.0, 3, 0, "diffu_grpo"), (0.04, 3, 0, "diffu_grpo"),
                                                       (0.04, 2, 4, "diffu_grpo"), (0.04, 2, 0, "wd1"),
                                                       (0.04, 2, 4, "wd1"), (0.0, 2, 0, "justgrpo"), (0.0, 2, 4, "spg"),
-                                                      (0.04, 2, 0, "espo"), (0.04, 2, 4, "trajectory")])
+                                                      (0.04, 2, 0, "espo"), (0.04, 2, 4, "trajectory"),
+                                                      (0.04, 2, 0, "gdsd")])
 def test_counted_passes_equal_analytic(beta, mu, lora_r, objective):
     # JustGRPO samples one token per step, so 4 steps, and its likelihood runs in chunks of 3 positions: 2 calls
     sampler = ["--block-length", "1", "--diffusion-steps", "4", "--ar-chunk", "3"] if objective == "justgrpo" else \
