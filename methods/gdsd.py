@@ -1,32 +1,24 @@
 """
 GDSD: reinforcement learning as Guided Denoiser Self-Distillation (arXiv 2605.29398; code GaryBall/GDSD at
-3fb6780, gdsd/trainers/gdsd_trainer_batchll.py). Not a ratio times an advantage: the clipped log-ratio of a
-denoising likelihood, per canvas token, is regressed onto ψ·A with a squared loss.
+3fb6780, gdsd/trainers/gdsd_trainer_batchll.py): the clipped log-ratio of a denoising likelihood, per
+canvas token, regressed onto ψ·A with a squared loss, not a ratio times an advantage.
 
-Likelihood (their `_get_denoise_probs`, reduce_var=True, which both their calls use; the config's
-`reduce_var` is read nowhere): for each of M draws (their num_mc), row r of the micro-batch masks exactly x_r
-of its N canvas positions, the counts stratified over the b rows (`forward_process`: k ~ U{0..N},
-x = round(linspace(k, k + (b-1)(N+1)/b, b)) mod (N+1), ties to even), each row's positions in a random
-order; a second view masks the complement, the prompt is never masked, and each token's log-prob is read in
-the view that masks it, with no 1/t weight, the pair averaged:
+Likelihood (their `_get_denoise_probs`, reduce_var=True as both their calls pass): for each of M draws
+(num_mc), row r masks x_r of its N canvas positions, the counts stratified over the b rows
+(`forward_process`: k ~ U{0..N}, x = round(linspace(k, k + (b-1)(N+1)/b, b)) mod (N+1)), each row's
+positions shuffled; a second view masks the complement; the prompt is never masked; no 1/t weight:
 
     S_m(o) = ½ Σ_k log p_θ(o_k | the view of draw m that masks k)     (all N positions, EOS padding included)
 
-Advantages, leave-one-out (their `leave_one_out = True`): A_i = r_i - mean_{j≠i} r_j, divided by the
-group's std + 1e-4 only with --scale-std (their scale_rewards; false in their config): the round's
-mean-centred advantage times G / (G - 1), exactly. Loss (compute_loss):
+Advantages leave-one-out, A_i = r_i - mean_{j≠i} r_j (÷ std + 1e-4 with --scale-std, their scale_rewards):
+the round's mean-centred advantage times G / (G - 1), exactly. Loss (compute_loss):
 
     Δ_im = clamp(S_m(o_i) - S_m^old(o_i), log(1-ε_low), log(1+ε_high))
     L = (1/b) Σ_i Σ_m (Δ_im / N - ψ A_i)²  +  β (1/(b M N)) Σ_i Σ_m ½ (S_m(o_i) - S_m^ref(o_i))²
 
-θ, θ_old and θ_ref score the same masks (a generator keyed by the mask seed and micro-batch). Deviations
-from their code: the masks come from that keyed generator, not from reseeding every global RNG with the
-mask seed (the same numbers for the same seed: tested); log-probs in fp32 (theirs: cross-entropy of bf16
-autocast logits); at μ = 1 θ_old is the old pass's (theirs: the detached policy, the same value).
-
-Cost per round, per micro-batch: old and ref one call each of 2M rows per sequence and mask seed, policy
-2M rows forward + backward per inner step (d1: 1). Its settings: PRESET (python -m methods.grpo --preset
-gdsd); its row in docs/objectives.md.
+Deviations (docs/differences.md): masks from a generator keyed by mask seed and micro-batch (their
+reseeded global RNG gives the same numbers: tested); fp32 log-probs. Cost per micro-batch and inner
+step: old and ref 2M rows a sequence, one call each; policy 2M rows (d1: 1). PRESET: --preset gdsd.
 """
 import math
 
@@ -36,12 +28,10 @@ from logprob import canvas_mask, token_logprobs
 from methods.common import Objective, k2, one_token_a_step
 from sample import draw_device
 
-# their GSM8K recipe (scripts/run_gdsd_llada_gsm8k.sh on scripts/train_gdsd.yaml; the script names
-# recipes/train_gdsd.yaml, which the tree does not hold): LLaDA-8B-Instruct, LoRA r 128 / α 64 / dropout
-# 0.05 (theirs on all seven linears; d1's four here), μ 8, M 2, ψ 10, β 1e-3, ε 4e-4, lr 3e-6 constant,
-# weight decay 0.01, max grad norm 0.2, AdamW β2 0.99, 16 completions a prompt (2 x 8 GPUs), 10 x 4
-# completions a GPU a step (20 prompts), 256 tokens in 256 steps (block 32) at temperature 1, prompts up
-# to 400 tokens, no std scaling. Their step count is not published: d1's 700 rounds. Not 4-bit
+# their GSM8K recipe (scripts/run_gdsd_llada_gsm8k.sh over scripts/train_gdsd.yaml): LoRA r 128 / α 64
+# (theirs on all seven linears), μ 8, M 2, ψ 10, β 1e-3, ε 4e-4, lr 3e-6, weight decay 0.01, grad norm
+# 0.2, G 16 (2 x 8 GPUs), 20 prompts a step (10 x 4 completions a GPU), one token a step at temperature 1,
+# prompts up to 400 tokens; their step count unpublished: d1's 700 rounds (docs/differences.md)
 PRESET = dict(objective="gdsd", num_generations=16, prompts_per_step=20, groups_per_micro=1,
               num_iterations=8, epsilon=4e-4, beta=1e-3, p_mask=0.0, lr=3e-6, weight_decay=0.01,
               grad_clip=0.2, diffusion_steps=one_token_a_step, temperature=1.0, max_prompt_length=400,

@@ -1,36 +1,25 @@
 """
 JustGRPO (Ni et al., "The Flexibility Trap", arXiv 2601.15165, ICML 2026; code LeapLabTHU/JustGRPO at
-eebe50e): plain GRPO on a diffusion LM that is made to write left to right during RL, so that the
-likelihood of a rollout is exact. Parallel decoding stays for inference.
-
-Rollout: the semi-AR sampler with blocks of ONE token and one step each (sample.generate with
-block_length=1, steps=gen_length), temperature 1: at step t the canvas is [q | o_<t | M^(N-t)] and
-position t is drawn from the model's conditional there.
-
-Likelihood: exact for that policy, one forward per completion position,
+eebe50e): plain GRPO on a diffusion LM made to write left to right during RL, so that the likelihood of
+a rollout is exact. Rollout: blocks of ONE token, one step each, temperature 1: at step t the canvas is
+[q | o_<t | M^(N-t)]. Likelihood, exact for that policy, one forward per completion position:
 
     log π_θ(o | q) = Σ_t log p_θ(o_t | q, o_<t, M^(N-t))        (the canvas the sampler wrote o_t on)
 
 Loss (their logprob_loss): token-level PPO with the group-normalised advantage, no KL,
 
-    A_i = (r_i - mean_G r) / (std_G r + 1e-4)                   (grpo.py --scale-std)
+    A_i = (r_i - mean_G r) / (std_G r + 1e-4)                   (--scale-std)
     L = Σ_i Σ_{t<N} -min(ρ_it A_i, clip(ρ_it, 1-ε, 1+ε) A_i) / (N · V̄),   ε = 0.2
 
-summed over EVERY position of the canvas, the EOS padding included (their code has no completion mask),
-divided by N (V̄ + 1e-5), V̄ the completions of the micro-batch whose advantage is not 0, averaged over
-the ranks (their `valid_samples`). As in their train.py the micro-batches' gradients are SUMMED (d1's
-trainer averages them), so their max_grad_norm 1.0 clips the same gradient, and AdamW's β2 is theirs,
-0.999 (d1: 0.99). Both in PRESET.
+summed over EVERY canvas position (their code has no completion mask), divided by N (V̄ + 1e-5), V̄ the
+completions of the micro-batch whose advantage is not 0, averaged over the ranks (`valid_samples`). As in
+their train.py the micro-batches' gradients are SUMMED, and AdamW's β2 is theirs, 0.999: PRESET.
 
 θ_old: the sampler records each token's log-prob as it writes it (methods/sampling.generate, record=True),
-which IS log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs. Deviation (docs/differences.md): their
-code (μ = 1) uses the detached current log-prob (ρ ≡ 1); the two agree at the first inner step (tested).
-
-Memory: the policy pass runs --ar-chunk positions per forward (b × chunk rows) and backpropagates each
-chunk at once, so activation memory stays flat in N (theirs: one position per forward and backward).
-
-The paper's settings are PRESET (python -m methods.grpo --preset justgrpo); check() refuses a sampler that does not
-write one token per step left to right (a cache or a threshold, blocks > 1), and a KL term.
+log p_θold(o_t | q, o_<t, M^(N-t)), so no old pass runs; their code (μ = 1) uses the detached current
+log-prob, equal at the first inner step (tested; docs/differences.md). The policy pass runs --ar-chunk
+positions per forward and backpropagates each chunk at once: memory flat in N. check() refuses a sampler
+that is not one token a step left to right, and a KL term.
 """
 import math
 
