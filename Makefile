@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements.txt
 run: install                   ## the CPU pipeline on the tiny model, 3 seeds: SFT -> diffu-GRPO -> eval table
 	bash lab/runs/toy.sh
 
-test: install                  ## the whole test suite, CPU, 15 to 25 minutes on 2 cores
+test: install                  ## the whole test suite, CPU, about 16 minutes on 2 cores
 	$(PY) -m pytest tests -q
 
 lab-estimators: install        ## every estimator and objective likelihood vs exact values on the toy (trains seed 0 first if needed)

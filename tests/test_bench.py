@@ -342,7 +342,7 @@ def tiny_dirs(tmp_path_factory):
 
 @pytest.mark.parametrize("objective,beta,lora_r", [("diffu_grpo", 0.04, 4), ("diffu_grpo", 0.04, 0), ("wd1", 0.04, 0),
                                                    ("justgrpo", 0.0, 0), ("spg", 0.0, 4), ("espo", 0.04, 0),
-                                                   ("trajectory", 0.04, 4)])
+                                                   ("trajectory", 0.04, 4), ("gdsd", 0.04, 0)])
 def test_a_tiny_dream_round_counts_the_calls_a_llada_round_does(tiny_dirs, tmp_path, objective, beta, lora_r):
     sampler = ["--block-length", "1", "--diffusion-steps", "4", "--ar-chunk", "3"] if objective == "justgrpo" else \
         ["--block-length", "2", "--diffusion-steps", "2", "--trajectory-segments", "2"]

@@ -333,7 +333,7 @@ SMALL_ROUND = ["--rounds", "1", "--num-examples", "4", "--prompts-per-step", "2"
                "--diffusion-steps", "4"]  # the toy's canvas: its 16-digit labels fit no shorter one
 
 
-@pytest.mark.parametrize("objective", ["wd1", "justgrpo", "spg", "espo", "trajectory"])
+@pytest.mark.parametrize("objective", ["wd1", "justgrpo", "spg", "espo", "gdsd", "trajectory"])
 def test_every_objective_runs_a_round_on_dream(tiny_dream, tmp_path, objective):
     from conftest import REPO, run
     extra = {"justgrpo": ["--block-length", "1", "--diffusion-steps", "16"],

@@ -121,7 +121,8 @@ def test_every_likelihood_reads_no_hidden_pad(tiny, family):
     hp = field_grpo.Hyper(G=1, mu=1, epsilon=0.5, beta=0.0, p_mask=0.3, gen_length=8, block_length=4, steps=4,
                     temperature=1.0, grad_clip=1.0, scale_std=False,
                     own={"ar_chunk": 4, "spg_draws": 2, "spg_beta": 1.5, "spg_omega": 0.5, "espo_draws": 2,
-                         "trajectory_segments": 2})
+                         "trajectory_segments": 2, "gdsd_draws": 2, "gdsd_psi": 10.0,
+                         "gdsd_epsilon_high": 0.0})
     likelihoods = {name: obj.logprobs or grpo.one_step for name, obj in field_grpo.OBJECTIVES.items()}
     likelihoods |= {f"--estimator {e}": lambda m, b, g, hp, mask_id, e=e: estimate_logprobs(
         m, b.prompt, b.completion, e, hp.p_mask, g, mask_id, b.pad_mask) for e in ("coupled", "elbo")}
