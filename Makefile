@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test run tiny closure lab-estimators lab-ablations code-toy testbed rank-objectives gpu-check clean
+.PHONY: install test shape run tiny closure lab-estimators lab-ablations code-toy testbed rank-objectives gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -17,7 +17,10 @@ run: install                   ## the CPU pipeline on the tiny model, 3 seeds: S
 	bash lab/runs/toy.sh
 
 test: install                  ## the whole test suite, CPU, about 16 minutes on 2 cores
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -m "not shape"
+
+shape: install                 ## the developers' budget: each of the eight 70 lines under the cap (CI runs it)
+	$(PY) -m pytest tests -q -m shape
 
 lab-estimators: install        ## every estimator and objective likelihood vs exact values on the toy (trains seed 0 first if needed)
 	[ -f out/toy/seed0/grpo/config.json ] || bash lab/runs/toy.sh 0

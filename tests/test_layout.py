@@ -13,6 +13,8 @@ import io
 import re
 import tokenize
 
+import pytest
+
 from conftest import REPO
 from lab.closure import closure, outside_modules
 
@@ -159,16 +161,24 @@ def test_every_import_sits_at_the_top():
     assert not {m: sorted(v) for m, v in inner.items() if v}
 
 
-def test_no_file_is_too_long_and_the_eight_have_room_and_are_narrow():
+def test_no_file_is_too_long_and_the_eight_are_narrow():
+    # the hard caps, in `make test`: a forker's change stays inside them
     long = {str(p.relative_to(REPO)): n for p in project_files().values()
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"over {MAX_LINES} lines: {long}"
     lines = {name: (REPO / f"{name}.py").read_text().splitlines() for name in sorted(READING_PATH)}
-    full = {f"{name}.py": len(text) for name, text in lines.items() if len(text) > MAX_LINES - FORK_ROOM}
-    assert not full, f"over {MAX_LINES - FORK_ROOM} lines ({FORK_ROOM} under the cap, a forker's room): {full}"
     too_wide = [f"{name}.py:{i}" for name, text in lines.items() for i, line in enumerate(text, 1)
                 if len(line) > MAX_WIDTH]
     assert not too_wide, f"lines over {MAX_WIDTH} characters: {too_wide}"
+
+
+@pytest.mark.shape
+def test_the_eight_keep_a_forkers_room():
+    # the developers' budget, in `make shape` (CI runs it; the README's `make test` does not): each of the
+    # eight FORK_ROOM lines under the cap and few wide lines, so that a forker's change never fails make test
+    lines = {name: (REPO / f"{name}.py").read_text().splitlines() for name in sorted(READING_PATH)}
+    full = {f"{name}.py": len(text) for name, text in lines.items() if len(text) > MAX_LINES - FORK_ROOM}
+    assert not full, f"over {MAX_LINES - FORK_ROOM} lines ({FORK_ROOM} under the cap, a forker's room): {full}"
     wide = {f"{name}.py": sum(len(line) > WIDE for line in text) for name, text in lines.items()}
     assert sum(wide.values()) <= MAX_WIDE, f"{sum(wide.values())} lines over {WIDE} characters in the eight " \
         f"files (at most {MAX_WIDE}): {wide}"
