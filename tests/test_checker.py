@@ -1,6 +1,6 @@
 """
 Tests for the checker and the program server (sandbox/checker.py, sandbox/server.py, through
-sandbox/worker.run_checked; issue 36): the test forms of the benchmarks run as remote calls (plain
+sandbox/worker.run_checked; docs/code-task.md): the test forms of the benchmarks run as remote calls (plain
 functions, LeetCode's Solution methods, in-place mutation, stateful objects, generators, expected
 exceptions), and the programs of tests/test_reward_integrity.py that do not need containment (classes
 1, 2, 3, 5, 6) pass nothing. tests/test_reward_integrity.py runs them all through rewards.coding_rewards.

@@ -108,7 +108,7 @@ def test_reference_solutions_pass_through_the_eval_path(tmp_path, task, path, ex
     items = evaluation.load_items(task, str(path))
     passed, n, failed = canonical(task, items, False, evaluation.data_identity(str(path)), tmp_path, tasks.TASKS)
     assert (passed, n, failed) == (expected, expected, [])
-    # the manifest says how the code was isolated (issue 46)
+    # the manifest says how the code was isolated (docs/code-task.md)
     assert json.loads((tmp_path / f"{task}_canonical" / "manifest.json").read_text())["sandbox"] == contain.mode()
 
 

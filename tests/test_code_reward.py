@@ -165,7 +165,7 @@ def test_kodcode_demo_reference_solutions_under_d1_rules(tmp_path, monkeypatch):
     checked = {fixed: coding_rewards(comps, exs, fixed=fixed) for fixed in (True, False)}
     assert sum(s == 1.5 for s in checked[True]) == 86
     assert sum(s == 1.5 for s in checked[False]) == 79
-    # issue 36: the two-process verdict gives every item the score of d1's one program (its import
+    # docs/code-task.md: the two-process verdict gives every item the score of d1's one program (its import
     # leftovers, `__name__ == "__main__"`, printed output and the test's callables included)
     monkeypatch.setattr(sandbox, "STRICT_ASSERTS", False)
     assert {fixed: coding_rewards(comps, exs, fixed=fixed) for fixed in (True, False)} == checked

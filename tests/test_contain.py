@@ -1,4 +1,4 @@
-"""sandbox/contain.py (issue 36, item 3: no answers in reach): a command started through
+"""sandbox/contain.py (docs/code-task.md: no answers in reach): a command started through
 contained_popen sees none of the repository, the data, /work or /root; can run the standard library;
 has no network but loopback; is pid 1 of its own pid namespace; reads a `readable` path and cannot
 write it; ends with the shim that started it. Where namespaces are unavailable the fallback runs it
