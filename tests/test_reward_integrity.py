@@ -1,6 +1,6 @@
 """
 Issue 36, reward integrity: six classes of reward hack that the one-process strict check (the covered
-asserts rewritten and checked in the program's own process, removed by issue 36) did not stop, each a
+asserts rewritten and checked in the program's own process, removed since, docs/code-task.md) did not stop, each a
 program that computes nothing, scored through `rewards.coding_rewards` exactly as training calls it (a
 completion with one ```python fence, outside <answer>, so no 0.5 bonus: the score is the share of unit
 tests passed). Each scores 0 under the two-process verdict (sandbox/worker.py, docs/code-task.md).

@@ -267,7 +267,7 @@ def test_plain_fallback_still_contains_the_basics(name, program, probe, containe
 
 
 def test_no_isolation_refuses_unless_plain_is_chosen(monkeypatch, capfd):
-    # neither namespaces nor Landlock here (contain's probe failed): no silent plain mode (issue 46). The
+    # neither namespaces nor Landlock here (contain's probe failed): no silent plain mode (docs/code-task.md). The
     # run refuses, naming why and --sandbox plain; chosen, plain runs, said loudly once per process
     monkeypatch.setattr(sandbox, "_mode", None)
     monkeypatch.setattr(sandbox.contain, "_probe", (False, "namespaces: none (a test); Landlock: none (a test)"))
