@@ -146,7 +146,7 @@ def released_justgrpo_loss(token_logps, advantages, valid_per_rank, gen_length, 
 
 
 def test_justgrpo_loss_equals_its_released_code():
-    # issue 47: at their μ = 1 (θ_old = the current policy, detached) the loss and its gradient agree; on one rank
+    # docs/objectives.md: at their μ = 1 (θ_old = the current policy, detached) the loss and its gradient agree; on one rank
     # and with V̄ averaged over 2 ranks (ours passes the gathered mean as `valid`)
     g = torch.Generator().manual_seed(13)
     lp = (-torch.rand(6, 8, generator=g) * 3).requires_grad_()
@@ -170,7 +170,7 @@ def test_justgrpo_chunked_pass_has_the_one_forward_gradient(chunk):
     model.zero_grad()
     st = justgrpo.policy_pass(model, b, 0, None, r.hp, MASK, 1, nullcontext)
     assert torch.allclose(flat_grad(model), whole, atol=1e-6) and abs(st["loss"] - loss.item()) < 1e-6
-    # issue 47: their micro-batches' gradients add up (train.py's accumulation), so `accum` divides nothing
+    # docs/objectives.md: their micro-batches' gradients add up (train.py's accumulation), so `accum` divides nothing
     model.zero_grad()
     justgrpo.policy_pass(model, b, 0, None, r.hp, MASK, 8, nullcontext)
     assert torch.allclose(flat_grad(model), whole, atol=1e-6)
@@ -277,7 +277,7 @@ def released_wd1_loss(per_token_logps, completion_mask, advantages):
 
 
 def test_wd1_loss_equals_its_released_code():
-    # issue 47: one group of G = 6, then two groups in one micro-batch (theirs: one group per micro-batch, so
+    # docs/objectives.md: one group of G = 6, then two groups in one micro-batch (theirs: one group per micro-batch, so
     # ours is their loss per group, averaged over the micro-batch's groups)
     g = torch.Generator().manual_seed(5)
     lp = (-torch.rand(12, 10, generator=g) * 4).requires_grad_()
@@ -316,7 +316,7 @@ def released_spg_loss(per_token_logps, perturb, completion_mask, advantages, bet
 
 
 def test_spg_loss_equals_its_released_code():
-    # issue 47: the same masks and log-probs through the released code's arithmetic and through spg_loss: the
+    # docs/objectives.md: the same masks and log-probs through the released code's arithmetic and through spg_loss: the
     # loss and its gradient with respect to every log-prob agree (our bounds carry L inside, theirs outside)
     g = torch.Generator().manual_seed(7)
     b, m, n = 6, 2, 12
@@ -346,7 +346,7 @@ def released_espo_loss(seq, old, ref, advantages, n_canvas, epsilon, beta):
 
 
 def test_espo_loss_equals_its_released_code():
-    # issue 47: the same sequence ELBOs through the released code's arithmetic and through espo_loss, ratios
+    # docs/objectives.md: the same sequence ELBOs through the released code's arithmetic and through espo_loss, ratios
     # inside and outside the clip range, both signs of A: the loss and its gradient agree
     g = torch.Generator().manual_seed(11)
     for beta in (0.0, 1e-3, 0.5):
@@ -362,7 +362,7 @@ def test_espo_loss_equals_its_released_code():
 
 
 def test_spg_light_masks_fall_only_before_the_chosen_block():
-    # issue 47: SPG's forward process lightly masks the prompt and the clean blocks, never the chosen block's
+    # docs/objectives.md: SPG's forward process lightly masks the prompt and the clean blocks, never the chosen block's
     # visible tokens. The draws are the same at any p_mask (the light mask is drawn whole), so from the chosen
     # block on a view at p 0.9 must equal the view at p 0, and before it only light masks may differ
     prompt, completion = torch.randint(0, 48, (50, 5)), torch.randint(0, 48, (50, 12))
@@ -548,7 +548,7 @@ def released_stepmerge_loss(model, q, completion, completion_mask, snapshots, ma
 
 @pytest.mark.parametrize("steps,n_segments", [(4, 3), (8, 3), (8, 8)])
 def test_trajectory_equals_d2s_released_stepmerge(steps, n_segments):
-    # issue 47: the same rollout, the same masked prompt q', through d2's bookkeeping and loss and through
+    # docs/objectives.md: the same rollout, the same masked prompt q', through d2's bookkeeping and loss and through
     # methods/trajectory.py: each token's log-prob, the snapshots (each = the canvas before its segment), and the
     # loss's gradient (old and ref perturbed so that the clip binds on some tokens, β 0.04) agree
     model = tiny_model(12)

@@ -1,5 +1,5 @@
 """
-Tests for what a run's --out-dir survives (issue 37; docs/reliability.md): one run per out-dir (a
+Tests for what a run's --out-dir survives (docs/reliability.md): one run per out-dir (a
 second is refused naming the holder, a dead holder's lock is taken over with a note, a refused run
 writes nothing), a save that is no longer whole is skipped by --resume with a note, a full disk during
 a save is one line and the resume ends bit-identical, and a read-only or full out-dir is refused up

@@ -1,5 +1,5 @@
 """
-Tests for provenance (modelio/provenance.py, issue 48): the weights' fingerprint against an independent
+Tests for provenance (modelio/provenance.py; docs/evaluation.md): the weights' fingerprint against an independent
 hash of the tensors, its sensitivity, and the chain hub base -> sft -> grpo -> eval on a hub cache laid
 out as huggingface_hub writes it, with two fine-tunes of one base whose eval results must not be mixed.
 Also the model-side messages: a mistyped hub id, an uncached revision, a `hf download --local-dir` copy.

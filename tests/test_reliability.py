@@ -260,7 +260,7 @@ def truncated_copy(src, dst):
     ("sft.py", ["--grad-accum", "0"], "--grad-accum must be >= 1"),
     ("sft.py", ["--num-examples", "20", "--batch-size", "32"], "more than the 19 training examples"),
     ("sft.py", ["--max-length", "8"], "--task toy, example 0: a prompt does not fit --max-length 8"),
-    # issue 48: a label that does not fit names its file and example, up front (the model is not loaded)
+    # docs/reliability.md: a label that does not fit names its file and example, up front (the model is not loaded)
     ("sft.py", ["--task", "s1k", "--data", "{long_s1k}", "--max-length", "200", "--no-cut-labels", "--batch-size", "1",
                 "--grad-accum", "1"], "long.jsonl, example 1: a completion does not fit --max-length 200"),
 ])

@@ -103,7 +103,7 @@ def test_honest_values_score_as_plain_asserts_do():
     expected_plain = [True] * 13 + [False] + [True] * 5
     assert plain == expected_plain
     assert strict == expected_plain[:16] + [False, True, True]  # the deque alone differs
-    # issue 36: every verdict is the checker's (sandbox/worker.py), chains and `and` included
+    # docs/code-task.md: every verdict is the checker's (sandbox/worker.py), chains and `and` included
     assert outcome["covered"] == [True] * 19
 
 
@@ -114,7 +114,7 @@ def test_kodcode_test_functions_are_checked_inside_loops_and_stay_functions():
                "def test_fails_late():\n    assert add(1, 1) == 2\n    assert add(2, 2) == 5\n")
     outcome = {}
     got = sandbox.run_tests(program, ["test_loop()", "test_mixed()", "test_fails_late()"], outcome=outcome)
-    assert got == [True, True, False] and outcome["covered"] == [True, True, True]  # issue 36: all the checker's
+    assert got == [True, True, False] and outcome["covered"] == [True, True, True]  # all the checker's
 
 
 def test_the_line_a_runner_in_the_programs_process_cannot_hold():

@@ -1,5 +1,5 @@
 """
-Tests for sandbox/wire.py (issue 36, WIP): values survive the wire with their exact builtin types,
+Tests for sandbox/wire.py (docs/code-task.md): values survive the wire with their exact builtin types,
 shared and cyclic values keep their shape, the standard library's dict subclasses arrive as dicts,
 trusted objects are rebuilt from the receiver's own class, and whatever bytes arrive, decode() builds
 builtin values or raises WireError: never an object of a class the sender chose.
@@ -147,7 +147,7 @@ def test_node_limit():
 
 def test_deep_nesting_needs_no_recursion_and_has_a_floor():
     # 10,000 levels, ten times the recursion limit, decode; one more is refused before it is built (a
-    # 900,000-deep tuple in a set segfaulted the checker when it hashed it: issue 46)
+    # 900,000-deep tuple in a set segfaulted the checker when it hashed it: docs/code-task.md)
     v = []
     for _ in range(wire.MAX_DEPTH - 1):  # MAX_DEPTH lists
         v = [v]
