@@ -291,7 +291,7 @@ def _timed(fn, limit_s):
     return None
 
 
-def _names_in(source):
+def names_in(source):
     """(names the code reads, names it binds anywhere: assignments, defs, classes, imports, parameters,
     loop and comprehension targets), or two empty sets when it does not parse."""
     try:
@@ -320,13 +320,15 @@ def test_targets(tests, test_source="", prefix="", targets=()):
     the item's declared `targets` and the prefix's stubs, which may shadow a builtin (MBPP 126 asks for
     `sum`), and the names the tests read but nothing of theirs defines, which may not: a program that
     defines `set`, `abs` or a class `math` rewrites no test. A name the prefix or the tests define is
-    never the program's (the prefix's stubs excepted)."""
+    never the program's (the prefix's stubs excepted), nor one a `global` line of the test source
+    names: code_prep puts there what the setup lines d1's split dropped bound (`data = [...]`), which
+    stay the test's. d1's `assert abs(` target is no declared target (code_prep leaves it out)."""
     read, bound = set(), set()
     for code in (test_source, *tests):
-        r, b = _names_in(code)
+        r, b = names_in(code)
         read |= r
         bound |= b
-    free = read - bound - set(_names_in(prefix)[1])
+    free = read - bound - set(names_in(prefix)[1])
     modules = {n for n in free if n in TEST_MODULES}
     named = {n for n in free if not hasattr(builtins, n) and n not in sys.stdlib_module_names}
     declared = {n for n in (*targets, *stubs(prefix)) if n in read - bound}  # only what the tests use

@@ -15,7 +15,12 @@ executes code.
     # -> ("def add(a, b):\\n    return a + b\\n\\ndef test_case_0():\\n    assert add(1, 2) == 3", ["test_case_0()"])
 """
 import ast
+import builtins
+import keyword
 import re
+import sys
+
+from sandbox.checker import names_in
 
 _CODE_FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)      # d1: the FIRST python fence only
 _ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # d1: the first answer span
@@ -86,27 +91,39 @@ def prepare_code_tests(code, tests, *, fixed=False):
     otherwise every line that starts with `assert` becomes its own test function and the rest is
     dropped. d1 quirk (fixed=False): the dropped lines include `from solution import X`, which is
     where d1 substitutes the solution, so one-function import-style tests run WITHOUT the solution
-    and all fail; fixed=True puts the solution in front (and skips the blocklist)."""
+    and all fail; fixed=True puts the solution in front (and skips the blocklist).
+    For the two-process check (the program's text stays d1's either way) the SplitProgram's
+    `targets`, the program names the checker may bind over a builtin, hold d1's target only when the
+    tests declare it (`from solution import sum`): an `assert abs(` or `assert isinstance(` target is
+    still d1's for the renaming, so an honest program scores d1's value (its first def became `abs`),
+    but the test keeps the builtin. After a split, the split's test source opens with a `global` line
+    naming what the dropped lines bound (setup_names): those names stay the test's, never the program's."""
     target = _IMPORT_TARGET.search(tests) or _ASSERT_TARGET.search(tests)
     if target is None:
         return None
     target, import_style = target.group(1), target.re is _IMPORT_TARGET
-    # the names the tests take from the solution: every name of their `from solution import` lines
-    targets = [target] + [n.strip().split(" ")[0] for line in _IMPORT_LINE.findall(tests)
-                          for n in line[len("from solution import "):].strip("() ").split(",")]
+    # the names the tests take from the solution: every name of their `from solution import` lines;
+    # d1's `assert X(` target only when it is no builtin (an undeclared `abs` is the test's, not the program's)
+    targets = [n.strip().split(" ")[0] for line in _IMPORT_LINE.findall(tests)
+               for n in line[len("from solution import "):].strip("() ").split(",")]
+    if import_style or not hasattr(builtins, target):
+        targets.insert(0, target)
     defined = _FIRST_DEF.search(code)
     if defined is None:
         return ""
     solution = re.sub(rf"\bdef {re.escape(defined.group(1))}\b", f"def {target}", code)
     if not fixed and any(bad in solution for bad in D1_CODE_BLOCKLIST):
         return ""
-    names = _TEST_FUNC.findall(tests)
+    names, held = _TEST_FUNC.findall(tests), ""
     split = len(names) <= 1
     if split:
         # d1's split_test_function: one test function per assert line, everything else dropped
         asserts = [line.strip() for line in tests.splitlines() if line.strip().startswith("assert")]
         names = [f"test_case_{k}" for k in range(len(asserts))]
-        tests = "\n".join(f"def {n}():\n    {a}" for n, a in zip(names, asserts))
+        unsplit, tests = tests, "\n".join(f"def {n}():\n    {a}" for n, a in zip(names, asserts))
+        held = setup_names(unsplit, tests, {target, *targets})
+        # a no-op when run (the snippets still raise NameError on them, as in d1), read by the checker
+        held = f"global {', '.join(sorted(held))}\n" if held else ""
     if import_style and not (split and fixed):
         # d1: every `from solution import X` becomes the solution itself (none are left after a split)
         program = _IMPORT_TARGET.sub(lambda _: solution, tests)
@@ -119,4 +136,25 @@ def prepare_code_tests(code, tests, *, fixed=False):
     else:
         program = solution + "\n" + tests
         untrusted, test_source = solution, tests
+    test_source = held + test_source  # after a split: the global line
     return SplitProgram(program, untrusted, test_source=test_source, targets=targets), [f"{n}()" for n in names]
+
+
+def setup_names(tests, split_tests, keep=()):
+    """The names the unsplit `tests` bind themselves (assignments, defs, classes, imports, loop targets,
+    parameters: the setup lines and helpers d1's per-assert split drops), which stay the test's: a
+    program that defines `data` or the test's helper `to_list` must not pass the snippet that reads it.
+    Not among them: `keep` (d1's target, which d1 renames the program's first def to, and the names of
+    `from solution import`: the program's) and standard-library module names (the checker binds those
+    only to its own module, when the program imported it, as d1's one namespace has it). Tests that do
+    not parse: every identifier of `split_tests` but `keep`, so that no free name is the program's."""
+    try:
+        tree = ast.parse(tests)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        bound = {w for w in re.findall(r"\w+", split_tests) if w.isidentifier() and not keyword.iskeyword(w)}
+    else:
+        solution = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and n.module == "solution" for a in n.names}
+        bound = names_in(tests)[1] - solution
+    # identifiers only: names_in counts `from m import *` as binding "*"
+    return {n for n in bound - set(keep) - set(sys.stdlib_module_names) if n.isidentifier()}

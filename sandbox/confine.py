@@ -1,21 +1,22 @@
 """
-Confinement without privileges, for machines where sandbox/contain.py's namespaces are unavailable (no
-unprivileged user namespaces, or root without CAP_SYS_ADMIN: a default Docker container). A process calls
-confine() on ITSELF right before it runs untrusted code; what it applies lasts for good, and for everything
-it later forks or execs:
-  1. as root with `uid`: the `write` paths are chowned to uid, then groups, gid and uid dropped (no
-     capabilities left, but see _confine_drop_uid for CAP_DAC_READ_SEARCH);
-  2. no_new_privs (Landlock and seccomp refuse an unprivileged caller without it);
-  3. Landlock (Documentation/userspace-api/landlock.rst): only `read` (read, list, execute) and `write`
-     (everything) are in reach; from ABI 4 no TCP bind/connect, from ABI 6 no signal or abstract unix
-     socket outside the domain (the trainer);
-  4. seccomp (Documentation/userspace-api/seccomp_filter.rst): sockets, ptrace, namespaces, mounts, new
-     sessions, keyrings, bpf, io_uring, modules, ... fail with EPERM (socketpair and inherited fds work).
-Standard library only, and no module-level code but imports, constants and definitions: the program
-server is built as compile(wire_src + confine_src + server_src). ctypes is imported only when needed.
+Confinement a process applies to ITSELF right before it runs untrusted code, in every mode but plain; what it
+applies lasts for good, and for everything it later forks or execs. In "landlock" mode (no namespaces: no
+unprivileged user namespaces, or root without CAP_SYS_ADMIN, a default Docker container) all of it:
+  1. as root with `uid`: the `write` paths are chowned to uid, then groups, gid and uid dropped; no capability
+     is kept (a path the uid cannot read is refused, one line naming it);
+  2. a fresh, empty session keyring (the trainer's keys are no longer possessed);
+  3. no_new_privs (Landlock and seccomp refuse an unprivileged caller without it);
+  4. Landlock (Documentation/userspace-api/landlock.rst), from ABI 6 only: only `read` (read, list, execute)
+     and `write` (everything) are in reach; no TCP bind/connect; no signal or abstract unix socket outside
+     the domain (the trainer);
+  5. seccomp, an allow-list built by libseccomp: SECCOMP_ALLOW and nothing else (EPERM).
+In the namespace modes (sandbox/contain.py does 1 and the namespaces), confine(landlock=False): 2, 3 and 5.
+Standard library and the system's libseccomp.so.2 only, and no module-level code but imports, constants and
+definitions: the program server is built as compile(wire_src + confine_src + server_src). ctypes is imported
+only when needed.
 
-    from sandbox.confine import confine, confine_available, default_read_paths
-    confine(read=default_read_paths(), write=[workdir], uid=65534)   # raises OSError naming the step
+    from sandbox.confine import confine, confine_available, default_read_paths, SANDBOX_UID
+    confine(read=default_read_paths(), write=[workdir], uid=SANDBOX_UID)   # raises OSError naming the step
 """
 import errno
 import os
@@ -30,26 +31,52 @@ LANDLOCK_FS_ABI1 = (1 << 13) - 1  # bits 0..12, EXECUTE .. MAKE_SYM
 LANDLOCK_FS_REFER, LANDLOCK_FS_TRUNCATE, LANDLOCK_FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15  # ABI 2, 3, 5 (file rights)
 LANDLOCK_NET_TCP = 1 | 2  # BIND_TCP, CONNECT_TCP (ABI 4): handled with no rule, so no TCP at all
 LANDLOCK_SCOPE_ALL = 1 | 2  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
-SECCOMP_DENY = {  # syscall -> (x86_64 from arch/x86/entry/syscalls/syscall_64.tbl, aarch64 from asm-generic/unistd.h)
-    "socket": (41, 198), "connect": (42, 203), "accept": (43, 202), "bind": (49, 200), "listen": (50, 201),
-    "accept4": (288, 242), "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
-    "chroot": (161, 51), "setsid": (112, 157), "setpgid": (109, 154), "keyctl": (250, 219), "add_key": (248, 217),
-    "request_key": (249, 218), "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
-    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
-    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105), "finit_module": (313, 273),
-    "delete_module": (176, 106), "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
-    "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142), "acct": (163, 89), "syslog": (103, 116),
-    "fanotify_init": (300, 262), "personality": (135, 92), "quotactl": (179, 60), "quotactl_fd": (443, 443),
-    "mount_setattr": (442, 442), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
-    "fspick": (433, 433), "move_mount": (429, 429), "open_tree": (428, 428), "open_tree_attr": (467, 467),
-    "pidfd_getfd": (438, 438), "iopl": (172, None), "ioperm": (173, None)}
-# Not denied: seccomp itself. A second filter can only add restrictions (the kernel runs every filter and
-# keeps the strictest answer), and prctl(PR_SET_SECCOMP) would install one anyway.
-# machine -> (its column of SECCOMP_DENY, AUDIT_ARCH_*, clone, clone3)
-SECCOMP_MACHINES = {"x86_64": (0, 0xC000003E, 56, 435), "aarch64": (1, 0xC00000B7, 220, 435)}
-SECCOMP_CLONE_NS = 0x7E020000  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}
-SECCOMP_KILL, SECCOMP_ERRNO, SECCOMP_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+LANDLOCK_MIN_ABI = 6  # below it (kernels 5.13-6.11) a program signals every process of its uid: refused
+# as root, the sandbox in slot k runs as SANDBOX_UID - k (checkers: SANDBOX_UID - 1024 - k): 2^31 - 2^24 and
+# below, above systemd's container ranges (524288-1879048191) and far from nobody (65534), which owns host files
+SANDBOX_UID = 0x7F000000
+# The allow-list (every sandboxed process, every mode but plain): what the interpreter, the standard library,
+# subprocess and the test forms need; every other syscall fails with EPERM (Docker's default profile denies by
+# omission the same way). Names, resolved by libseccomp for the machine it runs on (a name the machine lacks,
+# such as open on aarch64, is skipped). Left out on purpose: sockets other than socketpair, ptrace and
+# process_vm_*, namespaces and mounts, setsid/setpgid (the runner takes its session before confine), keyrings,
+# SysV and POSIX IPC (shm*, sem*, msg*, mq_*), chmod/chown/utime (Landlock gates none of them), mknod, bpf,
+# io_uring, perf, userfaultfd, seccomp, landlock, modules, reboot, ...
+SECCOMP_ALLOW = (
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "lseek",
+    "sendfile", "copy_file_range", "splice", "tee", "fsync", "fdatasync", "ftruncate", "truncate", "fallocate",
+    "fadvise64", "readahead", "flock", "fcntl", "ioctl", "dup", "dup2", "dup3", "pipe", "pipe2", "close",
+    "close_range", "open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat", "statx", "access",
+    "faccessat", "faccessat2", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir",
+    "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "readlink",
+    "readlinkat", "umask", "select", "pselect6", "poll", "ppoll", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
+    "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore", "membarrier", "getrandom",
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq", "set_tid_address", "arch_prctl", "prctl",
+    "fork", "vfork", "execve", "wait4", "waitid", "exit", "exit_group", "kill", "tgkill", "tkill",
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend",
+    "sigaltstack", "pause", "restart_syscall", "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid",
+    "getegid", "getgroups", "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "uname", "sysinfo",
+    "getrusage", "times", "getrlimit", "setrlimit", "prlimit64", "sched_yield", "sched_getaffinity",
+    "sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min", "getcpu",
+    "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time", "setitimer",
+    "getitimer", "alarm", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+    "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    "sendmsg", "recvmsg", "sendto", "recvfrom", "sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername",
+    "getsockopt", "setsockopt")
+# extended attributes: ENOTSUP, what a file system without them answers (shutil.copy2 then goes on)
+SECCOMP_ENOTSUP = ("setxattr", "lsetxattr", "fsetxattr", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
+                   "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr")
+# clone only without these flags: CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}, and CLONE_PARENT (a child of the
+# trainer itself, left unreaped there); clone3 passes its flags in memory, out of the filter's reach: ENOSYS
+# makes glibc fall back to clone
+SECCOMP_CLONE_DENY = 0x7E020000 | 0x8000
+AF_UNIX = 1  # socketpair's only family here
+# libseccomp (include/seccomp.h): actions, and scmp_arg_cmp's operators
+SCMP_ACT_KILL_PROCESS, SCMP_ACT_ALLOW = 0x80000000, 0x7FFF0000
+SCMP_CMP_EQ, SCMP_CMP_MASKED_EQ = 4, 7
+SCMP_FLTATR_ACT_BADARCH = 2  # another ABI (i386's int 0x80, x32, arm32): the process is killed
+KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
 def _confine_libc():
@@ -70,33 +97,27 @@ def landlock_abi():
     return max(int(abi), 0)
 
 
-def _confine_drop_uid(uid, read, write, ctypes, libc):
-    """chown `write` to uid, drop groups, gid and uid. If a read or write path is out of reach of uid
-    (the interpreter under root's 0700 /root, pyenv's layout), keep CAP_DAC_READ_SEARCH alone, ambient so
-    that an exec'd interpreter keeps it too: Landlock then decides alone what is readable, and its one
-    escape, open_by_handle_at, is denied by the filter. Returns whether it was kept."""
-    call = lambda *a: libc.prctl(*[ctypes.c_ulong(x) for x in a])
+def _confine_drop_uid(uid, read, write, libc):
+    """chown `write` to uid, drop groups, gid and uid: no capability is left. A read or write path out of
+    reach of uid (the interpreter under root's 0700 /root, pyenv's layout) is refused, one line naming it:
+    the sandbox keeps no capability (CAP_DAC_READ_SEARCH would let it stat and open by handle what Landlock
+    does not gate)."""
     # what the uid will need of each path (seen while we still see them all): list and pass through a folder
     paths = [(p, os.R_OK | os.X_OK if os.path.isdir(p) else os.R_OK) for p in (*read, *write) if os.path.exists(p)]
     try:
         for p in write:  # only directories and files: a device such as /dev/null must never change hands
             if os.path.isdir(p) or os.path.isfile(p):
                 os.chown(p, uid, uid)
-        call(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: the permitted set survives setresuid, for the capset below
         os.setgroups([])
         os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-        call(8, 0, 0, 0, 0)
+        os.setresuid(uid, uid, uid)  # from root to another uid: every capability set is cleared
     except OSError as e:
         _confine_fail(f"uid drop to {uid}", e.errno)
     out = [p for p, mode in paths if not os.access(p, mode)]  # as the real uid, by the file modes alone
-    keep = 1 << 2 if out else 0  # CAP_DAC_READ_SEARCH
-    header, data = struct.pack("=Ii", 0x20080522, 0), struct.pack("=6I", keep, keep, keep, 0, 0, 0)  # version 3
-    if libc.capset(header, data) != 0:
-        _confine_fail(f"capset (uid {uid} cannot reach {out[0]})" if out else "capset", ctypes.get_errno())
-    if keep and call(47, 2, 2, 0, 0) != 0:  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH
-        _confine_fail(f"ambient CAP_DAC_READ_SEARCH (uid {uid} cannot reach {out[0]})", ctypes.get_errno())
-    return bool(keep)
+    if out:
+        raise OSError(errno.EACCES, f"confine: the sandbox uid {uid} cannot read {out[0]} (a folder on its way is "
+                                    "closed to other users) and keeps no capability to: install the interpreter "
+                                    "where other users can read it")
 
 
 def _confine_landlock(abi, read, write, ctypes, libc):
@@ -132,47 +153,76 @@ def _confine_landlock(abi, read, write, ctypes, libc):
         os.close(ruleset)
 
 
-def _seccomp_program(machine):
-    """The filter (classic BPF, Documentation/networking/filter.rst) as struct sock_filter bytes: u16 code,
-    u8 jt, u8 jf, u32 k. A jump names a label, turned into an offset from the next instruction at the end."""
-    col, arch, clone, clone3 = SECCOMP_MACHINES[machine]
-    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ,JGE,JSET|K, BPF_RET|K
-    stmt = lambda code, k: (code, 0, 0, k)
-    jump = lambda code, k, jt, jf=0: (code, jt, jf, k)  # to jt when true, else on to the next instruction
-    # seccomp_data.arch (offset 4): a call through another ABI (i386's int 0x80, arm32) kills the process
-    prog = [stmt(LD, 4), jump(JEQ, arch, 1), stmt(RET, SECCOMP_KILL)]
-    # seccomp_data.nr (offset 0). x86_64's x32 calls (nr | 1 << 30) arrive as AUDIT_ARCH_X86_64 too: none
-    prog.append(stmt(LD, 0))
-    if machine == "x86_64":
-        prog.append(jump(JGE, 0x40000000, "enosys"))
-    # clone3 passes its flags in memory, out of the filter's reach: ENOSYS makes glibc fall back to clone
-    prog += [jump(JEQ, clone3, "enosys"), jump(JEQ, clone, "clone")]
-    prog += [jump(JEQ, nrs[col], "eperm") for nrs in SECCOMP_DENY.values() if nrs[col] is not None]
-    prog += [stmt(RET, SECCOMP_ALLOW),
-             # clone's flags are args[0] on both machines: seccomp_data.args at offset 16, low 32 bits first
-             "clone", stmt(LD, 16), jump(JSET, SECCOMP_CLONE_NS, "eperm"), stmt(RET, SECCOMP_ALLOW),
-             "eperm", stmt(RET, SECCOMP_ERRNO | errno.EPERM),
-             "enosys", stmt(RET, SECCOMP_ERRNO | errno.ENOSYS)]
-    labels, code = {}, []
-    for item in prog:
-        if isinstance(item, str):
-            labels[item] = len(code)
-        else:
-            code.append(item)
-    rel = lambda t, i: labels[t] - i - 1 if isinstance(t, str) else t
-    return b"".join(struct.pack("=HBBI", c, rel(jt, i), rel(jf, i), k) for i, (c, jt, jf, k) in enumerate(code))
+def _libseccomp(ctypes):
+    """The system's libseccomp (it writes the BPF, knows each machine's syscall numbers and other ABIs);
+    OSError naming it where it is missing."""
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        raise OSError(errno.ENOSYS, "confine: libseccomp.so.2 is not installed (Debian/Ubuntu: libseccomp2)") from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
+    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
+    lib.seccomp_rule_add_array.argtypes = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.c_void_p)
+    lib.seccomp_attr_set.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32)
+    lib.seccomp_load.argtypes = lib.seccomp_release.argtypes = (ctypes.c_void_p,)
+    return lib
 
 
-def confine(read=(), write=(), uid=None):
+def _seccomp_allow_list(ctypes, lib):
+    """Load the allow-list filter on this process (and everything it later starts). libseccomp answers a
+    negative errno on failure."""
+    class ArgCmp(ctypes.Structure):  # struct scmp_arg_cmp
+        _fields_ = (("arg", ctypes.c_uint), ("op", ctypes.c_int), ("a", ctypes.c_uint64), ("b", ctypes.c_uint64))
+
+    ctx = lib.seccomp_init(0x00050000 | errno.EPERM)  # SCMP_ACT_ERRNO(EPERM): everything not allowed below
+    if not ctx:
+        _confine_fail("seccomp_init", errno.ENOMEM)
+
+    def rule(action, name, *cmps):
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:  # not a syscall of this machine
+            return
+        arr = (ArgCmp * len(cmps))(*cmps) if cmps else None
+        r = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+        if r < 0:
+            _confine_fail(f"seccomp rule {name}", -r)
+    try:
+        r = lib.seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)
+        for name in SECCOMP_ALLOW:
+            rule(SCMP_ACT_ALLOW, name)
+        for name in SECCOMP_ENOTSUP:
+            rule(0x00050000 | errno.ENOTSUP, name)
+        rule(SCMP_ACT_ALLOW, "clone", ArgCmp(0, SCMP_CMP_MASKED_EQ, SECCOMP_CLONE_DENY, 0))  # args[0]: the flags
+        rule(0x00050000 | errno.ENOSYS, "clone3")
+        rule(SCMP_ACT_ALLOW, "socketpair", ArgCmp(0, SCMP_CMP_EQ, AF_UNIX, 0))
+        r = r or lib.seccomp_load(ctx)
+        if r < 0:
+            _confine_fail("seccomp_load", -r)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def _fresh_session_keyring(ctypes, libc, lib):
+    """A new, empty session keyring: the trainer's (Kerberos caches, fscrypt and NFS/CIFS tokens on a
+    cluster node) is no longer possessed, and keyctl itself is outside the allow-list."""
+    nr = lib.seccomp_syscall_resolve_name(b"keyctl")
+    if libc.syscall(ctypes.c_long(nr), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None) < 0:
+        _confine_fail("a fresh session keyring", ctypes.get_errno())
+
+
+def confine(read=(), write=(), uid=None, landlock=True):
     """Confine the calling process for good (the module's docstring says how). `read`, `write`: paths (one
-    that does not exist is skipped); `uid`: who to become when we are root. Returns what was applied:
-    {"landlock_abi", "net", "scoped", "seccomp", "uid", "dac_read_search"}. Raises OSError naming the step."""
-    machine = os.uname().machine
-    if machine not in SECCOMP_MACHINES:
-        raise OSError(errno.ENOSYS, f"confine: no seccomp syscall table for {machine}")
-    abi = landlock_abi()
-    if abi < 1:
-        raise OSError(errno.ENOSYS, "confine: Landlock is unavailable (kernel < 5.13, or disabled)")
+    that does not exist is skipped); `uid`: who to become when we are root. landlock=False: the namespaces
+    contain it already (sandbox/contain.py): only the fresh keyring and the allow-list. Returns what was
+    applied: {"landlock_abi", "seccomp", "uid"}. Raises OSError naming the step."""
+    ctypes, libc = _confine_libc()
+    lib = _libseccomp(ctypes)
+    abi = landlock_abi() if landlock else 0
+    if landlock and abi < LANDLOCK_MIN_ABI:
+        raise OSError(errno.ENOSYS, f"confine: Landlock ABI {abi} < {LANDLOCK_MIN_ABI} (kernel 6.12): a program "
+                                    "could signal every process of its uid and reach abstract sockets")
     try:  # Landlock and seccomp (by prctl) confine the calling thread only: another would stay free
         threads = len(os.listdir("/proc/self/task"))
     except OSError:
@@ -180,22 +230,15 @@ def confine(read=(), write=(), uid=None):
     if threads > 1:
         raise OSError(errno.EBUSY, f"confine: the process has {threads} threads, it must have one")
     read, write = [os.fspath(p) for p in read], [os.fspath(p) for p in write]
-    ctypes, libc = _confine_libc()
-    kept = False
     if uid is not None and os.geteuid() == 0:
-        kept = _confine_drop_uid(uid, read, write, ctypes, libc)
+        _confine_drop_uid(uid, read, write, libc)
+    _fresh_session_keyring(ctypes, libc, lib)
     if libc.prctl(38, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         _confine_fail("no_new_privs", ctypes.get_errno())  # PR_SET_NO_NEW_PRIVS
-    _confine_landlock(abi, read, write, ctypes, libc)
-    program = _seccomp_program(machine)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
-    fprog = SockFprog(len(program) // 8, program)
-    if libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-        _confine_fail("seccomp", ctypes.get_errno())  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-    return {"landlock_abi": abi, "net": abi >= 4, "scoped": abi >= 6, "seccomp": True, "uid": os.getuid(),
-            "dac_read_search": kept}
+    if landlock:
+        _confine_landlock(abi, read, write, ctypes, libc)
+    _seccomp_allow_list(ctypes, lib)
+    return {"landlock_abi": abi, "seccomp": True, "uid": os.getuid()}
 
 
 def default_read_paths():
@@ -213,7 +256,7 @@ def default_read_paths():
 
 def confine_available(read=(), write=()):
     """(True, "landlock ABI n") where confine works here, else (False, why): a fresh interpreter confines
-    itself (as uid 65534 when root) and must fail to list this file's folder, import a module, start an
+    itself (as SANDBOX_UID when root) and must fail to list this file's folder, import a module, start an
     interpreter and write in its fresh write directory. Call it from the module (it needs this file)."""
     import shutil
     import subprocess
@@ -225,7 +268,7 @@ def confine_available(read=(), write=()):
     work = tempfile.mkdtemp(prefix="nano-d1-confine-")
     script = (f"exec(compile(open({here!r}).read(), {here!r}, 'exec'))\n"
               f"info = confine(read={read!r}, write={[work, *map(os.fspath, write)]!r}, "
-              f"uid=65534 if os.geteuid() == 0 else None)\n"
+              f"uid=SANDBOX_UID if os.geteuid() == 0 else None)\n"
               f"try:\n    os.listdir({os.path.dirname(here)!r})\n    raise SystemExit('its folder is readable')\n"
               f"except PermissionError:\n    pass\n"
               f"with open({work!r} + '/probe', 'w') as f:\n    f.write('ok')\n"

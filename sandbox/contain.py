@@ -5,8 +5,9 @@ mount, pid, network, IPC and UTS namespaces (plus a user namespace when not root
 root that holds only what the interpreter needs (/usr and its links, a few /etc files, a minimal /dev, a
 private size-limited /tmp as working directory and HOME, a fresh /proc, the interpreter and virtualenv
 and each path of `readable` bound read-only at their real paths) and nothing else: the old root is
-detached after pivot_root. As root the command runs as `uid` (65534, nobody) with no capabilities; not
-root, as the same user inside a user namespace. Both with no_new_privs and a parent-death SIGKILL.
+detached after pivot_root. As root the command runs as `uid` (SANDBOX_UID - slot) with no capabilities;
+not root, as the same user inside a user namespace. Both with no_new_privs and a parent-death SIGKILL.
+The command then confines itself too (confine_config: a fresh keyring and the seccomp allow-list).
 
 How: `python -I -S -c <_SHIM> <config> <argv...>`. The shim unshares (ctypes: Python 3.11 has no
 os.unshare), forks the pid namespace's init, which mounts the root, pivots into it, drops the uid and
@@ -25,7 +26,6 @@ and from mode(), for the run's records.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,8 +33,9 @@ import threading
 import weakref
 
 from sandbox import confine
+from sandbox.workdir import MAX_FILES as WORKDIR_FILES, MAX_MB as WORKDIR_MB, remove_tree
 
-SANDBOX_UID = 65534         # nobody: the uid a contained command runs as when we are root
+SANDBOX_UID = confine.SANDBOX_UID  # as root, who a contained command runs as (sandbox/confine.py says why)
 # as root (uid dropped), as a user (user namespace), self-confined (Landlock + seccomp), not isolated
 MODES = ("isolated", "userns", "landlock", "plain")
 CHOICES = ("auto", "plain")  # --sandbox: the strongest mode that works here, or plain accepted explicitly
@@ -157,7 +158,7 @@ try:  # pid 1 of the new namespace
     os.mkdir(new + "/dev/shm")
     mount("none", new + "/dev/shm", "tmpfs", NOSUID | NODEV | NOEXEC, "size=16m,nr_inodes=256,mode=1777")
     os.mkdir(new + "/tmp")
-    mount("none", new + "/tmp", "tmpfs", NOSUID | NODEV, "size=%dm,nr_inodes=4096,mode=1777" % cfg["tmp_mb"])
+    mount("none", new + "/tmp", "tmpfs", NOSUID | NODEV, "size=%dm,nr_inodes=%d,mode=1777" % (cfg["tmp_mb"], cfg["tmp_files"]))
     os.mkdir(new + "/proc")
     mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC)
     made = []  # directories made only to hold a mount point: 0111 at the end (passable, not listable)
@@ -227,7 +228,7 @@ def _config(readable, venv, uid, userns, tmp_mb, cwd):
     if not cwd.startswith("/tmp"):
         raise ValueError(f"contain: cwd {cwd!r} must be under the private /tmp")
     return {"binds": binds, "stage": _stage(binds), "etc": list(ETC_FILES), "uid": int(uid),
-            "userns": bool(userns), "tmp_mb": int(tmp_mb), "cwd": cwd}
+            "userns": bool(userns), "tmp_mb": int(tmp_mb), "tmp_files": WORKDIR_FILES, "cwd": cwd}
 
 
 def isolation_available():
@@ -243,6 +244,11 @@ def isolation_available():
 
 
 def _check():
+    import ctypes
+    try:  # every mode but plain loads the allow-list through it
+        confine._libseccomp(ctypes)
+    except OSError as e:
+        return False, e.strerror
     ok, why = _check_namespaces()
     if ok:
         return ok, why
@@ -322,7 +328,7 @@ def rlimits(mode, cpu_s, memory_mb):
               "RLIMIT_FSIZE": (MAX_FILE_BYTES, MAX_FILE_BYTES), "RLIMIT_NOFILE": (MAX_OPEN_FILES, MAX_OPEN_FILES),
               "RLIMIT_CORE": (0, 0)}
     # NPROC counts a uid's processes. isolated, and landlock as root: each running sandbox has a uid of
-    # its own (65534 - slot), so it counts this sandbox's processes only (charged to one shared uid, a
+    # its own (SANDBOX_UID - slot), so it counts this sandbox's processes only (charged to one shared uid, a
     # fork bomb holding its 30 children made a concurrent job's subprocess.run fail 5/5). userns: per
     # user namespace on Linux >= 5.14; older kernels would count the trainer's own processes and threads
     # and fail innocent forks. plain, and landlock as a user: a user's count would include the trainer's
@@ -342,10 +348,12 @@ def self_limits(mode, cpu_s, memory_mb, workdir, uid, readable=()):
 
 def confine_config(mode, workdir, uid, readable=()):
     """What a process started in `mode` passes to confine.confine on itself: in "landlock" mode, read the
-    interpreter (and `readable`), write `workdir`, run as `uid` when root; else None (the namespaces
-    contain it)."""
-    if mode != "landlock":
+    interpreter (and `readable`), write `workdir`, run as `uid` when root; in the namespace modes the
+    keyring and the allow-list only; plain: None."""
+    if mode == "plain":
         return None
+    if mode != "landlock":
+        return {"landlock": False}
     # /dev/null writable (open(os.devnull, "w"), subprocess.DEVNULL); confine never chowns a device
     return {"read": [*confine.default_read_paths(), *readable], "write": [workdir, os.devnull],
             "uid": uid if os.geteuid() == 0 else None}
@@ -368,7 +376,7 @@ def _contained(argv, readable, venv, uid, userns, tmp_mb, cwd, popen_kwargs):
     return subprocess.Popen(shim, env=env, **popen_kwargs)
 
 
-def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, tmp_mb=64, cwd=None, force=None,
+def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, tmp_mb=WORKDIR_MB, cwd=None, force=None,
                     **popen_kwargs):
     """subprocess.Popen(argv) in the namespaces, on the whitelist root described above: only the
     interpreter (with `venv`, its virtualenv too) and `readable` (paths, bound read-only at their real
@@ -402,7 +410,7 @@ def contained_popen(argv, *, readable=(), venv=True, uid=SANDBOX_UID, tmp_mb=64,
     proc = subprocess.Popen(argv, cwd=workdir, **kwargs)
     proc.contain_mode = what  # "landlock": the command confines itself (confine_config)
     if cwd is None:
-        weakref.finalize(proc, shutil.rmtree, workdir, True)
+        weakref.finalize(proc, remove_tree, workdir)
     return proc
 
 

@@ -9,7 +9,7 @@ operating system, in layers (docs/code-task.md, "The sandbox"):
      HOME = TMPDIR = the working directory;
   2. resource limits set before the program runs (no preexec_fn: the trainer is never fork()ed);
   3. a new session whose whole process group is SIGKILLed at the end, and a wall-clock limit;
-  4. sandbox/contain.py's modes, strongest first: namespaces as root ("isolated", uid 65534 - slot)
+  4. sandbox/contain.py's modes, strongest first: namespaces as root ("isolated", uid SANDBOX_UID - slot)
      or as the user ("userns"), else self-containment ("landlock", sandbox/confine.py); none of
      these: the run refuses to start (contain.NoIsolation) unless "plain" was chosen (--sandbox plain).
 With STRICT_ASSERTS (the default) the verdict takes two processes (sandbox/worker.py): the program runs
@@ -32,7 +32,6 @@ import marshal
 import os
 import secrets
 import select
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -40,6 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from sandbox import contain, worker
+from sandbox.workdir import remove_tree, watch as watch_workdir
 
 DEFAULT_TIMEOUT_S = 10.0    # wall clock for the whole program (d1: 1 s per test function; KodCode's
                             # pytest files have ~6 tests, and importing pytest alone takes ~0.1 s)
@@ -48,7 +48,7 @@ DEFAULT_MEMORY_MB = 1024    # address space (d1: 1 GB RLIMIT_AS); file size, pro
 MAX_RESULT_BYTES = 1 << 20  # what we read back from the result pipe at most
 EXIT_GRACE_S = 0.5          # a runner that has reported (or died) gets this long to exit by itself
 MAX_WHY_CHARS = 80          # a failed test's reason ("AssertionError: ...") is cut here: ~8k tests fit
-SANDBOX_UID = contain.SANDBOX_UID  # "nobody"; the sandbox in slot k runs as 65534 - k
+SANDBOX_UID = contain.SANDBOX_UID  # as root, the sandbox in slot k runs as SANDBOX_UID - k
 # True: the two-process verdict (sandbox/worker.py: the tests run in a checker that runs no program code,
 # on builtin values the program sent): an object whose __eq__ always says True scores nothing.
 # False: d1's plain asserts in one process, for d1's exact numbers
@@ -86,7 +86,7 @@ def _limits(mode, timeout_s, memory_mb, slot, workdir):
 
 
 class _slot:
-    """The lowest slot number no sandbox of this process is using right now (its uid: 65534 - slot)."""
+    """The lowest slot number no sandbox of this process is using right now (its uid: SANDBOX_UID - slot)."""
 
     def __enter__(self):
         with _slots_lock:
@@ -126,11 +126,12 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
     read_fd, write_fd = os.pipe()
     proc = None
     try:
-        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _RUNNER_BOOT, _runner_code(mode == "landlock"), str(write_fd)],
+        proc = _launch([contain.PYTHON, "-I", "-B", "-c", _RUNNER_BOOT, _runner_code(mode != "plain"), str(write_fd)],
                        workdir, mode=mode,
                        slot=slot,
                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        pass_fds=(write_fd,))
+        stop_watch = watch_workdir(mode, workdir, lambda: worker.end_server(proc))
         os.close(write_fd)
         write_fd = -1
         try:
@@ -161,8 +162,9 @@ def _run_one(program, tests, timeout_s, test_timeout_s, memory_mb, slot, mode, o
             os.close(write_fd)
         os.close(read_fd)
         if proc is not None:
+            stop_watch()
             worker.end_server(proc)
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
 
 
 def _check(program, tests, timeout_s, memory_mb):
@@ -176,7 +178,7 @@ def _check(program, tests, timeout_s, memory_mb):
 @functools.cache
 def _runner_code(confined):
     """What the sandbox executes, read and compiled once, marshalled as hex for its command line (compiling
-    per run cost ~5 ms with confine.py): the runner, and in landlock mode (`confined`) confine.py in front."""
+    per run cost ~5 ms with confine.py): the runner, and in every mode but plain (`confined`) confine.py in front."""
     texts = []
     for name in ("confine.py", "runner.py")[0 if confined else 1:]:
         with open(os.path.join(_HERE, name)) as f:

@@ -1,8 +1,8 @@
 """
 The runner of d1's plain asserts (sandbox/run.py with STRICT_ASSERTS = False): the script that runs inside
-the sandbox, as `python -I -B -c <boot> <this file compiled, with confine.py's in front in landlock mode>
+the sandbox, as `python -I -B -c <boot> <this file compiled, with confine.py's in front but in plain mode>
 <result fd>` (sandbox/run.py compiles and starts it; it is never imported). It reads its job as JSON on stdin (the program, the test
-snippets, the limits, a nonce), sets the limits (in landlock mode: confine.confine too), runs the program
+snippets, the limits, a nonce), sets the limits and confine.confine (every mode but plain), runs the program
 once, then each test in the program's namespace under its own timer; a test passes if it raises
 nothing, as in d1.
 
@@ -56,7 +56,7 @@ def _main():
     os.umask(0o077)
     for name, (soft, hard) in job["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
-    if job.get("confine") is not None:  # landlock mode: sandbox/confine.py's source runs in front of this one
+    if job.get("confine") is not None:  # sandbox/confine.py's source runs in front of this one
         confine(**job["confine"])  # noqa: F821 (an error ends the runner: no verdict, every test fails)
     signal.signal(signal.SIGALRM, alarm)
     ns = {"__name__": "__main__"}

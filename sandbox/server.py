@@ -8,8 +8,8 @@ builtin value": the program may patch or replace all of this, and gain nothing.
 Started by sandbox/worker.py's start_server inside sandbox/contain.py's containment, as `python -I -B -c
 <read the code from stdin> <socket fd> <per-call timer> <limits>`: its code (wire.py's, confine.py's and
 this file's) arrives compiled on stdin, and it sets the limits itself before the program runs (resource
-limits; in "landlock" mode also confine.confine: Landlock, seccomp, the uid drop). Every frame is
-(number, message): a request's number, echoed by its reply and by the callbacks made while it runs (the
+limits and confine.confine: the keyring and the seccomp allow-list, in "landlock" mode Landlock and the uid
+drop too). Every frame is (number, message): a request's number, echoed by its reply and by the callbacks made while it runs (the
 checker refuses a frame of another number). Requests and replies (a reply to a request that runs program
 code ends with what it printed, for a test that captures sys.stdout):
     ("exec", program, trusted)     -> ("names", {name: value or handle}, {name: stdlib module name})

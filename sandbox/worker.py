@@ -9,7 +9,7 @@ Checkers are long-lived (they run only trusted code: KodCode's `import pytest` i
 not once per program), kept in a pool of idle ones per mode, and replaced after MAX_JOBS jobs or when a
 job does not come back in time. A checker is contained as a server is: through contain's launcher, as an
 unprivileged uid of its own when root, with resource limits it sets itself (memory, CPU per job, file
-size, processes; in "landlock" mode confine.confine too), writing only its private /tmp; it reads
+size, processes; confine.confine: the allow-list, in "landlock" mode Landlock too), writing only its private /tmp; it reads
 sandbox/ and the interpreter, and imports only the standard library's TEST_MODULES (at start) and what
 the tests themselves import. The server is started through a launcher, by default contained() below:
 sandbox/contain.py's contained_popen; sandbox/run.py passes its own with the mode and the slot's uid.
@@ -24,7 +24,6 @@ import itertools
 import marshal
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +32,7 @@ import threading
 import time
 
 from sandbox import checker, confine, contain, server, wire
+from sandbox.workdir import remove_tree, watch as watch_workdir
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_JOBS = 500          # a checker is replaced after this many jobs (tests may leave state behind)
@@ -101,7 +101,7 @@ def end_server(proc):
     """End the server and reap it. Contained: SIGTERM to contain's shim, which SIGKILLs the pid namespace's
     init (the server: the kernel then kills everything in the namespace) and reaps it, so that nothing is
     orphaned to PID 1; SIGKILL after EXIT_GRACE_S. Plain and landlock: the server's whole process group
-    (in landlock mode seccomp refuses setsid and setpgid, so no child leaves it)."""
+    (the allow-list refuses setsid and setpgid, so no child leaves it)."""
     if getattr(proc, "contain_mode", "plain") in ("isolated", "userns") and proc.poll() is None:
         try:
             proc.terminate()
@@ -187,7 +187,7 @@ class Checker:
     def close(self):
         self.sock.close()
         end_server(self.proc)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)
         with _pool_lock:
             _checker_ids.discard(self.id)
 
@@ -236,6 +236,7 @@ def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeou
             mode, timeout_s, SERVER_MEMORY_MB, workdir, contain.SANDBOX_UID)
         proc = start_server(theirs, launch=launch, workdir=workdir, test_timeout_s=test_timeout_s,
                             limits=server_limits)
+        stop_watch = watch_workdir(mode, workdir, lambda: end(proc))  # landlock, plain: a host folder
         theirs.close()
         checker = _take(mode)
         job = ("job", program, list(tests), prefix, test_source, test_timeout_s, list(targets))
@@ -248,8 +249,9 @@ def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeou
         ours.close()
         theirs.close()
         if proc is not None:
+            stop_watch()
             end(proc)
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
     ok = type(why) is list and len(why) == len(tests) and all(w is None or type(w) is str for w in why)
     why = why if ok else ["no verdict from the checker"] * len(tests)
     if outcome is not None:
@@ -260,8 +262,8 @@ def run_checked(program, tests, *, prefix="", test_source="", targets=(), timeou
 
 def main(fd, limits_hex):
     """The checker process: jobs from the trainer, each with its server's socket, until EOF. Before the
-    first job it imports the test modules, then applies its limits (and in landlock mode confines
-    itself); each job gets its own CPU budget."""
+    first job it imports the test modules, then applies its limits and confines
+    itself; each job gets its own CPU budget."""
     sock = socket.socket(fileno=fd)
     modules = checker.import_test_modules()
     limits = marshal.loads(bytes.fromhex(limits_hex))
