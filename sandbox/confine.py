@@ -241,6 +241,19 @@ def confine(read=(), write=(), uid=None, landlock=True):
     return {"landlock_abi": abi, "seccomp": True, "uid": os.getuid()}
 
 
+def open_to_others(path):
+    """Whether a uid that owns nothing here can read `path`: it and every folder on its way passable (and
+    readable, for `path` itself) by others, by the file modes alone."""
+    path = os.path.realpath(path)
+    parts = [path]
+    while parts[-1] != "/":
+        parts.append(os.path.dirname(parts[-1]))
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in parts[1:]) and bool(os.stat(path).st_mode & 0o004)
+    except OSError:
+        return False
+
+
 def default_read_paths():
     """What an interpreter needs to run, as existing real paths, each once (none beneath another)."""
     paths = [sys.base_prefix, sys.prefix, "/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/localtime",

@@ -252,6 +252,10 @@ def _check():
     ok, why = _check_namespaces()
     if ok:
         return ok, why
+    here = os.path.dirname(os.path.realpath(__file__))  # the checker runs this folder's code as the sandbox uid
+    if os.geteuid() == 0 and not confine.open_to_others(here):
+        return False, f"namespaces: {why}; Landlock: the sandbox uid cannot read {here} (a folder on its way is " \
+                      "closed to other users) and keeps no capability to: put the checkout where others can read it"
     landlock, how = confine.confine_available(read=confine.default_read_paths())
     return (True, "landlock") if landlock else (False, f"namespaces: {why}; Landlock: {how}")
 

@@ -254,6 +254,12 @@ def test_root_without_cap_sys_admin_falls_back_to_landlock():
     # a default Docker container: root, no CAP_SYS_ADMIN, so no mount namespace; programs must not run as root.
     # /usr/bin/python3: an interpreter the sandbox uid can read (an official python image's /usr/local is too)
     drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"]
+    if not confine.open_to_others(str(REPO / "sandbox")):  # a checkout in a 0700 folder (mktemp -d): refused
+        proc = subprocess.run([*drop, "/usr/bin/python3", "-I", "-c", SIMULATED, str(REPO)], capture_output=True,
+                              text=True, timeout=120, cwd="/")
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode != 0 and "NoIsolation" in last and "cannot read" in last, proc.stderr[-2000:]
+        return
     out = _simulated([*drop, "/usr/bin/python3", "-I", "-c", SIMULATED, str(REPO)])
     assert out == {"mode": "landlock", "thief": [False], "honest": [True], "root": [False]}, out
     # an interpreter under root's 0700 home: refused in one line, naming why (no capability is kept to reach it)

@@ -84,6 +84,8 @@ def harness(mode):
         pytest.skip("needs root (the uid drop) and /usr/bin/python3")
     if mode == "landlock" and confine.landlock_abi() < confine.LANDLOCK_MIN_ABI:
         pytest.skip("Landlock ABI < 6: landlock mode is refused here")
+    if mode == "landlock" and not confine.open_to_others(str(REPO / "sandbox")):
+        pytest.skip("the sandbox uid cannot read this checkout: landlock mode refuses it (tests/test_reward_holes.py)")
     if mode == "isolated" and not contain.isolation_available()[0]:
         pytest.skip("no namespaces here")
     with open(HOST_FILE, "w") as f:
@@ -140,8 +142,9 @@ def test_reference_solutions_pass_in_landlock_mode_too():
         items = ev.load_items(task, str(SHARED_DATA / file))
         parsers.score_code_batch([reference_generation(ex) for _, ex in items],
                                  [tasks.TASKS[task].scoring_example(ex) for _, ex in items], run_batch=capture)
-    if not (ROOT and os.path.exists("/usr/bin/python3")) or confine.landlock_abi() < confine.LANDLOCK_MIN_ABI:
-        pytest.skip("needs root, /usr/bin/python3 and Landlock ABI >= 6")
+    if not (ROOT and os.path.exists("/usr/bin/python3")) or confine.landlock_abi() < confine.LANDLOCK_MIN_ABI \
+            or not confine.open_to_others(str(REPO / "sandbox")):
+        pytest.skip("needs root, /usr/bin/python3, Landlock ABI >= 6 and a checkout others can read")
     script = ("import json, sys\nsys.path.insert(0, sys.argv[1])\nfrom sandbox import run as sb, code_prep\n"
               "sb._mode = 'landlock'\njobs = json.load(sys.stdin)\n"
               "res = sb.run_batch([(code_prep.SplitProgram(*j[:5]), j[5]) for j in jobs], test_timeout_s=20, "
