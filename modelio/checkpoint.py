@@ -100,16 +100,35 @@ def verify(path):
     # every official key the model needs, with its shape: 291 tensors for LLaDA-8B (docs/llada.md §2)
     with torch.device("meta"):
         expected = {family.key_out(k): tuple(v.shape) for k, v in LLaDA(config).state_dict().items()}
-    found, dtypes = {}, {}
-    for f in _shard_files(path):
-        shapes, kinds = _header_shapes(f)
-        found.update(shapes)
-        dtypes.update(kinds)
+    found, dtypes = header_info(path)
     _check_keys(path, expected, found, dtypes, SAFETENSORS_DTYPES.get(raw.get("torch_dtype")))
     return config
 
 
 SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}  # config.json's torch_dtype names
+
+
+def header_info(path):
+    """({key: shape}, {key: dtype}) of a checkpoint directory's shards, from their headers (no weight read)."""
+    shapes = {}
+    kinds = {}
+    for f in _shard_files(Path(path)):
+        file_shapes, file_kinds = _header_shapes(f)
+        shapes.update(file_shapes)
+        kinds.update(file_kinds)
+    return shapes, kinds
+
+
+def stored_dtype(path):
+    """The dtype a checkpoint's weights are stored in, as config.json's torch_dtype names it: that field
+    where it is set, else the shards' own (the released LLaDA-8B-Instruct's config.json has none; its
+    headers say BF16): the most common of the floating dtypes in the headers; None when neither says."""
+    named = read_config(Path(path))[0].get("torch_dtype")
+    if named:
+        return named
+    by_name = {v: k for k, v in SAFETENSORS_DTYPES.items()}
+    kinds = [by_name[k] for k in header_info(path)[1].values() if k in by_name]
+    return max(set(kinds), key=kinds.count) if kinds else None
 
 
 def _header_shapes(file):

@@ -22,6 +22,7 @@ cannot: the step, the optimizer state, the flags, the script's extras, and the L
 --model-dir) or under --fsdp the fp32 masters. Under FSDP saving and restoring are collectives: every rank
 calls these functions, rank 0 alone touches the disk. Not a script.
 """
+import errno
 import json
 import os
 import re
@@ -34,6 +35,7 @@ from modelio.adapters import lora_state_dict
 from modelio.checkpoint import CONFIG_FILE, INDEX_FILE, from_pretrained, save_merged
 from ops.ddp import (RunError, everywhere, full_optimizer_state, full_state_on_rank0, load_full_optimizer_state,
                      plain_llada)
+from ops import disk
 from ops.checks import check_out_dir, require
 from ops.metrics import ARGS_FILE, METRICS_FILE, read_json
 
@@ -144,34 +146,6 @@ def check_run_dir(args):
             "(the run stopped before its first); start it again with --force instead of --resume")
 
 
-def save_bytes(args):
-    """About how many bytes one save of this run takes: the start model's weight files (a save holds
-    the same tensors, LoRA merged, in the training dtype) plus trainer_state.pt, which for full
-    fine-tuning holds AdamW's two fp32 moments per parameter (and under --fsdp the fp32 masters);
-    LoRA's adapters and moments are small. 0 when the start model is not written yet (the tiny default)."""
-    if not os.path.isdir(args.model_dir):
-        return 0
-    weights = sum(os.path.getsize(os.path.join(args.model_dir, f)) for f in os.listdir(args.model_dir)
-                  if f.endswith(".safetensors"))
-    params = weights // 2  # bf16 files, as the released models ship (an fp32 file overstates nothing below)
-    return weights + (0 if args.lora_r > 0 else (8 + 4 * bool(args.fsdp)) * params)
-
-
-def check_room(args):
-    """Up front: the disk under --out-dir has room for one save (save_bytes); a note when it has not
-    for the --keep-last saves plus the one being written."""
-    where = os.path.abspath(args.out_dir)  # the nearest directory that exists: under torchrun only rank 0
-    while not os.path.isdir(where):        # makes the out-dir (ops/lock.py), perhaps after the others got here
-        where = os.path.dirname(where)
-    need, free = save_bytes(args), shutil.disk_usage(where).free
-    gib = lambda n: f"{n / 2**30:.1f} GiB"
-    require(free >= need, f"--out-dir {args.out_dir} has {gib(free)} free; one save of this run takes about "
-            f"{gib(need)} (the weights plus trainer_state.pt): free some space or pick another --out-dir")
-    if free < (args.keep_last + 1) * need and int(os.environ.get("RANK", 0)) == 0:
-        print(f"note: --out-dir {args.out_dir} has {gib(free)} free, less than the {args.keep_last + 1} saves of "
-              f"about {gib(need)} each that --keep-last {args.keep_last} holds while the next is written",
-              file=sys.stderr)
-
 
 def _fsync_dir_tree(path):
     """Flush every file of a freshly written directory, then the directory itself, so that a
@@ -190,22 +164,31 @@ def _fsync_dir_tree(path):
 def publish(src, out_dir):
     """Make save `src` the run's model at the top of out_dir: hard links (no second copy of 16 GB;
     a plain copy where the filesystem has no links), config.json removed first and linked last, so
-    a reader finds the old model, no model, or the new one, never a mix. Stale shards go."""
+    a reader finds the old model, no model, or the new one, never a mix. Stale shards go, and so does
+    any *.tmp an interrupted publish left. Publishing the model that is there already (--resume of a
+    finished run) leaves the directory as it was."""
     top_config = os.path.join(out_dir, CONFIG_FILE)
     if os.path.lexists(top_config):
         os.remove(top_config)  # from here until the last line, nothing loads the top as a model
     names = [n for n in sorted(os.listdir(src)) if n not in (STATE_FILE, CONFIG_FILE)] + [CONFIG_FILE]
     for name in names:
-        tmp = os.path.join(out_dir, name + ".tmp")
+        source, dest = os.path.join(src, name), os.path.join(out_dir, name)
+        tmp = dest + ".tmp"
         if os.path.lexists(tmp):
             os.remove(tmp)
+        # already a link to this very file: rename(2) of one link of a file onto another does nothing and
+        # would leave the *.tmp beside it, a second name of the shard
+        if os.path.isfile(dest) and not os.path.islink(dest) and os.path.samefile(source, dest):
+            continue
         try:
-            os.link(os.path.join(src, name), tmp)
+            os.link(source, tmp)
         except OSError:  # no hard links here (some network filesystems): copy
-            shutil.copy2(os.path.join(src, name), tmp)
-        os.replace(tmp, os.path.join(out_dir, name))
-    for name in os.listdir(out_dir):  # shards of an earlier model with another shard count
-        if name.startswith("model") and name.endswith(".safetensors") and name not in names:
+            shutil.copy2(source, tmp)
+        os.replace(tmp, dest)
+    for name in os.listdir(out_dir):  # shards of an earlier model with another shard count, and their *.tmp
+        model = name.removesuffix(".tmp")
+        if model.startswith("model") and model.endswith(".safetensors") and name not in names or \
+                name.endswith(".tmp") and model in names:
             os.remove(os.path.join(out_dir, name))
 
 
@@ -221,7 +204,8 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
     last args.keep_last saves, and (make_public) publish it as the run's model. Called on EVERY rank: under
     FSDP the weights (cast to save_dtype; the fp32 masters go to the state file) and the optimizer state are
     gathered first. `extras`: the script's resume state, its plain numbers also in save_info.json. Refuses
-    non-finite weights; the tokenizer and remote code are args.model_dir's files (checkpoint.save_merged)."""
+    non-finite weights; the tokenizer and remote code are args.model_dir's files (checkpoint.save_merged).
+    A save that cannot be written (a full disk: save_failure) raises RunError on every rank, the same line."""
     if not trainable_finite(model, run):  # the trainers skip non-finite steps, so this is a bug guard
         raise RunError(f"refusing to save step {step}: the model holds non-finite weights")
     if args.fsdp:  # on rank 0: full fp32 masters and AdamW state keyed by name; {} elsewhere
@@ -229,24 +213,62 @@ def save_checkpoint(args, run, model, optimizer, step, extras=None, make_public=
         to_save = plain_llada(model.config, masters, run.save_dtype) if run.master else None
     else:
         masters, to_save, optim_state = None, model, optimizer.state_dict()
-    # after the collectives above, which every rank had to join, only rank 0 writes
-    if not run.master:
-        return
-    final = save_dir(args.out_dir, step)
-    try:
-        _write_save(args, model, to_save, optimizer_state=optim_state, masters=masters, step=step, extras=extras,
-                    final=final, provenance=run.provenance)
-        if make_public:
-            publish(final, args.out_dir)
-    except ValueError as e:  # save_pretrained met a NaN or inf in a tensor it was writing (a bug guard)
-        shutil.rmtree(final + PARTIAL, ignore_errors=True)
-        raise RunError(f"refusing to save step {step}: {e}") from None
-    except OSError as e:  # a full disk, a file system gone read-only: the saves before this one are whole
-        shutil.rmtree(final + PARTIAL, ignore_errors=True)
-        last = complete_saves(args.out_dir)
-        raise RunError(f"the save of step {step} could not be written ({e.strerror}: {e.filename}); the newest "
-                       f"complete save is {last[-1][1] if last else 'none'}, untouched: free space (or repair "
-                       f"the file system) and run the same command with --resume") from None
+    # after the collectives above, which every rank had to join, only rank 0 writes; then every rank learns how
+    # that went (one small broadcast: the others would wait for rank 0 at the next step's first collective
+    # anyway), so that a failed save stops every rank with the same line, not rank 0 alone
+    failure = error = None
+    if run.master:
+        try:
+            final = save_dir(args.out_dir, step)
+            _write_save(args, model, to_save, optimizer_state=optim_state, masters=masters, step=step,
+                        extras=extras, final=final, provenance=run.provenance)
+            if make_public:
+                publish(final, args.out_dir)
+        except Exception as e:  # noqa: BLE001 (each kind is sorted out in save_failure; a bug is raised again)
+            failure, error = save_failure(args, step, e)
+    failure = _from_rank0(failure, run)
+    if error is not None:
+        raise error
+    if failure:
+        raise RunError(failure)
+
+
+def _from_rank0(message, run):
+    """rank 0's `message` (a str or None) on every rank; every rank must call it (one process: as is)."""
+    if run is None or not getattr(run, "distributed", False):
+        return message
+    import torch.distributed as dist
+    box = [message]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+
+def save_failure(args, step, e):
+    """rank 0, when writing save `step` raised `e`: the partial save removed -> (the line every rank stops
+    with, the exception rank 0 raises instead, or None). A NaN or inf that save_pretrained met (a bug guard);
+    a full disk or quota, a file system gone read-only or failing: the disk, its free space and the newest
+    complete save. Anything else is a bug, raised as it is (a traceback) once the other ranks know."""
+    partial = save_dir(args.out_dir, step) + PARTIAL
+    if isinstance(e, ValueError):
+        shutil.rmtree(partial, ignore_errors=True)
+        return f"refusing to save step {step}: {e}", None
+    need = disk.save_bytes(args)
+    code, full = disk.no_room(e, partial, need)
+    where = disk.being_written(e, partial)
+    shutil.rmtree(partial, ignore_errors=True)  # the saves before this one are whole; its room is free again
+    if code is None and not full:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return f"rank 0 could not write the save of step {step} ({type(e).__name__}: {first}); see its log", e
+    last = complete_saves(args.out_dir)
+    fix = "free space on it" if full else "repair the file system"
+    if last:
+        then = f"the newest complete save is {last[-1][1]}, untouched: {fix}, then run the same command with --resume"
+    else:
+        then = f"no save is complete yet: {fix}, then run the same command with --resume auto (it starts over)"
+    return f"the save of step {step} could not be written ({os.strerror(code or errno.ENOSPC)}: {where}); the " \
+           f"disk of --out-dir, {disk.disk_of(args.out_dir)}, has {disk.human_bytes(shutil.disk_usage(args.out_dir).free)} " \
+           f"free; one save of this run takes about {disk.human_bytes(need)}; {then}", None
 
 
 def _write_save(args, model, to_save, optimizer_state, masters, step, extras, final, provenance=None):

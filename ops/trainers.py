@@ -12,7 +12,7 @@ from contextlib import nullcontext
 import torch
 
 from modelio.adapters import add_lora, lora_disabled
-from modelio.checkpoint import from_pretrained, load
+from modelio.checkpoint import from_pretrained, load, stored_dtype
 from modelio.families import family_of_model, read_config
 from modelio.hub import config_dir
 from modelio.provenance import start_record
@@ -20,9 +20,10 @@ from modelio.tokenizer import load_tokenizer
 from model import BLOCK_LINEARS, LLaDA, compile_blocks
 from ops import lock
 from ops.checks import ShowDefaults, check_grpo_args, check_model, upfront
-from ops.ddp import DIST_TIMEOUT_S, finish, shard_model
+from ops.ddp import DIST_TIMEOUT_S, finish, shard_model, tell_launcher
+from ops.disk import check_room
 from ops.metrics import log_metrics
-from ops.resume import (RESUME_MAY_CHANGE, check_room, check_run_dir, complete_saves, publish, recorded_revision,
+from ops.resume import (RESUME_MAY_CHANGE, check_run_dir, complete_saves, publish, recorded_revision,
                         restore_optimizer, resume_weights)
 from ops.stop import Stopper
 from sandbox import contain
@@ -93,8 +94,8 @@ def add_training_flags(parser, registry, start_model, out_dir, published):
     d.add_argument("--task", type=str, default="toy", help="a task of tasks.py's registry (RL: a comma list): "
                    + " | ".join(registry))
     d.add_argument("--data", type=str, default="", help="data file(s) (jsonl, json, csv, parquet; .gz too) or hub "
-                   "dataset ids owner/name[:config][:split] (needs `pip install datasets`), a comma list matching "
-                   "--task (default: none, which only the toys, generating their own, may have)")
+                   "dataset ids owner/name[@revision][:config][:split] (the hub cache's; else `datasets` reads them), "
+                   "a comma list matching --task (default: none, which only the toys, generating their own, may have)")
     d.add_argument("--num-examples", type=int, help="toy / pbe / countdown_toy: generated items (labelled for SFT, "
                    "not for RL)")
     d.add_argument("--toy-blanks", type=str, default="2,5", help="toy: min,max blank cells per puzzle")
@@ -189,6 +190,37 @@ def preset_note(given, name, by_task, params, spec):
     return "" if given or name == by_task else f"preset {name}: {size} (--preset 8b is d1's recipe for LLaDA-8B)"
 
 
+class FollowWorld:
+    """A preset's value that follows torchrun's world size (WORLD_SIZE): `at(world)` gives it, `text` says
+    how in --help. The toys' one micro-batch a step becomes one per rank, so that their defaults run on
+    2, 4 or 8 ranks as the 8b presets' do; on one process the value is the toy's own (make run's weights)."""
+
+    def __init__(self, at, text):
+        self.at, self.text = at, text
+
+    def __repr__(self):
+        return self.text
+
+
+def per_rank(total):
+    """A toy's micro-batch, split over the ranks: `total` on one process, total / world size on more."""
+    return FollowWorld(lambda world: max(1, total // world), f"{total} / the world size")
+
+
+def ranks():
+    """One micro-batch per rank: 1 on one process, the world size on more."""
+    return FollowWorld(lambda world: world, "the world size")
+
+
+def preset_value(v, gen_length, world):
+    """A preset's value as a default: a callable follows --gen-length, a FollowWorld the world size."""
+    if isinstance(v, FollowWorld):
+        return v.at(world)
+    if callable(v):
+        return v(gen_length)
+    return v
+
+
 def parse_with_preset(parser, presets, registry, argv=None):
     """Parse the flags with a preset's values as their defaults: --preset as given, else by the model's size
     and --task (task_defaults), so that a flag dropped from a job script falls back to d1's value on an 8B
@@ -209,8 +241,9 @@ def parse_with_preset(parser, presets, registry, argv=None):
     lengths = {k: v for k, v in lengths.items() if k in dests and k not in presets[name]}
     # a preset's value may follow the canvas (a callable of --gen-length: one token a step, steps = gen_length)
     gen = known.gen_length or lengths.get("gen_length", 0)
-    parser.set_defaults(preset=name, **{k: v(gen) if callable(v) else v for k, v in presets[name].items()},
-                        **lengths)
+    world = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's
+    values = {k: preset_value(v, gen, world) for k, v in presets[name].items()}
+    parser.set_defaults(preset=name, **values, **lengths)
     for action in parser._actions:  # "(default: 3e-06 from --preset 8b; tiny: 0.0001, testbed: 0.0001)"
         values = {p: "--gen-length" if callable(v[action.dest]) else v[action.dest]
                   for p, v in presets.items() if action.dest in v}
@@ -219,6 +252,9 @@ def parse_with_preset(parser, presets, registry, argv=None):
                 f" from --preset {name}" if name in values else ""
             others = ", ".join(f"{p}: {v}" for p, v in values.items() if p != name)
             action.help += f" (default: %(default)s{here}{'; ' + others if others else ''})"
+    for action in parser._actions:
+        if action.dest == "preset" and action.help:  # chosen, not fixed: name the rule and this run's choice
+            action.help += " (default: by the model's size and --task; %(default)s here)"
     parser.formatter_class = ShowDefaults
     args = parser.parse_args(argv)
     by_task = task_defaults(known.task, None, presets, registry)[0]
@@ -288,7 +324,7 @@ def load_policy(args, run):
     if getattr(args, "compile", False):  # grpo.py --compile, never with --fsdp (its check_args)
         compile_blocks(model)  # in place: state-dict keys, LoRA and resume are unaffected
     src, state = resume_weights(args, run, model)  # before any sharding: wrap_for_training comes next
-    stored = read_config(args.model_dir)[0].get("torch_dtype")  # what the start model's shards hold
+    stored = stored_dtype(args.model_dir)  # what the start model's shards hold (config.json, else their headers)
     if run.master and stored and stored != str(run.save_dtype).removeprefix("torch."):  # never silent
         print(f"note: {args.model_spec} stores {stored}; this run trains and saves "
               f"{str(run.save_dtype).removeprefix('torch.')} on {run.device_type} (--dtype {stored} keeps the base's)")
@@ -382,11 +418,13 @@ def stop_if_stalled(bad_steps, args, run, metrics_file, record, where, hint="low
     if bad_steps < args.max_bad_steps:
         return
     last = complete_saves(args.out_dir)
+    line = f"stopping {where}: {bad_steps} optimizer steps in a row had a non-finite loss or gradient norm and " \
+           f"were skipped (weights and AdamW state untouched). Last complete save: " \
+           f"{last[-1][1] if last else 'none'}; {hint}"
     if run.master:
         log_metrics(metrics_file, record)
-        print(f"stopping {where}: {bad_steps} optimizer steps in a row had a non-finite loss or gradient norm and "
-              f"were skipped (weights and AdamW state untouched). Last complete save: "
-              f"{last[-1][1] if last else 'none'}; {hint}", file=sys.stderr)
+        print("\n" + line, file=sys.stderr)  # on a line of its own, after any progress bar
         metrics_file.close()
+    tell_launcher(line)  # every rank: whichever torchrun's summary shows, it says why
     finish(run)
     sys.exit(1)
