@@ -7,11 +7,9 @@ later, in the loop, the same exceptions keep their traceback: there they would b
 """
 import argparse
 import importlib.util
-import json
 import os
 import shutil
 import sys
-import time
 from contextlib import contextmanager
 
 import torch
@@ -20,7 +18,7 @@ from model import BLOCK_LINEARS
 from modelio.checkpoint import verify
 from modelio.hub import ModelSource, resolve_model
 from modelio.tokenizer import check_tokenizer_files
-from ops.ddp import train_precision
+from ops.ddp import tell_launcher, train_precision
 from sandbox import contain
 from taskdata.records import folder_hint, is_hub_dataset
 from taskdata.splits import check_protocol_flags
@@ -60,9 +58,7 @@ def upfront(script=None):
         # one line: a multi-line message (e.g. a key mismatch list) is joined, never cut
         line = f"{script}{rank}: error: {' '.join(str(e).split())}"
         print(line, file=sys.stderr)
-        if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # torchrun's summary then ends with this line as the
-            with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:  # root cause, not a pointer to its docs
-                json.dump({"message": line, "timestamp": int(time.time())}, f)
+        tell_launcher(line)  # torchrun's summary then ends with this line, not a pointer to its docs
         sys.exit(USAGE_EXIT)
 
 

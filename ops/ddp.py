@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +71,19 @@ def is_lost_rank(e):
         "gloo" in text or "NCCL" in text or "Connection reset" in text or "Connection closed" in text))
 
 
+def tell_launcher(line):
+    """A stop on purpose (bad input, a lost rank, a full disk, a stalled run), as torchrun's summary shows
+    it: its error file (TORCHELASTIC_ERROR_FILE, set for each worker) holds the line, so the summary's
+    last field is the reason, not "To enable traceback see: ..." (outside torchrun: nothing)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        try:
+            with open(path, "w") as f:
+                json.dump({"message": line, "timestamp": int(time.time())}, f)
+        except OSError:  # the summary then says less; the line is on stderr anyway
+            pass
+
+
 def lost_rank_hook(rank, previous):
     """sys.excepthook for a rank of a process group: a lost rank is one line, not a traceback of
     the collective that noticed it, and the process exits at once (status 1): a broken group's
@@ -78,8 +92,10 @@ def lost_rank_hook(rank, previous):
         if not is_lost_rank(e):
             return previous(kind, e, tb)
         first = str(e).strip().splitlines()[0] if str(e).strip() else kind.__name__
-        print(f"[rank {rank}] stopping: another rank died, hung or lost the network ({first[:300]}). Its own "
-              f"log says why; the last complete save is intact: restart with --resume", file=sys.stderr, flush=True)
+        line = f"[rank {rank}] stopping: another rank died, hung or lost the network ({first[:300]}). Its own " \
+               f"log says why; the last complete save is intact: restart with --resume"
+        print("\n" + line, file=sys.stderr, flush=True)  # on a line of its own, after any progress bar
+        tell_launcher(line)
         sys.stdout.flush()
         os._exit(1)
     return hook
@@ -189,7 +205,9 @@ def one_line_hook(previous):
     def hook(kind, e, tb):
         if not isinstance(e, RunError):
             return previous(kind, e, tb)
-        print(f"{os.path.basename(sys.argv[0])}: error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
+        line = f"{os.path.basename(sys.argv[0])}: error: {' '.join(str(e).split())}"
+        print("\n" + line, file=sys.stderr, flush=True)  # on a line of its own, after any progress bar
+        tell_launcher(line)
         sys.stdout.flush()
         os._exit(1)  # a broken save's other threads (a gloo worker) must not hold the exit
     return hook
