@@ -36,17 +36,17 @@ from modelio.families import left_pad_mask
 from ops import ddp, trainers
 from ops.best import Best
 from ops.metrics import mean_over_ranks, open_metrics, progress, report_round, round_metrics
-from ops.metrics import timed
+from ops.metrics import no_signal_note, timed
 from ops.resume import save_checkpoint
 from sample import check_schedule, generate
 from taskdata.data import group_prompts
 
 # The presets, by the model's size (a flag given overrides): the CPU toy (lr 1e-4: 3e-4 peaked,
 # then decayed on 3 seeds, docs/findings.md); the testbed (docs/testbed.md); d1's recipe for
-# LLaDA-8B (docs/d1.md §4.3). The lengths are the task's (tasks.py)
-TINY = dict(num_generations=6, prompts_per_step=16, groups_per_micro=16, num_iterations=2,
-            epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0, grad_clip=1.0,
-            temperature=1.0, max_prompt_length=256, lora_r=0, lora_alpha=64.0,
+# LLaDA-8B (docs/d1.md §4.3). Lengths: the task's (tasks.py); the toys' micro-batch: one per rank
+TINY = dict(num_generations=6, prompts_per_step=16, groups_per_micro=trainers.per_rank(16),
+            num_iterations=2, epsilon=0.5, beta=0.0, p_mask=0.15, lr=1e-4, weight_decay=0.0,
+            grad_clip=1.0, temperature=1.0, max_prompt_length=256, lora_r=0, lora_alpha=64.0,
             load_in_4bit=False, rounds=30)
 D1_8B = dict(num_generations=6, prompts_per_step=16, groups_per_micro=1, num_iterations=12,
              epsilon=0.5, beta=0.04, p_mask=0.15, lr=3e-6, weight_decay=0.1, grad_clip=0.2,
@@ -371,7 +371,7 @@ def train(args, hp, do_rollout=rollout, do_old_ref=score_old_ref, micro=micro_st
     if run.master:
         metrics_file.close()
         print(f"done in {time.time() - t_start:.0f}s; model in {args.out_dir}, metrics in "
-              f"{metrics_file.name}")
+              f"{metrics_file.name}{run.stop.done_note()}{no_signal_note(metrics_file.name)}")
     ddp.finish(run)  # every rank waits for rank 0's last save, then the group ends together
 
 

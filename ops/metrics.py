@@ -19,6 +19,7 @@ print each key's first and last value per run as a table:
 import argparse
 import json
 import os
+import sys
 import time
 from contextlib import contextmanager
 
@@ -34,8 +35,56 @@ ARGS_FILE = "train_args.json"
 def progress(iterable=None, show=True, **kwargs):
     """A tqdm bar that only `show` draws (rank 0, or a --progress flag), and that TQDM_DISABLE=1 and
     the other TQDM_* variables still control: tqdm reads them only for arguments not passed, so
-    `disable` is passed only to hide the bar."""
-    return tqdm(iterable, **kwargs) if show else tqdm(iterable, disable=True, **kwargs)
+    `disable` is passed only to hide the bar. Where stderr is no terminal (a log file, a pipe, a
+    cluster's job output) a bar's redraws would be `\r` segments of one line tens of kilobytes long:
+    there PlainProgress writes plain lines instead."""
+    if not show:
+        return tqdm(iterable, disable=True, **kwargs)
+    if not sys.stderr.isatty() and os.environ.get("TQDM_DISABLE", "0") in ("", "0"):
+        return PlainProgress(iterable, kwargs.get("desc", ""), kwargs.get("total"), kwargs.get("initial", 0))
+    return tqdm(iterable, **kwargs)
+
+
+class PlainProgress:
+    """progress() off a terminal: what tqdm's bar shows, as one plain stderr line at most every EVERY_S
+    seconds or LINES times a run, and at the last step; the bar's interface that the scripts use
+    (iteration, set_postfix, set_description_str, write, close). Lines a script writes through it
+    (bar.write: a round's metrics) go to stdout whole, as tqdm.write's do."""
+    EVERY_S, LINES = 60.0, 20
+
+    def __init__(self, iterable, desc, total, initial=0):
+        self.iterable = iterable
+        self.desc = desc
+        self.postfix = ""
+        self.total = total if total is not None else len(iterable)
+        self.n = initial
+        self.start = initial
+        self.t0 = time.time()
+        self.last = self.t0
+
+    def __iter__(self):
+        every = max(1, (self.total - self.start) // self.LINES)
+        for item in self.iterable:
+            yield item
+            self.n += 1
+            now = time.time()
+            if now - self.last >= self.EVERY_S or (self.n - self.start) % every == 0 or self.n == self.total:
+                self.last = now
+                rate = (self.n - self.start) / max(now - self.t0, 1e-9)
+                print(f"{self.desc}: {self.n}/{self.total} [{now - self.t0:.0f} s, {rate:.2f}/s]"
+                      f"{' ' + self.postfix if self.postfix else ''}", file=sys.stderr, flush=True)
+
+    def set_postfix(self, **kw):
+        self.postfix = ", ".join(f"{k}={v}" for k, v in kw.items())
+
+    def set_description_str(self, desc, refresh=True):
+        pass  # the phase within a step: a terminal's detail, not a log line
+
+    def write(self, text):
+        print(text, flush=True)
+
+    def close(self):
+        pass
 
 
 @contextmanager
@@ -102,6 +151,21 @@ def report_round(bar, f, step, metrics, timing, curve, elapsed, n_cut=0):
         record.update(curve())
         bar.write(f"round {step}: accuracy % " + " ".join(f"{k} {record[k]:.1f}" for k in curve.sets))
     log_metrics(f, record)
+
+
+def no_signal_note(path):
+    """A grpo.py run's last line when no round had a learning signal (metrics.jsonl at `path`, every round of
+    the run, resumed ones too): every group's G completions scored alike (zero_std_groups 1 in each round),
+    so every advantage A = r - mean(r) was 0 and the policy gradient with it; only the KL term and weight
+    decay could move a weight. "" when some round had one."""
+    rounds = [r for r in read_metrics(path) if "zero_std_groups" in r]
+    if not rounds or any(r["zero_std_groups"] < 1.0 for r in rounds):
+        return ""
+    reward = sum(r["reward"] for r in rounds) / len(rounds)
+    return (f"\nnote: the run learned nothing from its rewards: in all {len(rounds)} rounds every group's "
+            f"completions scored alike (zero_std_groups 1.000, mean reward {reward:.3f}), so every advantage "
+            f"was 0. The task is out of this model's reach (or too easy for it): an SFT start model, another "
+            f"--gen-length or --temperature spread the rewards")
 
 
 def mean_over_ranks(metrics, run):

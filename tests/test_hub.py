@@ -217,10 +217,30 @@ def test_a_real_task_defaults_to_d1s_recipe_and_the_toys_to_theirs():
 
 
 def test_the_bar_names_each_phase_of_a_round(tmp_path):
+    # on a terminal (stderr a pseudo-terminal here; in a pipe or a log the bar is plain lines without phases)
+    import fcntl
+    import pty
+    import struct
+    import termios
     model = make_tiny(tmp_path / "tiny", **SMALL)
-    res = script(["grpo.py", "--model-dir", str(model), *ROUND, "--out-dir", str(tmp_path / "run")])
-    assert res.returncode == 0, res.stderr[-3000:]
-    phases = re.findall(r"grpo: ([a-z_/]+(?: \d+/\d+)?)", res.stderr)
+    ours, theirs = pty.openpty()
+    fcntl.ioctl(theirs, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # a 200-column terminal
+    proc = subprocess.Popen([sys.executable, "grpo.py", "--model-dir", str(model), *ROUND, "--out-dir",
+                             str(tmp_path / "run")], cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.DEVNULL, stderr=theirs)
+    os.close(theirs)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # EIO: the terminal's other end is closed, the run is over
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(ours)
+    assert proc.wait(timeout=600) == 0, err[-3000:]
+    phases = re.findall(r"grpo: ([a-z_/]+(?: \d+/\d+)?)", err.decode(errors="replace"))
     # in order, with no repeats of a phase's own state (the bar redraws each one once)
     seen = list(dict.fromkeys(phases))
     assert seen == ["rollout 1/2", "rollout 2/2", "reward", "old_ref", "update 1/2", "update 2/2"]
