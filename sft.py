@@ -48,7 +48,7 @@ from ops.ddp import (clip_grad_norm, finish, init_training, reseed, set_grad_syn
 from ops.metrics import log_metrics, open_metrics, progress
 from ops.resume import save_checkpoint
 from ops.trainers import (add_training_flags, check_model_and_out_dir, load_policy,
-                          parse_with_preset, start_run, stop_if_stalled)
+                          parse_with_preset, per_rank, ranks, start_run, stop_if_stalled)
 from taskdata.data import encode_sft, load_sft_data
 
 SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
@@ -59,7 +59,7 @@ SFT_EPS = 1e-3  # minimum masking probability (LLaDA GUIDELINES.md)
 # checkpointing is ours: d1 fits 4096 tokens with DeepSpeed's CPU offload instead
 PRESETS = {
     "tiny": dict(lora_r=0, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=2e-3,
-                 weight_decay=0.0, grad_clip=1.0, batch_size=32, grad_accum=1,
+                 weight_decay=0.0, grad_clip=1.0, batch_size=per_rank(32), grad_accum=ranks(),
                  max_steps=400, epochs=0, warmup_steps=10, gradient_checkpointing=False,
                  cut_labels=False),
     "8b": dict(lora_r=128, lora_alpha=256.0, lora_targets="q_proj,k_proj,v_proj", lr=1e-5,
@@ -376,5 +376,5 @@ if __name__ == "__main__":
         sys.exit(1)
     if run.master:
         print(f"done in {time.time() - t0:.0f}s; best eval loss {best:.4f} at step "
-              f"{best_step}; model in {args.out_dir}")
+              f"{best_step}; model in {args.out_dir}{run.stop.done_note()}")
     finish(run)  # every rank waits for rank 0's last save, then the group goes down together

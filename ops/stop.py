@@ -84,6 +84,16 @@ class Stopper:
             return None
         return self.signal or ("--max-hours" if out_of_time else "a signal to another rank")
 
+    def done_note(self):
+        """What the run's last line adds when a stop signal came during its last step: the run finished
+        (exit 0, no STOPPED, nothing to resume). A torchrun that got the signal itself (Ctrl-C in its
+        terminal) still exits 1: it raises on its own signal once its workers end, whatever they did."""
+        if self.signal is None:
+            return ""
+        launcher = "; a torchrun signalled itself exits 1 all the same" if "TORCHELASTIC_RUN_ID" in os.environ \
+            else ""
+        return f" ({self.signal} during the last step: the run finished, nothing to resume{launcher})"
+
     def exit(self, run, metrics_file, out_dir, step, unit, reason):
         """Every rank, once the step's save is written: STOPPED and one line (rank 0), then exit 75."""
         if run.master:

@@ -89,6 +89,31 @@ def test_sigterm_mid_round_saves_the_round_and_the_requeue_ends_bit_identical(tm
     same_metrics(out, straight)
 
 
+def test_a_signal_in_the_last_round_finishes_the_run_and_its_resume_changes_nothing(tmp_path, digit_model,
+                                                                                   straight):
+    # step 7: the last round's first of μ = 2. The round ends, and so does the run: exit 0, its model saved,
+    # no STOPPED, and the last line says the signal came too late to stop anything
+    out = tmp_path / "run"
+    res = proc(FAULTS + ["term-after-step:7", *grpo_cmd(digit_model, out)])
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "(SIGTERM during the last step: the run finished, nothing to resume)" in res.stdout.strip().splitlines()[-1]
+    assert not (out / stop.STOPPED_FILE).exists() and saves_are_whole(out) == [4]
+    same_weights(out, straight)
+    # the requeue of a finished run (the same command): the model and its saves as they were, the very same
+    # files (no *.tmp beside a shard, no second name), the metrics unchanged; what each command rewrites of
+    # its own (run.lock, train_args.json: the last command's flags) is not the run's
+    def files():
+        return {str(p.relative_to(out)): (p.stat().st_ino, p.read_bytes()) for p in out.rglob("*")
+                if p.is_file() and p.name not in ("run.lock", "train_args.json", "metrics.jsonl")}
+    before = files()
+    metrics = (out / "metrics.jsonl").read_bytes()
+    res = proc(FAULTS + ["none", *grpo_cmd(digit_model, out)])
+    assert res.returncode == 0, res.stderr[-2000:]
+    after = files()
+    assert sorted(after) == sorted(before) and after == before, sorted(set(after) ^ set(before))
+    assert (out / "metrics.jsonl").read_bytes() == metrics
+
+
 def test_sigterm_on_one_of_two_ranks_stops_both_after_the_same_round(tmp_path, digit_model):
     # rank 1 alone is signalled; rank 0 learns of it in the end-of-round all-reduce. LoRA dropout is on: each
     # rank's stream is keyed by (seed, round, rank), so two ranks resumed equal two ranks uninterrupted
