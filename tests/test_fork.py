@@ -19,7 +19,7 @@ from ops.metrics import read_metrics
 from test_layout import MAX_LINES, MAX_WIDTH
 
 SECTION = "## Changing d1 itself"
-EXAMPLE_FOR = "9e586ac5ff379d14"  # the sha256 (first 16 hex digits) of the grpo.py README's example was written for
+EXAMPLE_FOR = "aa408535f8b72a7e"  # the sha256 (first 16 hex digits) of the grpo.py README's example was written for
 
 
 def readme_diff():
