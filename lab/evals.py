@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import tasks
+from modelio.provenance import same_weights
 from ops.checks import require, upfront
 from ops.metrics import read_json, read_metrics
 from ops.results import accuracy, load_results, read_manifest
@@ -80,6 +81,10 @@ def compare(dir_a, dir_b, registry, force=False):
     print(f"{task} {mans[0]['gen_length']}: A {100 * sum(sa[i] for i in common) / len(common):.1f}%  "
           f"B {100 * sum(sb[i] for i in common) / len(common):.1f}%  B - A {100 * diff:+.1f} pts, "
           f"95% paired-bootstrap CI [{100 * lo:+.1f}, {100 * hi:+.1f}] over {len(common)} items")
+    shared = same_weights(*mans)
+    if shared:  # two result dirs of one model (a copied run dir, a run that learned nothing): say it
+        print(f"note: A and B are the same weights (fingerprint {shared}): the difference measures the evaluation "
+              f"alone, not training")
     return diff, lo, hi
 
 

@@ -128,3 +128,30 @@ def start_record(typed, path, revision, data):
     the data records (taskdata/records.data_record)."""
     src = resolve_model(path)
     return chain(model_record(typed, path, src.repo, revision or src.revision), data)
+
+
+# two manifests' model_fingerprints (ops/results.py writes them: config.json, the index, fingerprint())
+def other_weights(old, new):
+    """Whether two manifests' model_fingerprints are of different weights. A manifest from before the weights
+    were fingerprinted is compared on what it has (config and index), as it was then."""
+    a, b = old.get("model_fingerprint") or {}, new.get("model_fingerprint") or {}
+    return any(a.get(k) != b.get(k) for k in a if k in b)
+
+
+def same_weights(a, b):
+    """The short fingerprint two manifests share when both recorded their weights' and they are equal
+    (lab.evals compare says so), else None."""
+    if _weights_hash(a) is None or other_weights(a, b) or _weights_hash(a) != _weights_hash(b):
+        return None
+    return weights_short(a)
+
+
+def _weights_hash(manifest):
+    """A manifest's weights fingerprint: the save's hash when it has one, else the sampled one, else None."""
+    w = (manifest.get("model_fingerprint") or {}).get("weights") or {}
+    return w.get("weights_sha256") or w.get("sampled")
+
+
+def weights_short(manifest):
+    """_weights_hash, short, for a message."""
+    return (_weights_hash(manifest) or "none recorded")[:12]

@@ -27,7 +27,7 @@ import sys
 import time
 from collections import Counter
 
-from modelio.provenance import fingerprint
+from modelio.provenance import fingerprint, other_weights, weights_short
 from ops.checks import InputError, require
 from ops.stop import EXIT_STOPPED
 from sandbox import contain
@@ -311,19 +311,6 @@ def clear_run_files(out):
 RESUME_FREE = ("time", "wall_seconds", "complete", "model_dir", "model_spec", "data_file", "sandbox", "provenance")
 
 
-def other_weights(old, new):
-    """Whether two manifests' model_fingerprints are of different weights. A manifest from before the weights
-    were fingerprinted is compared on what it has (config and index), as it was then."""
-    a, b = old.get("model_fingerprint") or {}, new.get("model_fingerprint") or {}
-    return any(a.get(k) != b.get(k) for k in a if k in b)
-
-
-def _weights(manifest):
-    """A manifest's weights fingerprint, short: the save's hash when it has one, else the sampled one."""
-    w = (manifest.get("model_fingerprint") or {}).get("weights") or {}
-    return (w.get("weights_sha256") or w.get("sampled") or "none recorded")[:12]
-
-
 def result_dir_state(out, settings, resume, force):
     """What a run with manifest `settings` does in result dir `out`: "fresh" (nothing there, or --force:
     rank 0 deletes what is there), "partial" (--resume continues it: an unfinished run, or a finished one
@@ -335,14 +322,21 @@ def result_dir_state(out, settings, resume, force):
     if not present or force:
         # --resume too: a result dir the killed command never reached is simply run
         return "fresh"
+    new = json.loads(json.dumps(settings))  # compared as JSON: tuples are lists
+    old = {}
+    if MANIFEST in present:
+        try:
+            old = read_manifest(out)
+        except ValueError:
+            require(not resume, f"--resume: {out}'s {MANIFEST} is not valid JSON; --force starts over")
+    # another model's results first, with or without --resume: --resume could not continue them
+    require(not other_weights(old, new), f"{out} holds results of other weights ({old.get('model_dir')}, "
+            f"fingerprint {weights_short(old)}) than --model-dir {new.get('model_dir')} ({weights_short(new)}); give this "
+            f"model its own --out-dir, or --force to start over (deletes those files)")
     require(resume, f"{out} holds results of an earlier run ({', '.join(present[:3])}); --resume continues it, "
                     f"--force starts over (deletes those files)")
     require(MANIFEST in present, f"--resume: {out} holds rank files but no {MANIFEST} that says what they are; "
                                  f"--force starts over")
-    old, new = read_manifest(out), json.loads(json.dumps(settings))  # compared as JSON: tuples are lists
-    require(not other_weights(old, new), f"--resume: {out} holds results of other weights ({old.get('model_dir')}, "
-            f"fingerprint {_weights(old)}) than --model-dir {new.get('model_dir')} ({_weights(new)}); give this "
-            f"model its own --out-dir, or --force to start over")
     short = lambda v: (s if len(s := json.dumps(v)) <= 40 else s[:37] + "...")
     differ = [f"{k} {short(old.get(k))} -> {short(new.get(k))}" for k in sorted(set(old) | set(new))
               if k not in RESUME_FREE + ("model_fingerprint",) and old.get(k) != new.get(k)]

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, SHARED_DATA, run, torchrun
 from lab.evals import paired_bootstrap, summarize
+from modelio.provenance import same_weights
 from modelio.checkpoint import make_tiny
 from ops.stats import mean_and_spread
 from ops.results import D1_FILE, rescore
@@ -67,6 +68,7 @@ def test_generation_run_writes_jsonl_manifest_and_multi_seed_compare(tmp_path, t
     compare = [sys.executable, "-m", "lab.evals", "compare"]
     out = run(compare + [str(tmp_path / "s" / "toy_16_seed0"), str(tmp_path / "s" / "toy_16_seed1")], REPO)
     assert "95% paired-bootstrap CI" in out and "over 12 items" in out
+    assert "note: A and B are the same weights (fingerprint " in out  # two seeds of one model, said so
     res = subprocess.run(compare + [str(d), str(tmp_path / "s" / "toy_16_seed0")], cwd=REPO, capture_output=True,
                          text=True)
     assert res.returncode != 0 and "temperature" in res.stderr + res.stdout
@@ -167,3 +169,13 @@ def test_summarize_prints_the_make_run_table(tmp_path, capsys):
     assert "   seed1     2.0      28.0   +26.0" in out and "    mean     1.0      20.3   +19.3" in out
     with pytest.raises(FileNotFoundError):
         summarize(str(tmp_path / "empty"))
+
+
+def test_same_weights_only_when_both_recorded_and_equal():
+    """compare's note: equal recorded weights only; other weights, or none recorded, say nothing."""
+    def man(sha, config="c"):
+        return {"model_fingerprint": {"config.json": config, "weights": {"weights_sha256": sha, "sampled": None}}}
+    assert same_weights(man("a" * 64), man("a" * 64)) == "a" * 12
+    assert same_weights(man("a" * 64), man("b" * 64)) is None
+    assert same_weights(man("a" * 64), man("a" * 64, config="other")) is None
+    assert same_weights(man(None), man(None)) is None

@@ -127,7 +127,7 @@ def test_no_room_for_a_save_is_refused_before_the_model_loads(tmp_path, digit_mo
     out = tmp_path / "run"
     res = proc(FAULTS + ["disk-free:1000", "sft.py", "--model-dir", str(digit_model), *SFT, "--out-dir", str(out)])
     line = one_error_line(res, 2)
-    assert f"--out-dir {out} has 0.0 GiB free; one save of this run takes about" in line, line
+    assert f"--out-dir {out} has 1000 B free; one save of this run takes about" in line, line
     assert not out.exists()
 
 

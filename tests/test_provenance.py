@@ -19,7 +19,7 @@ from huggingface_hub._local_folder import write_download_metadata
 from safetensors.torch import load_file
 
 from conftest import REPO, write_hub_cache
-from modelio.checkpoint import from_pretrained, make_tiny, save_pretrained
+from modelio.checkpoint import from_pretrained, make_tiny, save_pretrained, stored_dtype
 from modelio.hub import resolve_model
 from modelio.model_files import copy_model_files
 from modelio.provenance import fingerprint, sampled_hash, saved_hash
@@ -119,6 +119,11 @@ def test_two_fine_tunes_of_one_hub_base_keep_their_chain_and_their_results_apart
     bf16 = tmp_path / "bf16"
     copy_model_files(src, bf16)
     save_pretrained(from_pretrained(src, dtype=torch.bfloat16), bf16)
+    # the released config.json names no torch_dtype: the shards' headers say bf16
+    config = json.loads((bf16 / "config.json").read_text())
+    del config["torch_dtype"]
+    (bf16 / "config.json").write_text(json.dumps(config))
+    assert stored_dtype(bf16) == "bfloat16" and stored_dtype(src) == "float32"
     cache = tmp_path / "cache"
     snap = write_hub_cache(cache, LLADA, bf16, COMMIT_A)
     assert not huggingface_hub.scan_cache_dir(cache).warnings
@@ -160,9 +165,12 @@ def test_two_fine_tunes_of_one_hub_base_keep_their_chain_and_their_results_apart
     assert manifest["model_revision"] is None and manifest["model_spec"] == str(tmp_path / "a")
     assert manifest["provenance"]["base"] == base
     assert manifest["model_fingerprint"]["weights"] == fingerprint(tmp_path / "a")
-    # the other fine-tune of the same base, resumed into out/a's result dir: refused in one line
-    res = script([*ev[:2], str(tmp_path / "b"), *ev[3:], "--resume"], env)
-    lines = res.stderr.strip().splitlines()
-    assert res.returncode == 2 and len(lines) == 1, res.stderr[-2000:]
-    assert "holds results of other weights" in lines[0] and str(tmp_path / "b") in lines[0]
+    # the other fine-tune of the same base into out/a's result dir, resumed or not: refused in one line that
+    # advises its own --out-dir, never the --resume that would be refused next
+    for resume in (["--resume"], []):
+        res = script([*ev[:2], str(tmp_path / "b"), *ev[3:], *resume], env)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, res.stderr[-2000:]
+        assert "holds results of other weights" in lines[0] and str(tmp_path / "b") in lines[0]
+        assert "its own --out-dir" in lines[0] and "--resume continues" not in lines[0]
     assert script([*ev, "--resume"], env).returncode == 0  # the same weights resume
