@@ -211,8 +211,8 @@ def build_parser():
         f"{TINY_DIR}, the tiny random model, for the toy tasks; a real task must name one)")
     add("--task", type=str, default="toy", help=" | ".join(tasks.names("score")))
     add("--data", type=str, default="", help="the task's test set: a file (jsonl, json, csv, "
-        "parquet) or a hub dataset id owner/name[:config][:split] (needs `pip install "
-        "datasets`); default: none, the toys generate theirs")
+        "parquet) or a hub dataset id owner/name[@revision][:config][:split] (the hub cache's; "
+        "else `datasets` reads it); default: none, the toys generate theirs")
     add("--full", action="store_true", help="all items, not d1's 256 (Countdown, Sudoku)")
     add("--toy-items", type=int, default=200, help="toy / pbe / countdown_toy: held-out items")
     add("--toy-blanks", type=str, default="2,5", help="toy: min,max blanks per puzzle")

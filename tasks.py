@@ -306,7 +306,8 @@ def heldout(name, data=None, full=False, n=200, data_seed=0, blanks=(2, 5)):
     if t.make:
         return list(enumerate(t.make_examples("test", n, TEST_SEED, data_seed, blanks=blanks)))
     if not data:
-        raise ValueError(f"--task {name} needs --data PATH (its local test file)")
+        raise ValueError(f"--task {name} needs --data: its test file, or a hub dataset id "
+                         "owner/name[:config][:split]")
     examples = load_task(name, data)
     ids = t.heldout(examples) if t.heldout and not full else range(len(examples))
     return [(int(i), examples[i]) for i in ids]

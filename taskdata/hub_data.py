@@ -305,3 +305,14 @@ def take(rows, bounds):
             return None
         return round(float(b[:-1]) * len(rows) / 100) if b.endswith("%") else int(b)
     return rows[index(bounds[0]):index(bounds[1])]
+
+
+def datasets_cache(dataset):
+    """{"commit", "snapshot"} of a split `datasets` read: its arrow files lie in
+    <cache>/<owner>___<name>/<config>/<version>/<commit>/, the folder named by the hub commit it read (offline
+    too: the cached version it fell back to); {None, None} where the folder is not named by a commit."""
+    files = [f["filename"] for f in getattr(dataset, "cache_files", None) or [] if "filename" in f]
+    folder = os.path.dirname(files[0]) if files else ""
+    if not COMMIT.fullmatch(os.path.basename(folder)):
+        return {"commit": None, "snapshot": None}
+    return {"commit": os.path.basename(folder), "snapshot": folder}

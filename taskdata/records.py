@@ -349,10 +349,11 @@ def parse_hub_spec(spec):
     return m["repo"], config, split, m["revision"]
 
 
-def _hub_records(spec):
+def _hub_records(spec, read_from=None):
     """The rows of a hub dataset's split, where = "spec row i": from the hub cache if it holds the repo's data
     (hub_data.find), else with the optional `datasets` package: without it, or when it fails (no such repo,
-    config or split; offline and not cached), one ValueError says so."""
+    config or split; offline and not cached), one ValueError says so. read_from (a dict): gets the commit and
+    folder `datasets` read (hub_data.datasets_cache)."""
     repo, config, split, revision = parse_hub_spec(spec)
     found = hub_data.find(spec, repo, config, split, revision)
     if found is not None:
@@ -374,13 +375,15 @@ def _hub_records(spec):
     verbosity = datasets.logging.get_verbosity()
     datasets.logging.set_verbosity_error()  # its offline notes ("using the latest cached version") are not ours
     try:
-        rows = [(f"{spec} row {i}", dict(row)) for i, row in
-                enumerate(datasets.load_dataset(repo, config, split=split, revision=revision))]
+        dataset = datasets.load_dataset(repo, config, split=split, revision=revision)
+        rows = [(f"{spec} row {i}", dict(row)) for i, row in enumerate(dataset)]
     except Exception as e:  # datasets raises many types (FileNotFoundError, ValueError, ConnectionError, ...)
         raise ValueError(f"{head} the hub dataset {repo} (config {config}, split {split}, revision "
                          f"{revision or 'default'}) could not be read: {_first_line(e)}") from None
     finally:
         datasets.logging.set_verbosity(verbosity)
+    if read_from is not None:
+        read_from.update(hub_data.datasets_cache(dataset))
     return _nonempty(rows, spec)
 
 
@@ -394,7 +397,8 @@ def _cached_records(spec, found):
 def data_record(spec):
     """What a manifest keeps of a --data value: a file's typed, path (absolute) and sha256; a hub id's typed, id,
     config (the one read), split, revision (as typed), commit, snapshot and files (in read order) in the hub
-    cache (None, None, [] when `datasets` read it) and records_sha256."""
+    cache (when `datasets` read it: the commit and folder of its own cache, hub_data.datasets_cache; no files) and
+    records_sha256."""
     typed = str(spec)
     if Path(spec).is_file():
         return {"typed": typed, "path": os.path.abspath(spec), "sha256": records_sha256(spec)}
@@ -402,10 +406,15 @@ def data_record(spec):
         return read_records(spec)  # neither a file nor a hub id: raises its FileNotFoundError
     repo, config, split, revision = parse_hub_spec(spec)
     found = hub_data.find(typed, repo, config, split, revision)
-    records = _cached_records(typed, found) if found else _hub_records(typed)
+    if found:
+        records = _cached_records(typed, found)
+        read_from = {"commit": found.commit, "snapshot": found.snapshot}
+    else:
+        read_from = {}
+        records = _hub_records(typed, read_from)
     return {"typed": typed, "id": repo, "config": found.config if found else config, "split": split,
-            "revision": revision, "commit": found and found.commit, "snapshot": found and found.snapshot,
-            "files": list(found.files) if found else [], "sha256": records_sha256(typed, records)}
+            "revision": revision, **read_from, "files": list(found.files) if found else [],
+            "sha256": records_sha256(typed, records)}
 
 
 def folder_hint(path, flag="--data"):

@@ -114,13 +114,23 @@ def assert_hub_accepts(cache, repo_id, revisions):
     assert {r.commit_hash: set(r.refs) for r in repo.revisions} == revisions
 
 
-def stand_in_datasets(monkeypatch, rows=()):
-    """A `datasets` module whose load_dataset records its calls and returns `rows`."""
+class StandInDataset(list):
+    """What datasets.load_dataset returns, as far as we read it: the rows, and `cache_files`, the arrow files
+    it wrote under its own cache (datasets' Dataset.cache_files: [{"filename": ...}])."""
+    cache_files = []
+
+
+def stand_in_datasets(monkeypatch, rows=(), cache_folder=None):
+    """A `datasets` module whose load_dataset records its calls and returns `rows`, as read from arrow files
+    in cache_folder (datasets' <cache>/<owner>___<name>/<config>/<version>/<commit>/) when given."""
     calls = []
 
     def load_dataset(path, name=None, split=None, revision=None):
         calls.append((path, name, split, revision))
-        return [dict(r) for r in rows]
+        dataset = StandInDataset(dict(r) for r in rows)
+        if cache_folder is not None:
+            dataset.cache_files = [{"filename": os.path.join(cache_folder, f"set-{split}.arrow")}]
+        return dataset
     module = types.ModuleType("datasets")
     module.load_dataset = load_dataset
     module.logging = types.SimpleNamespace(get_verbosity=lambda: 30, set_verbosity=lambda v: None,
@@ -415,6 +425,14 @@ def test_data_record_of_a_file_and_of_a_hub_id(gsm8k, tmp_path, monkeypatch):
     assert data_record("other/set:main:train") == {
         "typed": "other/set:main:train", "id": "other/set", "config": "main", "split": "train", "revision": None,
         "commit": None, "snapshot": None, "files": [], "sha256": hashlib.sha256(as_lines).hexdigest()}
+    # ... and from datasets' own cache, whose folder is named by the hub commit it read: that commit
+    folder = str(tmp_path / "datasets" / "other___set" / "main" / "0.0.0" / COMMIT_A)
+    stand_in_datasets(monkeypatch, rows, cache_folder=folder)
+    record = data_record("other/set:main:train")
+    assert (record["commit"], record["snapshot"], record["files"]) == (COMMIT_A, folder, [])
+    # a folder not named by a commit (a local loading script's hash) names none
+    stand_in_datasets(monkeypatch, rows, cache_folder=str(tmp_path / "datasets" / "set" / "main" / "0.0.0" / "ab12"))
+    assert data_record("other/set:main:train")["commit"] is None
 
 
 def test_folder_hint_names_the_data_files(tmp_path, monkeypatch):
