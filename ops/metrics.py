@@ -40,7 +40,8 @@ def progress(iterable=None, show=True, **kwargs):
     there PlainProgress writes plain lines instead."""
     if not show:
         return tqdm(iterable, disable=True, **kwargs)
-    if not sys.stderr.isatty() and os.environ.get("TQDM_DISABLE", "0") in ("", "0"):
+    plain = "file" not in kwargs and not sys.stderr.isatty()  # a bar given its own file draws there
+    if plain and os.environ.get("TQDM_DISABLE", "0") in ("", "0"):
         return PlainProgress(iterable, kwargs.get("desc", ""), kwargs.get("total"), kwargs.get("initial", 0))
     return tqdm(iterable, **kwargs)
 
@@ -50,7 +51,9 @@ class PlainProgress:
     seconds or LINES times a run, and at the last step; the bar's interface that the scripts use
     (iteration, set_postfix, set_description_str, write, close). Lines a script writes through it
     (bar.write: a round's metrics) go to stdout whole, as tqdm.write's do."""
-    EVERY_S, LINES = 60.0, 20
+    EVERY_S = 60.0
+    LINES = 20
+    disable = False  # tqdm's attribute: this one is shown
 
     def __init__(self, iterable, desc, total, initial=0):
         self.iterable = iterable
