@@ -36,6 +36,7 @@ from ops.results import MANIFEST, load_results
 from ops.stats import mean_and_spread
 from ops.checks import require, upfront
 from ops.metrics import METRICS_FILE, read_metrics
+from ops import trainers
 
 # the recipes, picked by --recipe: the testbed (docs/testbed.md) and `make run`'s toy (lab/runs/toy.sh, every
 # script at its defaults); each flag string is overridable by the flag of the same name
@@ -52,8 +53,16 @@ STRING_FLAGS = ("--a", "--b", "--init-flags", "--sft-flags", "--grpo-flags", "--
 
 def key(*parts):
     """8 hex digits naming a recipe, hashed as token lists (spacing and quoting do not matter); a preset's
-    value that follows the canvas (methods/common.one_token_a_step) by its name."""
-    return hashlib.sha256(json.dumps(parts, default=lambda f: f.__name__).encode()).hexdigest()[:8]
+    value that follows the canvas (methods/common.one_token_a_step) by its name, one that follows the world
+    size (ops/trainers.per_rank) by its one-process value, as the keys were before it followed."""
+    return hashlib.sha256(json.dumps(parts, default=_preset_token).encode()).hexdigest()[:8]
+
+
+def _preset_token(value):
+    """key()'s JSON of a preset value that is not plain data."""
+    if isinstance(value, trainers.FollowWorld):
+        return value.at(1)
+    return value.__name__
 
 
 def sft_alone(grpo_flags):
